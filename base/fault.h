@@ -1,0 +1,44 @@
+// Test-only fault injection, in the spirit of SIMULATE_OOM_RANK.
+//
+// CCPOOL_FAULT is a comma-separated list of rules; unset means off, and the
+// service logs a loud warning at start when it is on:
+//   kill_exec=N          SIGKILL the Nth tool execution right after spawn (1-based)
+//   delay_reply=M:MS     delay the Mth reply sent to a client by MS milliseconds
+//   fail_store_write=N   fail the Nth store write (0 = every write)
+//   delay_exec=MS        sleep MS before each execution (widens race windows)
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace ccpool {
+
+class FaultInjector {
+ public:
+  // Reads CCPOOL_FAULT once. Safe to call from any thread afterwards.
+  static FaultInjector& instance();
+  explicit FaultInjector(const std::string& spec);
+
+  bool enabled() const { return m_enabled; }
+  const std::string& spec() const { return m_spec; }
+
+  bool should_kill_exec();           // counts executions
+  int64_t reply_delay_ms();          // counts replies; 0 when no delay
+  bool should_fail_store_write();    // counts store writes
+  int64_t exec_delay_ms() const { return m_delay_exec_ms; }
+
+ private:
+  std::string m_spec;
+  bool m_enabled = false;
+  int64_t m_kill_exec = -1;
+  int64_t m_delay_reply_index = -1;
+  int64_t m_delay_reply_ms = 0;
+  int64_t m_fail_store_write = -1;
+  int64_t m_delay_exec_ms = 0;
+  std::atomic<int64_t> m_exec_count{0};
+  std::atomic<int64_t> m_reply_count{0};
+  std::atomic<int64_t> m_store_write_count{0};
+};
+
+}  // namespace ccpool

@@ -1,0 +1,39 @@
+#include "base/paths.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace ccpool {
+namespace {
+
+std::string env_or_empty(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? std::string(value) : std::string();
+}
+
+}  // namespace
+
+std::string default_store_dir(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  if (auto env = env_or_empty("CCPOOL_DIR"); !env.empty()) return env;
+  if (auto xdg = env_or_empty("XDG_CACHE_HOME"); !xdg.empty()) return xdg + "/ccpool";
+  if (auto home = env_or_empty("HOME"); !home.empty()) return home + "/.cache/ccpool";
+  return "/tmp/ccpool-cache-" + std::to_string(::getuid());
+}
+
+std::string default_socket_path(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  if (auto env = env_or_empty("CCPOOL_SOCKET"); !env.empty()) return env;
+  if (auto xdg = env_or_empty("XDG_RUNTIME_DIR"); !xdg.empty()) return xdg + "/ccpool/sock";
+  return "/tmp/ccpool-" + std::to_string(::getuid()) + "/sock";
+}
+
+std::string state_dir_for_socket(const std::string& socket_path) {
+  auto slash = socket_path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return socket_path.substr(0, slash);
+}
+
+}  // namespace ccpool

@@ -1,0 +1,6 @@
+// Placeholder until this command group lands.
+#include "cli/commands.h"
+
+namespace ccpool::cli {
+void register_cache_commands(CLI::App&) {}
+}  // namespace ccpool::cli

@@ -1,0 +1,21 @@
+// Each command group registers its CLI11 subcommands here. Subcommand
+// callbacks report their exit code by throwing CLI::RuntimeError(code):
+// 0 OK, 1 operational error, 2 usage error.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace ccpool::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;
+inline constexpr int kExitUsage = 2;
+
+void register_cache_commands(CLI::App& app);    // ccpool cache ...
+void register_service_commands(CLI::App& app);  // serve, status, stop, exec
+void register_launch_commands(CLI::App& app);   // run, env
+
+// Prints "ccpool: <message>" to stderr and throws CLI::RuntimeError(code).
+[[noreturn]] void fail(int code, const std::string& message);
+
+}  // namespace ccpool::cli

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs missing packages, builds (Release), and runs every test with CTest.
+#   scripts/test.sh            full run
+#   BUILD_DIR=build scripts/test.sh
+#   CCPOOL_TEST_SANITIZE=1     also build and run the unit tests under ASan+UBSan
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+scripts/setup-deps.sh
+
+jobs=$(nproc)
+build=${BUILD_DIR:-$root/build}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCCPOOL_BUILD_FUZZ=ON >/dev/null
+cmake --build "$build" -j "$jobs"
+
+export CCPOOL_TEST_TMP=${CCPOOL_TEST_TMP:-$(mktemp -d /tmp/ccpool-tests.XXXXXX)}
+# Tests start their own services and redis-servers; none may leak into the user's.
+unset CCPOOL_SOCKET CCPOOL_DIR CCPOOL_REMOTE LD_PRELOAD || true
+
+cd "$build"
+ctest --output-on-failure -j "$jobs" --timeout 600
+
+if [[ "${CCPOOL_TEST_SANITIZE:-0}" == 1 ]]; then
+  san=${build}-asan
+  cmake -S "$root" -B "$san" -DCMAKE_BUILD_TYPE=Debug -DCCPOOL_SANITIZE=ON -DCCPOOL_BUILD_BENCH=OFF >/dev/null
+  cmake --build "$san" -j "$jobs"
+  (cd "$san" && ctest --output-on-failure -j "$jobs" -L unit)
+fi

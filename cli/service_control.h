@@ -1,0 +1,28 @@
+// Starting and reaching the node service from CLI commands (run, env, exec).
+// Implemented in cli/service_control.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/error.h"
+
+namespace ccpool::cli {
+
+struct ServiceSettings {
+  std::string socket;      // resolved socket path
+  std::string store_dir;   // empty: the service's own default
+  int jobs = 0;            // 0: the service's default
+  uint64_t mem_budget = 0; // 0: the service's default
+  std::string extra_args;  // reserved
+};
+
+// Absolute path of the running ccpool executable (/proc/self/exe).
+std::string self_executable();
+
+// Returns once a service answers ping on settings.socket, starting one
+// (detached, in its own session, so a launcher's process hygiene never kills
+// it) if none answers. Several callers racing get exactly one service.
+Result<void> ensure_service(const ServiceSettings& settings);
+
+}  // namespace ccpool::cli

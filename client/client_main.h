@@ -1,0 +1,43 @@
+// The client side of a redirected exec: send the request to the node service,
+// replay the result, or run the tool locally when the service cannot help.
+// Shared by the `ccpool-client` executable (what the LD_PRELOAD shim execs)
+// and `ccpool exec`.
+//
+// ccpool-client argv contract (the shim relies on it):
+//   ccpool-client <resolved-program-path> <original argv[0]> <original argv[1]> ...
+// The resolved path must be absolute (the shim has already done PATH lookup).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ccpool::client {
+
+struct ClientInvocation {
+  std::string program;            // absolute, or resolved through PATH when not
+  std::vector<std::string> argv;  // argv[0] as the caller gave it
+  std::string socket;             // empty: CCPOOL_SOCKET > default_socket_path()
+  std::vector<std::string> inputs, outputs;  // declared files (ccpool exec)
+  // Path of the `ccpool` binary used to auto-start the service; empty: the
+  // `ccpool` next to the running executable (/proc/self/exe's directory).
+  std::string ccpool_binary;
+};
+
+// Runs the invocation through the service, writes the tool's stdout/stderr to
+// fds 1/2 byte-exact and returns its exit code. On any service trouble it
+// execs the program itself (fallback, does not return) under the N-slot lock.
+// Returns 127 only if the program cannot be exec'd at all (like a shell).
+//
+// Environment read:
+//   CCPOOL_DISABLE=1          exec the program directly, no service
+//   CCPOOL_SOCKET             socket path (when invocation.socket is empty)
+//   CCPOOL_CLIENT_TIMEOUT     reply deadline ("1h" default, base/units syntax)
+//   CCPOOL_NO_AUTOSTART=1     never start the service (tests)
+//   CCPOOL_JOBS               fallback slots (default: CPUs from sched_getaffinity)
+//   RANK / LOCAL_RANK         the rank sent with the request
+int run_client(const ClientInvocation& invocation);
+
+// `ccpool-client` main: parses the argv contract above and calls run_client.
+int client_main(int argc, char** argv);
+
+}  // namespace ccpool::client

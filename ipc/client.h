@@ -1,0 +1,48 @@
+// Blocking protocol client: one connection to the service. Used by
+// ccpool-client, `ccpool status/stop/exec`, tests and benchmarks.
+// Move-only; owns the fd. Not thread-safe (one request at a time).
+#pragma once
+
+#include <string>
+
+#include "base/error.h"
+#include "base/fs.h"
+#include "ipc/protocol.h"
+#include "ipc/socket.h"
+
+namespace ccpool::ipc {
+
+class Client {
+ public:
+  // Connects and performs the Hello/HelloOk handshake before `deadline`.
+  // An ErrorFrame reply maps to its ErrorCode (e.g. kPermission for a refused
+  // uid, kUnsupported for a version mismatch).
+  static Result<Client> connect(const std::string& socket, Deadline deadline,
+                                uint64_t capabilities = 0);
+
+  Client(Client&&) noexcept = default;
+  Client& operator=(Client&&) noexcept = default;
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // The service's answer to the handshake.
+  const HelloOk& hello() const { return m_hello; }
+  int fd() const { return m_fd.get(); }
+
+  // The reply as the service sent it; kStopping/kFailed replies are returned
+  // as values (the caller decides to fall back), an ErrorFrame is an error.
+  Result<ExecReply> exec(const ExecRequest& request, Deadline deadline);
+  Result<std::string> status_json(Deadline deadline);
+  Result<void> stop(Deadline deadline);
+  Result<void> ping(Deadline deadline);
+
+ private:
+  Client(UniqueFd fd) : m_fd(std::move(fd)) {}
+  Result<Message> round_trip(const Message& request, Deadline deadline);
+
+  UniqueFd m_fd;
+  FrameReader m_reader;
+  HelloOk m_hello;
+};
+
+}  // namespace ccpool::ipc

@@ -1,0 +1,52 @@
+// Unix-socket plumbing for the protocol: listen, connect, peer credentials and
+// blocking send/receive of whole messages. Every blocking call takes a deadline
+// and errors are typed (see PROTOCOL.md, "Errors"):
+//   kUnreachable  no one listens (ENOENT, ECONNREFUSED)
+//   kTimeout      the deadline passed
+//   kProtocol     the peer sent a malformed frame or closed mid-conversation
+//   kPermission   EACCES, or the service refused our uid
+//   kStopping     the service said it is stopping
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+
+#include "base/error.h"
+#include "base/fs.h"
+#include "ipc/protocol.h"
+
+namespace ccpool::ipc {
+
+using Deadline = std::chrono::steady_clock::time_point;
+
+// A deadline `d` from now; a helper for callers and tests.
+inline Deadline deadline_in(std::chrono::milliseconds d) {
+  return std::chrono::steady_clock::now() + d;
+}
+
+// Binds and listens on a Unix stream socket at `path`. The fd is nonblocking
+// and CLOEXEC; the socket file gets mode 0600. A stale socket file (nobody
+// accepts on it) is unlinked first; a live one is kUnsupported ("already
+// serving"). The caller owns the directory (see ensure_private_dir).
+Result<UniqueFd> listen_unix(const std::string& path);
+
+// Connects to `path`. The returned fd is blocking-mode-agnostic (the helpers
+// below poll) and CLOEXEC.
+Result<UniqueFd> connect_unix(const std::string& path, Deadline deadline);
+
+struct PeerCred {
+  pid_t pid;
+  uid_t uid;
+  gid_t gid;
+};
+Result<PeerCred> peer_credentials(int fd);  // SO_PEERCRED
+
+// Writes one whole frame, polling for POLLOUT until `deadline`.
+Result<void> send_message(int fd, const Message& m, Deadline deadline);
+// Reads until `reader` yields one message, polling for POLLIN until `deadline`.
+// EOF before a whole frame is kProtocol ("connection closed by peer").
+Result<Message> recv_message(int fd, FrameReader& reader, Deadline deadline);
+
+}  // namespace ccpool::ipc

@@ -1,0 +1,241 @@
+#include "pool/scheduler.h"
+
+#include <tbb/global_control.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <list>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace ccpool::pool {
+namespace {
+
+constexpr size_t kEstimateWindow = 8;  // a class's estimate: the max of its last 8 peaks
+
+struct QueuedJob {
+  JobId id;
+  std::string job_class;
+  std::function<void(JobId)> start;
+};
+
+struct RunningJob {
+  std::string job_class;
+  uint64_t reserved;  // the estimate charged at admission, returned on finish
+};
+
+using Admitted = std::vector<std::pair<JobId, std::function<void(JobId)>>>;
+
+}  // namespace
+
+struct Scheduler::State {
+  int jobs = 1;
+  uint64_t mem_budget = 0;
+  uint64_t default_estimate = 0;
+  // Lets the arena really get `jobs` threads on a machine with fewer cores:
+  // oneTBB's default worker count is cores - 1.
+  std::unique_ptr<tbb::global_control> parallelism;
+  tbb::task_arena arena;
+
+  mutable std::mutex mutex;
+  // Guarded by mutex. Each client's FIFO; `ring` holds the clients with a
+  // non-empty queue in round-robin order (front = next to be served).
+  std::unordered_map<uint64_t, std::deque<QueuedJob>> queues;
+  std::list<uint64_t> ring;
+  std::unordered_map<JobId, uint64_t> queued_owner;         // queued job -> client
+  std::unordered_map<JobId, RunningJob> running;
+  std::unordered_map<std::string, std::deque<uint64_t>> peaks;  // class -> recent peaks, bytes
+  uint64_t reserved = 0;
+  size_t peak_running = 0;
+  JobId next_id = 1;
+
+  // Guarded by arena_mutex: arena tasks not yet returned, for the destructor.
+  std::mutex arena_mutex;
+  std::condition_variable arena_idle;
+  size_t arena_pending = 0;
+
+  uint64_t estimate_locked(const std::string& job_class) const;
+  Admitted admit_locked();
+  void launch(Admitted admitted);
+  void post(std::function<void()> work);
+};
+
+uint64_t Scheduler::State::estimate_locked(const std::string& job_class) const {
+  auto it = peaks.find(job_class);
+  if (it == peaks.end() || it->second.empty()) return default_estimate;
+  return *std::max_element(it->second.begin(), it->second.end());
+}
+
+// Admits in round-robin order while a slot is free. When the next client's
+// head job does not fit in memory, admission stops until a finish() frees
+// memory: skipping ahead to smaller jobs could starve a big one forever.
+Admitted Scheduler::State::admit_locked() {
+  Admitted admitted;
+  while (running.size() < static_cast<size_t>(jobs) && !ring.empty()) {
+    uint64_t client = ring.front();
+    std::deque<QueuedJob>& queue = queues[client];
+    QueuedJob& head = queue.front();
+    uint64_t need = estimate_locked(head.job_class);
+    if (!running.empty() && reserved + need > mem_budget) break;
+    running.emplace(head.id, RunningJob{head.job_class, need});
+    reserved += need;
+    peak_running = std::max(peak_running, running.size());
+    queued_owner.erase(head.id);
+    admitted.emplace_back(head.id, std::move(head.start));
+    queue.pop_front();
+    ring.pop_front();
+    if (queue.empty()) {
+      queues.erase(client);
+    } else {
+      ring.push_back(client);
+    }
+  }
+  return admitted;
+}
+
+void Scheduler::State::post(std::function<void()> work) {
+  {
+    std::lock_guard lock(arena_mutex);
+    ++arena_pending;
+  }
+  arena.enqueue([this, work = std::move(work)] {
+    try {
+      work();
+    } catch (...) {
+      // Work must not throw; an escaping exception would terminate oneTBB's worker.
+    }
+    std::lock_guard lock(arena_mutex);
+    if (--arena_pending == 0) arena_idle.notify_all();
+  });
+}
+
+void Scheduler::State::launch(Admitted admitted) {
+  for (auto& [id, start] : admitted) {
+    post([id = id, start = std::move(start)] { start(id); });
+  }
+}
+
+Scheduler::Scheduler(const SchedulerOptions& options) : m_state(std::make_unique<State>()) {
+  State& s = *m_state;
+  s.jobs = options.jobs > 0 ? options.jobs : available_cpus();
+  s.mem_budget = options.mem_budget > 0 ? options.mem_budget : default_mem_budget();
+  s.default_estimate = options.default_estimate;
+  size_t want = static_cast<size_t>(s.jobs) + 1;
+  if (tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism) < want) {
+    s.parallelism = std::make_unique<tbb::global_control>(
+        tbb::global_control::max_allowed_parallelism, want);
+  }
+  // No slot reserved for external threads: every slot serves enqueued work.
+  s.arena.initialize(s.jobs, 0);
+}
+
+Scheduler::~Scheduler() {
+  State& s = *m_state;
+  {
+    std::lock_guard lock(s.mutex);
+    s.queues.clear();
+    s.ring.clear();
+    s.queued_owner.clear();
+  }
+  std::unique_lock lock(s.arena_mutex);
+  s.arena_idle.wait(lock, [&s] { return s.arena_pending == 0; });
+}
+
+JobId Scheduler::submit(uint64_t client_id, const std::string& job_class,
+                        std::function<void(JobId)> start) {
+  State& s = *m_state;
+  Admitted admitted;
+  JobId id;
+  {
+    std::lock_guard lock(s.mutex);
+    id = s.next_id++;
+    std::deque<QueuedJob>& queue = s.queues[client_id];
+    if (queue.empty()) s.ring.push_back(client_id);
+    queue.push_back(QueuedJob{id, job_class, std::move(start)});
+    s.queued_owner.emplace(id, client_id);
+    admitted = s.admit_locked();
+  }
+  s.launch(std::move(admitted));
+  return id;
+}
+
+bool Scheduler::cancel_queued(JobId id) {
+  State& s = *m_state;
+  std::function<void(JobId)> dropped;  // destroyed outside the lock
+  std::lock_guard lock(s.mutex);
+  auto owner = s.queued_owner.find(id);
+  if (owner == s.queued_owner.end()) return false;
+  uint64_t client = owner->second;
+  s.queued_owner.erase(owner);
+  std::deque<QueuedJob>& queue = s.queues[client];
+  auto it = std::find_if(queue.begin(), queue.end(), [id](const QueuedJob& j) { return j.id == id; });
+  dropped = std::move(it->start);
+  queue.erase(it);
+  if (queue.empty()) {
+    s.queues.erase(client);
+    s.ring.remove(client);
+  }
+  return true;
+}
+
+void Scheduler::finish(JobId id, int64_t measured_peak_rss_kb) {
+  State& s = *m_state;
+  Admitted admitted;
+  {
+    std::lock_guard lock(s.mutex);
+    auto it = s.running.find(id);
+    if (it == s.running.end()) return;  // unknown or finished twice: ignore
+    s.reserved -= it->second.reserved;
+    if (measured_peak_rss_kb > 0) {
+      std::deque<uint64_t>& history = s.peaks[it->second.job_class];
+      history.push_back(static_cast<uint64_t>(measured_peak_rss_kb) * 1024);
+      if (history.size() > kEstimateWindow) history.pop_front();
+    }
+    s.running.erase(it);
+    admitted = s.admit_locked();
+  }
+  s.launch(std::move(admitted));
+}
+
+void Scheduler::run_in_arena(std::function<void()> work) { m_state->post(std::move(work)); }
+
+uint64_t Scheduler::estimate(const std::string& job_class) const {
+  std::lock_guard lock(m_state->mutex);
+  return m_state->estimate_locked(job_class);
+}
+
+SchedulerStats Scheduler::stats() const {
+  const State& s = *m_state;
+  std::lock_guard lock(s.mutex);
+  return SchedulerStats{s.jobs, s.mem_budget, s.running.size(), s.queued_owner.size(),
+                        s.peak_running, s.reserved};
+}
+
+void Scheduler::drain_queued(std::function<void(JobId)> on_dropped) {
+  State& s = *m_state;
+  std::vector<JobId> dropped;
+  std::vector<std::function<void(JobId)>> starts;  // destroyed outside the lock
+  {
+    std::lock_guard lock(s.mutex);
+    // Report in submission order per client, clients in ring order.
+    for (uint64_t client : s.ring) {
+      for (QueuedJob& job : s.queues[client]) {
+        dropped.push_back(job.id);
+        starts.push_back(std::move(job.start));
+      }
+    }
+    s.queues.clear();
+    s.ring.clear();
+    s.queued_owner.clear();
+  }
+  if (on_dropped) {
+    for (JobId id : dropped) on_dropped(id);
+  }
+}
+
+}  // namespace ccpool::pool

@@ -92,6 +92,20 @@ const char* message_type_name(const Message& m);
 
 std::string encode(const Message& m);  // one complete frame
 
+// encode() plus the sender-side checks a receiver would apply: the payload
+// fits kMaxFrameSize (kFull otherwise: e.g. a tool printed > 64 MiB) and an
+// ExecRequest is within its bounds (kInvalidArgument). Use this for any
+// message built from untrusted or unbounded data.
+Result<std::string> encode_checked(const Message& m);
+
+// The bounds an ExecRequest must satisfy (argc, env, path lengths, file
+// counts, no NUL inside argv/env/paths). kProtocol naming the field.
+Result<void> check_exec_request(const ExecRequest& r);
+
+// Server side of the handshake: kUnsupported naming both versions when the
+// client speaks another protocol version.
+Result<void> check_hello(const Hello& h);
+
 // Builds an ErrorFrame from an Error (code and message carried over).
 ErrorFrame to_error_frame(const Error& e);
 // The Error an ErrorFrame stands for; unknown codes map to kProtocol.

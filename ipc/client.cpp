@@ -1,0 +1,67 @@
+#include "ipc/client.h"
+
+#include <unistd.h>
+
+namespace ccpool::ipc {
+namespace {
+
+Error unexpected_reply(const char* request, const Message& reply) {
+  return Error(ErrorCode::kProtocol, std::string("the service answered a ") + request + " request with a " +
+                                         message_type_name(reply) + " frame");
+}
+
+}  // namespace
+
+Result<Client> Client::connect(const std::string& socket, Deadline deadline, uint64_t capabilities) {
+  CCPOOL_TRY_ASSIGN(UniqueFd fd, connect_unix(socket, deadline));
+  Client client(std::move(fd));
+  Hello hello;
+  hello.capabilities = capabilities;
+  hello.pid = static_cast<int32_t>(::getpid());
+  CCPOOL_TRY_ASSIGN(Message reply, client.round_trip(hello, deadline));
+  const auto* ok_reply = std::get_if<HelloOk>(&reply);
+  if (!ok_reply) return tl::unexpected<Error>(unexpected_reply("hello", reply));
+  if (ok_reply->version != kProtocolVersion) {
+    return make_error(ErrorCode::kUnsupported,
+                      "the service speaks ccpool protocol version " + std::to_string(ok_reply->version) +
+                          " but this client speaks version " + std::to_string(kProtocolVersion) +
+                          "; restart the service with `ccpool stop` so a matching one starts");
+  }
+  client.m_hello = *ok_reply;
+  return client;
+}
+
+Result<Message> Client::round_trip(const Message& request, Deadline deadline) {
+  CCPOOL_TRY(send_message(m_fd.get(), request, deadline));
+  CCPOOL_TRY_ASSIGN(Message reply, recv_message(m_fd.get(), m_reader, deadline));
+  if (const auto* error = std::get_if<ErrorFrame>(&reply)) {
+    return tl::unexpected<Error>(from_error_frame(*error));
+  }
+  return reply;
+}
+
+Result<ExecReply> Client::exec(const ExecRequest& request, Deadline deadline) {
+  CCPOOL_TRY_ASSIGN(Message reply, round_trip(request, deadline));
+  if (auto* r = std::get_if<ExecReply>(&reply)) return std::move(*r);
+  return tl::unexpected<Error>(unexpected_reply("exec", reply));
+}
+
+Result<std::string> Client::status_json(Deadline deadline) {
+  CCPOOL_TRY_ASSIGN(Message reply, round_trip(StatusRequest{}, deadline));
+  if (auto* r = std::get_if<StatusReply>(&reply)) return std::move(r->json);
+  return tl::unexpected<Error>(unexpected_reply("status", reply));
+}
+
+Result<void> Client::stop(Deadline deadline) {
+  CCPOOL_TRY_ASSIGN(Message reply, round_trip(StopRequest{}, deadline));
+  if (std::holds_alternative<StopReply>(reply)) return ok();
+  return tl::unexpected<Error>(unexpected_reply("stop", reply));
+}
+
+Result<void> Client::ping(Deadline deadline) {
+  CCPOOL_TRY_ASSIGN(Message reply, round_trip(Ping{}, deadline));
+  if (std::holds_alternative<Pong>(reply)) return ok();
+  return tl::unexpected<Error>(unexpected_reply("ping", reply));
+}
+
+}  // namespace ccpool::ipc

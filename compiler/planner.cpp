@@ -1,0 +1,180 @@
+// Dispatch (which model handles a request), tool identity and the helpers the
+// models share.
+#include <sys/stat.h>
+
+#include <climits>
+#include <cstdlib>
+#include <regex>
+
+#include "compiler/planner_impl.h"
+
+namespace ccpool::compiler {
+namespace {
+
+// gcc/g++/cc/c++/clang/clang++, optionally behind a target triplet and/or a
+// version suffix: x86_64-linux-gnu-gcc-12, clang++-14, g++-12.2.
+bool looks_like_cc(const std::string& name) {
+  static const std::regex kPattern(R"(^([A-Za-z0-9_.]+-)*(gcc|g\+\+|cc|c\+\+|clang|clang\+\+)(-[0-9]+(\.[0-9]+)*)?$)");
+  return std::regex_match(name, kPattern);
+}
+
+constexpr size_t kMaxHelperMemo = 4096;
+
+}  // namespace
+
+int64_t to_ns(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+std::string base_name(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string absolute_path(const std::string& path, const std::string& cwd) {
+  if (!path.empty() && path[0] == '/') return path;
+  if (cwd.empty() || cwd.back() == '/') return cwd + path;
+  return cwd + "/" + path;
+}
+
+Plan passthrough_plan(const Request& request, std::string reason) {
+  Plan plan;
+  plan.kind = PlanKind::kPassthrough;
+  plan.reason = std::move(reason);
+  plan.tool = base_name(request.program);
+  plan.job_class = plan.tool;
+  plan.run_program = request.program;
+  plan.run_argv = request.argv;
+  plan.run_cwd = request.cwd;
+  plan.run_env = strip_shim(request.env);
+  return plan;
+}
+
+void hash_env(Hasher& h, const std::vector<std::string>& env, const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    h.add_field(name);
+    std::optional<std::string> value = env_value(env, name);
+    h.add_u64(value ? 1 : 0);
+    if (value) h.add_field(*value);
+  }
+}
+
+std::string verify_plan_inputs(Planner::Impl& impl, const PlanDetail& detail,
+                               std::chrono::system_clock::time_point started) {
+  int64_t start_ns = to_ns(started);
+  for (const auto& [path, stat] : detail.tools) {
+    std::optional<FileStat> now = stat_path(path);
+    if (!now || !(*now == stat)) return "tool '" + path + "' changed since the plan";
+  }
+  for (const CheckedInput& input : detail.inputs) {
+    Result<HashedFile> now = impl.hasher.hash(input.path);
+    if (!now) return "input '" + input.path + "' unreadable after the run: " + now.error().message;
+    if (now->content != input.content) return "input '" + input.path + "' changed since the plan";
+    if (now->stat.mtime_ns >= start_ns || now->stat.ctime_ns >= start_ns) {
+      return "input '" + input.path + "' was modified during the run";
+    }
+  }
+  return "";
+}
+
+Result<ToolIdentity> Planner::Impl::tool_identity(const std::string& path) {
+  char resolved[PATH_MAX];
+  if (::realpath(path.c_str(), resolved) == nullptr) {
+    return make_error(ErrorCode::kNotFound, "cannot resolve tool '" + path + "'");
+  }
+  ToolIdentity id;
+  id.real_path = resolved;
+  CCPOOL_TRY_ASSIGN(HashedFile file, hasher.hash(id.real_path));
+  id.content = file.content;
+  id.stat = file.stat;
+  Hasher h;
+  h.add_field("tool-v1");
+  h.add_field(id.real_path);
+  h.update(std::string_view(reinterpret_cast<const char*>(id.content.bytes.data()), 16));
+  id.key = h.digest();
+  return id;
+}
+
+Result<HelperOutput> Planner::Impl::memo_helper(const Digest& key,
+                                                const std::vector<std::string>& argv,
+                                                const std::vector<std::string>& env,
+                                                const std::string& cwd) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = helper_memo.find(key);
+    if (it != helper_memo.end()) return it->second;
+  }
+  CCPOOL_TRY_ASSIGN(HelperOutput out, run_helper(argv, strip_shim(env), cwd));
+  std::lock_guard<std::mutex> lock(mutex);
+  if (helper_memo.size() >= kMaxHelperMemo) helper_memo.clear();
+  helper_memo.emplace(key, out);
+  return out;
+}
+
+Family Planner::Impl::family(const ToolIdentity& tool, const std::vector<std::string>& env) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = families.find(tool.key);
+    if (it != families.end()) return it->second;
+  }
+  // LC_ALL=C: the banner must not be translated.
+  std::vector<std::string> helper_env = {"LC_ALL=C"};
+  if (std::optional<std::string> path = env_value(env, "PATH")) helper_env.push_back("PATH=" + *path);
+  Result<HelperOutput> out = run_helper({tool.real_path, "--version"}, helper_env, "/");
+  Family result = Family::kUnknown;
+  if (out && out->exit_code == 0) {
+    const std::string& text = out->out;
+    if (text.find("clang version") != std::string::npos) {
+      result = Family::kClang;
+    } else if (text.find("Free Software Foundation") != std::string::npos &&
+               (text.find("gcc") != std::string::npos || text.find("g++") != std::string::npos ||
+                text.find("GCC") != std::string::npos)) {
+      result = Family::kGcc;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  families[tool.key] = result;
+  return result;
+}
+
+Planner::Planner() : m_impl(std::make_unique<Impl>()) {}
+Planner::~Planner() = default;
+
+Result<Plan> Planner::plan(const Request& request, const std::string& work_dir) {
+  if (request.argv.empty() || request.program.empty() || request.program[0] != '/') {
+    return passthrough_plan(request, "no absolute program path");
+  }
+  Result<ToolIdentity> tool = m_impl->tool_identity(request.program);
+  if (!tool) return passthrough_plan(request, "tool identity unknown: " + tool.error().message);
+  std::string name = base_name(request.program);
+  std::string real_name = base_name(tool->real_path);
+  if (name == "ptxas" || real_name == "ptxas") return m_impl->plan_ptxas(request, *tool);
+  if (looks_like_cc(name) || looks_like_cc(real_name) || looks_like_cc(base_name(request.argv[0]))) {
+    Family family = m_impl->family(*tool, request.env);
+    if (family != Family::kUnknown) return m_impl->plan_cc(request, *tool, family, work_dir);
+  }
+  if (!request.declared_outputs.empty()) return m_impl->plan_generic(request, *tool);
+  return passthrough_plan(request, "not a recognised compiler and no declared outputs");
+}
+
+Result<std::optional<Digest>> Planner::lookup(const Plan& plan, const ManifestStorage& manifests) {
+  if (plan.kind == PlanKind::kPassthrough) return std::optional<Digest>();
+  if (!plan.direct_mode) return std::optional<Digest>(plan.flight_key);
+  return m_impl->lookup_cc(plan, manifests);
+}
+
+Result<Finished> Planner::finish(const Plan& plan, std::chrono::system_clock::time_point started,
+                                 const ManifestStorage& manifests) {
+  Finished done;
+  if (plan.kind == PlanKind::kPassthrough || !plan.detail) {
+    done.why_not = "pass-through";
+    return done;
+  }
+  if (plan.direct_mode) return m_impl->finish_cc(plan, started, manifests);
+  done.why_not = verify_plan_inputs(*m_impl, *plan.detail, started);
+  done.store = done.why_not.empty();
+  if (done.store) done.result_key = plan.flight_key;
+  return done;
+}
+
+}  // namespace ccpool::compiler

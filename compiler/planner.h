@@ -1,0 +1,109 @@
+// The compiler models: turn one exec request into a Plan (what to run, the
+// cache key, the outputs), validate direct-mode manifests, and compute result
+// keys after a run. Knows nothing of the store, sockets or the pool; the
+// service owns execution, storage and delivery. Exact key material:
+// docs/cache-keys.md. A false hit is the worst possible bug, so every doubt
+// becomes a pass-through or a miss.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/error.h"
+#include "base/hash.h"
+
+namespace ccpool::compiler {
+
+struct Request {
+  std::string program;                 // resolved absolute path of the tool
+  std::vector<std::string> argv;       // argv[0] as the caller gave it
+  std::string cwd;
+  std::vector<std::string> env;        // caller's environment, "K=V"
+  std::vector<std::string> declared_inputs, declared_outputs;  // from `ccpool exec --input/--output` (cwd-relative or absolute)
+};
+
+enum class PlanKind { kPassthrough, kGeneric, kCompiler };
+
+struct OutputSpec {
+  std::string name;          // stable name in the stored record ("out", "dep", "dwo", "gcno", "su", or the declared path for generic jobs)
+  std::string run_path;      // absolute path where the tool writes it when this plan is executed (inside work_dir when redirected)
+  std::string deliver_path;  // absolute path where THIS requester wants it
+  bool optional = false;     // missing after a successful run is not an error (then it is simply not stored/delivered)
+};
+
+// Model-private state carried from plan() to lookup()/finish()/deliver_bytes()
+// (parsed arguments, include search order, dependency-file location).
+struct PlanDetail;
+
+struct Plan {
+  PlanKind kind = PlanKind::kPassthrough;
+  std::string reason;          // why pass-through (logged and shown), empty otherwise
+  Digest flight_key;           // identical requests in flight share one execution iff equal (for direct mode: the manifest key)
+  bool direct_mode = false;    // true: the result key comes from lookup()/finish(); false: result key == flight_key
+  std::string job_class;       // memory-estimate class, e.g. "g++ -O3 -shared" (tool basename + a few flags that drive memory)
+  std::string tool;            // display name (basename)
+  // What to execute. Filled for pass-through plans too (argv unchanged,
+  // request cwd, environment minus the shim).
+  std::string run_program;             // absolute path to execute (request.program); run_argv[0] stays as the caller gave it
+  std::vector<std::string> run_argv;   // may differ from argv: -o redirected into work_dir, -MD -MF <work_dir>/... added
+  std::string run_cwd;
+  std::vector<std::string> run_env;    // environment for the tool (shim removed)
+  bool uses_work_dir = false;          // run_argv/run_path reference work_dir: the service must create it before running and delete it after
+  std::vector<OutputSpec> outputs;
+  std::vector<std::string> inputs;     // for metadata (source, declared inputs)
+  std::shared_ptr<const PlanDetail> detail;  // opaque; null for pass-through plans
+};
+
+struct ManifestStorage {  // the service backs these with store blobs
+  std::function<std::optional<std::string>(const Digest&)> load;
+  std::function<void(const Digest&, const std::string&)> save;
+};
+
+struct Finished {
+  bool store = false;      // false: serve this run's outputs to the current waiters only
+  std::string why_not;     // when !store: why (logged)
+  Digest result_key;       // valid when store
+};
+
+class Planner {
+ public:
+  Planner();
+  ~Planner();
+  Planner(const Planner&) = delete;
+  Planner& operator=(const Planner&) = delete;
+
+  // Thread-safe. work_dir is a unique absolute path the service creates only
+  // if the plan is executed (and only when uses_work_dir); plan() never creates
+  // it. Errors are internal failures only; anything uncacheable is a
+  // kPassthrough plan with a reason.
+  Result<Plan> plan(const Request& request, const std::string& work_dir);
+
+  // Direct mode: validates the manifest stored under plan.flight_key, newest
+  // entry first, by re-hashing every recorded input and checking that no
+  // recorded negative path exists. Returns the result key to fetch, or
+  // nullopt (miss). Non-direct plans: returns plan.flight_key.
+  Result<std::optional<Digest>> lookup(const Plan& plan, const ManifestStorage& manifests);
+
+  // After an exit-0 run of plan.run_argv (outputs still at their run_path).
+  // started: a time taken before the tool was spawned; any input modified at
+  // or after it makes store=false. Direct mode: records the manifest entry.
+  Result<Finished> finish(const Plan& plan, std::chrono::system_clock::time_point started,
+                          const ManifestStorage& manifests);
+
+  // The bytes to write at output.deliver_path for `requester`, given the
+  // stored bytes (which may come from another requester's run).
+  std::string deliver_bytes(const Plan& requester, const OutputSpec& output,
+                            std::string_view stored) const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> m_impl;
+};
+
+}  // namespace ccpool::compiler

@@ -1,0 +1,97 @@
+// Internals shared by the model files: Planner::Impl (memo tables) and
+// PlanDetail (what plan() hands to lookup()/finish()). Not a public header.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/file_hasher.h"
+#include "compiler/planner.h"
+#include "compiler/subprocess.h"
+
+namespace ccpool::compiler {
+
+enum class Family { kUnknown, kGcc, kClang };
+
+struct ToolIdentity {
+  std::string real_path;
+  Digest content;
+  FileStat stat;
+  Digest key;  // H(real_path, content)
+};
+
+// An input whose content went into a key at plan() time. finish() re-hashes
+// it: a change between plan() and the run would otherwise store the new
+// output under the old key.
+struct CheckedInput {
+  std::string path;  // absolute
+  Digest content;
+};
+
+// Include search order for one compile, as the compiler itself reported it
+// (`-E -v`), strings exactly as the compiler forms paths.
+struct SearchDirs {
+  std::vector<std::string> quote;    // "#include "..." search starts here" (only -iquote)
+  std::vector<std::string> bracket;  // "#include <...> search starts here"
+  std::vector<std::string> system;   // the subset of bracket from the compiler's defaults
+};
+
+struct CcDetail {
+  Family family = Family::kUnknown;
+  std::string cwd;
+  std::string dep_path;           // the .d file to parse after the run (absolute)
+  SearchDirs dirs;
+  bool sde_pinned = false;        // SOURCE_DATE_EPOCH set: __DATE__/__TIME__ fixed
+  std::string source_abs;
+};
+
+struct PlanDetail {
+  std::vector<CheckedInput> inputs;
+  std::vector<std::pair<std::string, FileStat>> tools;  // binaries whose identity is keyed
+  std::optional<CcDetail> cc;                           // set for direct-mode C/C++ plans
+};
+
+// Shared helpers of the models (planner.cpp).
+Plan passthrough_plan(const Request& request, std::string reason);
+std::string absolute_path(const std::string& path, const std::string& cwd);  // lexical
+std::string base_name(const std::string& path);
+// Adds NAME=value (or NAME unset) for each name, in the given order.
+void hash_env(Hasher& h, const std::vector<std::string>& env, const std::vector<std::string>& names);
+// Re-verifies tools and plan-time inputs; returns why not to store, or "".
+std::string verify_plan_inputs(Planner::Impl& impl, const PlanDetail& detail,
+                               std::chrono::system_clock::time_point started);
+inline void hash_digest(Hasher& h, const Digest& d) {
+  h.update(std::string_view(reinterpret_cast<const char*>(d.bytes.data()), d.bytes.size()));
+}
+// Environment names keyed for generic jobs and ptxas (generic_model.cpp).
+const std::vector<std::string>& generic_env_names();
+int64_t to_ns(std::chrono::system_clock::time_point t);
+
+struct Planner::Impl {
+  FileHasher hasher;
+
+  Result<ToolIdentity> tool_identity(const std::string& path);
+  // `tool --version` family, memoized by identity.
+  Family family(const ToolIdentity& tool, const std::vector<std::string>& env);
+  // Cached helper output keyed by an arbitrary digest (identity + args + env).
+  Result<HelperOutput> memo_helper(const Digest& key, const std::vector<std::string>& argv,
+                                       const std::vector<std::string>& env, const std::string& cwd);
+
+  Result<Plan> plan_generic(const Request& request, const ToolIdentity& tool);
+  Result<Plan> plan_ptxas(const Request& request, const ToolIdentity& tool);
+  Result<Plan> plan_cc(const Request& request, const ToolIdentity& tool, Family family,
+                       const std::string& work_dir);
+  Result<std::optional<Digest>> lookup_cc(const Plan& plan, const ManifestStorage& manifests);
+  Result<Finished> finish_cc(const Plan& plan, std::chrono::system_clock::time_point started,
+                             const ManifestStorage& manifests);
+
+  std::mutex mutex;
+  std::map<Digest, Family> families;                // guarded by mutex
+  std::map<Digest, HelperOutput> helper_memo;   // guarded by mutex
+};
+
+}  // namespace ccpool::compiler

@@ -1,0 +1,36 @@
+// Short helper processes the models run themselves (`cc --version`, `-###`,
+// `-E -v`): posix_spawn + pipes + waitpid with a deadline. Never used for the
+// real tool execution, which belongs to the service's pool.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+
+namespace ccpool::compiler {
+
+struct HelperOutput {
+  int exit_code = -1;  // -1 when killed by a signal
+  std::string out;
+  std::string err;
+};
+
+// Runs argv[0] (an absolute path) with env in cwd, stdin from /dev/null.
+// Output beyond 4 MiB per stream is an error (a helper that talks that much is
+// not the tool we think it is). On timeout the child is SIGKILLed and reaped.
+Result<HelperOutput> run_helper(const std::vector<std::string>& argv,
+                                const std::vector<std::string>& env, const std::string& cwd,
+                                std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// The caller's environment without the ccpool shim: every LD_PRELOAD entry
+// containing "libccpool-shim" is dropped (LD_PRELOAD itself when it empties),
+// so helpers and tools never loop back into the service.
+std::vector<std::string> strip_shim(const std::vector<std::string>& env);
+
+// Value of NAME in a "K=V" list, or nullptr.
+std::optional<std::string> env_value(const std::vector<std::string>& env, std::string_view name);
+
+}  // namespace ccpool::compiler

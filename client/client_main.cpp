@@ -1,0 +1,96 @@
+#include "client/client_main.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "base/fs.h"
+#include "base/paths.h"
+#include "base/units.h"
+#include "client/autostart.h"
+#include "client/fallback.h"
+#include "client/request.h"
+#include "ipc/client.h"
+
+namespace ccpool::client {
+namespace {
+
+constexpr auto kDefaultReplyTimeout = std::chrono::hours(1);
+constexpr auto kStartupBudget = std::chrono::milliseconds(5000);
+
+bool env_flag(const std::vector<std::string>& env, std::string_view name) {
+  const std::string* entry = find_env(env, name);
+  if (!entry) return false;
+  std::string_view value = std::string_view(*entry).substr(name.size() + 1);
+  return !value.empty() && value != "0";
+}
+
+std::chrono::milliseconds reply_timeout(const std::vector<std::string>& env) {
+  if (const std::string* entry = find_env(env, "CCPOOL_CLIENT_TIMEOUT")) {
+    auto parsed = parse_duration(std::string_view(*entry).substr(22));
+    if (parsed && parsed->count() > 0) return *parsed;
+  }
+  return kDefaultReplyTimeout;
+}
+
+// Replays the tool's output; a closed stdout (EPIPE) is the reader's choice,
+// as it would have been for the tool itself, so write errors are ignored.
+int replay(const ipc::ExecReply& reply) {
+  (void)write_all(1, reply.stdout_data);
+  (void)write_all(2, reply.stderr_data);
+  return reply.exit_code & 0xff;
+}
+
+std::string status_reason(const ipc::ExecReply& reply) {
+  const char* what = reply.status == ipc::ExecStatus::kStopping ? "service stopping" : "service failed";
+  return reply.message.empty() ? what : std::string(what) + ": " + reply.message;
+}
+
+}  // namespace
+
+int run_client(const ClientInvocation& inv) {
+  std::vector<std::string> env = current_environment();
+  std::vector<std::string> argv = inv.argv.empty() ? std::vector<std::string>{inv.program} : inv.argv;
+  char cwd_buf[4096];
+  std::string cwd = ::getcwd(cwd_buf, sizeof cwd_buf) ? cwd_buf : ".";
+  auto program = resolve_program(inv.program, cwd, env);
+  if (!program) {
+    std::string message = "ccpool: " + program.error().message + "\n";
+    (void)write_all(2, message);
+    return 127;
+  }
+  if (env_flag(env, "CCPOOL_DISABLE")) return exec_program(*program, argv, env);
+
+  std::string socket = default_socket_path(inv.socket);
+  std::string state_dir = state_dir_for_socket(socket);
+  auto request = build_request(*program, argv, inv.inputs, inv.outputs);
+  if (!request) return run_fallback(state_dir, request.error().message, *program, argv, env);
+
+  std::string ccpool_binary = inv.ccpool_binary.empty() ? sibling_ccpool_binary() : inv.ccpool_binary;
+  auto client = connect_or_start(socket, ccpool_binary, !env_flag(env, "CCPOOL_NO_AUTOSTART"), env,
+                                 kStartupBudget);
+  if (!client) return run_fallback(state_dir, client.error().message, *program, argv, env);
+  auto reply = client->exec(*request, ipc::deadline_in(reply_timeout(env)));
+  if (!reply) return run_fallback(state_dir, reply.error().message, *program, argv, env);
+  if (reply->status != ipc::ExecStatus::kCompleted) {
+    return run_fallback(state_dir, status_reason(*reply), *program, argv, env);
+  }
+  return replay(*reply);
+}
+
+int client_main(int argc, char** argv) {
+  if (argc < 3) {
+    static constexpr char kUsage[] =
+        "usage: ccpool-client <resolved-program-path> <argv0> [args...]\n"
+        "  (exec'd by libccpool-shim.so; use `ccpool exec -- PROGRAM ARGS...` by hand)\n";
+    (void)write_all(2, kUsage);
+    return 2;
+  }
+  ClientInvocation inv;
+  inv.program = argv[1];
+  inv.argv.assign(argv + 2, argv + argc);
+  return run_client(inv);
+}
+
+}  // namespace ccpool::client

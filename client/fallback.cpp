@@ -1,0 +1,117 @@
+#include "client/fallback.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#include "base/fs.h"
+#include "client/request.h"
+
+namespace ccpool::client {
+namespace {
+
+int open_slot(const std::string& state_dir, int i) {
+  std::string path = state_dir + "/slot." + std::to_string(i);
+  // No O_CLOEXEC: the exec'd tool must inherit the lock (see fallback.h).
+  return ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
+}
+
+// A slot index spread by pid so blocked clients queue on different files.
+int slot_for_pid(int slots) {
+  uint32_t x = static_cast<uint32_t>(::getpid()) * 2654435761u;
+  return static_cast<int>((x >> 16) % static_cast<uint32_t>(slots));
+}
+
+std::string one_line(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (c == '\n' || c == '\t' || c == '\r') c = ' ';
+  }
+  return out;
+}
+
+}  // namespace
+
+int fallback_slot_count(const std::vector<std::string>& env) {
+  if (const std::string* jobs = find_env(env, "CCPOOL_JOBS")) {
+    long n = std::strtol(jobs->c_str() + 12, nullptr, 10);
+    if (n > 0 && n <= 4096) return static_cast<int>(n);
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+int acquire_fallback_slot(const std::string& state_dir, int slots) {
+  if (slots < 1) slots = 1;
+  if (!ensure_private_dir(state_dir)) return -1;
+  int first = slot_for_pid(slots);
+  for (int k = 0; k < slots; ++k) {
+    int i = (first + k) % slots;
+    int fd = open_slot(state_dir, i);
+    if (fd < 0) return -1;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+    ::close(fd);
+  }
+  int fd = open_slot(state_dir, first);
+  if (fd < 0) return -1;
+  while (::flock(fd, LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      ::close(fd);
+      return -1;
+    }
+  }
+  return fd;
+}
+
+void log_fallback(const std::string& state_dir, std::string_view reason, const std::string& program) {
+  if (!ensure_private_dir(state_dir)) return;
+  std::string path = state_dir + "/fallbacks.log";
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return;
+  std::string line = std::to_string(static_cast<long long>(std::time(nullptr))) + "\t" +
+                     std::to_string(::getpid()) + "\t" + one_line(reason) + "\t" + one_line(program) + "\n";
+  ssize_t ignored = ::write(fd, line.data(), line.size());
+  (void)ignored;
+  ::close(fd);
+}
+
+int exec_program(const std::string& program, const std::vector<std::string>& argv,
+                 const std::vector<std::string>& env) {
+  std::vector<char*> args, envp;
+  args.reserve(argv.size() + 1);
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  if (args.empty()) args.push_back(const_cast<char*>(program.c_str()));
+  args.push_back(nullptr);
+  envp.reserve(env.size() + 1);
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  ::execve(program.c_str(), args.data(), envp.data());
+  int err = errno;
+  std::string message = "ccpool-client: cannot execute '" + program + "': " + std::strerror(err) + "\n";
+  ssize_t ignored = ::write(2, message.data(), message.size());
+  (void)ignored;
+  return err == ENOENT || err == ENOTDIR ? 127 : 126;
+}
+
+int run_fallback(const std::string& state_dir, std::string_view reason, const std::string& program,
+                 const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  log_fallback(state_dir, reason, program);
+  std::vector<std::string> child_env = environment_without_shim(env);
+  set_env_entry(child_env, "CCPOOL_DISABLE", "1");
+  int slot = acquire_fallback_slot(state_dir, fallback_slot_count(env));
+  int code = exec_program(program, argv, child_env);
+  if (slot >= 0) ::close(slot);
+  return code;
+}
+
+}  // namespace ccpool::client

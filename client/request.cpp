@@ -1,0 +1,144 @@
+#include "client/request.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+extern char** environ;
+
+namespace ccpool::client {
+namespace {
+
+bool names_shim(std::string_view entry) {
+  if (entry.size() < kShimName.size()) return false;
+  std::string_view tail = entry.substr(entry.size() - kShimName.size());
+  if (tail != kShimName) return false;
+  return entry.size() == kShimName.size() || entry[entry.size() - kShimName.size() - 1] == '/';
+}
+
+bool is_executable_file(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
+std::string strip_shim_from_preload(std::string_view value) {
+  std::string out;
+  size_t start = 0;
+  while (start <= value.size()) {
+    size_t end = value.find_first_of(": ", start);
+    if (end == std::string_view::npos) end = value.size();
+    std::string_view entry = value.substr(start, end - start);
+    if (!entry.empty() && !names_shim(entry)) {
+      if (!out.empty()) out.push_back(':');
+      out.append(entry);
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> environment_without_shim(const std::vector<std::string>& env) {
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  constexpr std::string_view kPreload = "LD_PRELOAD=";
+  for (const std::string& entry : env) {
+    if (entry.compare(0, kPreload.size(), kPreload) != 0) {
+      out.push_back(entry);
+      continue;
+    }
+    std::string kept = strip_shim_from_preload(std::string_view(entry).substr(kPreload.size()));
+    if (!kept.empty()) out.push_back(std::string(kPreload) + kept);
+  }
+  return out;
+}
+
+void set_env_entry(std::vector<std::string>& env, std::string_view name, std::string_view value) {
+  std::string entry = std::string(name) + "=" + std::string(value);
+  for (std::string& e : env) {
+    if (e.size() > name.size() && e[name.size()] == '=' && e.compare(0, name.size(), name) == 0) {
+      e = std::move(entry);
+      return;
+    }
+  }
+  env.push_back(std::move(entry));
+}
+
+std::vector<std::string> current_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  return env;
+}
+
+const std::string* find_env(const std::vector<std::string>& env, std::string_view name) {
+  for (const std::string& e : env) {
+    if (e.size() > name.size() && e[name.size()] == '=' && e.compare(0, name.size(), name) == 0) return &e;
+  }
+  return nullptr;
+}
+
+int32_t rank_from_env(const std::vector<std::string>& env) {
+  for (std::string_view name : {"RANK", "LOCAL_RANK"}) {
+    const std::string* entry = find_env(env, name);
+    if (!entry) continue;
+    const char* text = entry->c_str() + name.size() + 1;
+    char* end = nullptr;
+    errno = 0;
+    long value = std::strtol(text, &end, 10);
+    if (*text != '\0' && *end == '\0' && errno == 0 && value >= 0 && value <= INT32_MAX) {
+      return static_cast<int32_t>(value);
+    }
+  }
+  return -1;
+}
+
+Result<std::string> resolve_program(const std::string& program, const std::string& cwd,
+                                    const std::vector<std::string>& env) {
+  if (program.empty()) return make_error(ErrorCode::kInvalidArgument, "empty program name");
+  if (program.find('/') != std::string::npos) {
+    if (program[0] == '/') return program;
+    return cwd + "/" + program;
+  }
+  const std::string* path_entry = find_env(env, "PATH");
+  std::string_view path = path_entry ? std::string_view(*path_entry).substr(5) : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string_view::npos) end = path.size();
+    std::string dir(path.substr(start, end - start));
+    if (dir.empty()) dir = cwd;  // an empty PATH entry means the cwd
+    std::string candidate = dir + "/" + program;
+    if (is_executable_file(candidate)) return candidate;
+    start = end + 1;
+  }
+  return make_error(ErrorCode::kNotFound, "'" + program + "' not found in PATH; give its full path");
+}
+
+Result<ipc::ExecRequest> build_request(const std::string& program, const std::vector<std::string>& argv,
+                                       const std::vector<std::string>& inputs,
+                                       const std::vector<std::string>& outputs) {
+  ipc::ExecRequest r;
+  char cwd[PATH_MAX];
+  if (::getcwd(cwd, sizeof cwd) == nullptr) {
+    return make_error(ErrorCode::kIo, std::string("getcwd failed: ") + std::strerror(errno));
+  }
+  r.cwd = cwd;
+  r.program = program;
+  r.argv = argv;
+  r.env = environment_without_shim(current_environment());
+  r.client_pid = static_cast<int32_t>(::getpid());
+  r.rank = rank_from_env(r.env);
+  mode_t old = ::umask(0);
+  ::umask(old);
+  r.umask = static_cast<uint32_t>(old);
+  r.inputs = inputs;
+  r.outputs = outputs;
+  return r;
+}
+
+}  // namespace ccpool::client

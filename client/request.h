@@ -1,0 +1,48 @@
+// Building the ExecRequest from the client process's own state, and the
+// environment edits the client makes. Internal to client/ (tested directly).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/error.h"
+#include "ipc/protocol.h"
+
+namespace ccpool::client {
+
+inline constexpr std::string_view kShimName = "libccpool-shim.so";
+
+// The LD_PRELOAD value with every entry naming libccpool-shim.so removed.
+// Entries are separated by ':' or ' ' (ld.so accepts both); the others are
+// kept in order, joined by ':'.
+std::string strip_shim_from_preload(std::string_view value);
+
+// `env` ("NAME=value" entries) with the shim removed from LD_PRELOAD; an
+// LD_PRELOAD left empty is dropped altogether.
+std::vector<std::string> environment_without_shim(const std::vector<std::string>& env);
+
+// Sets NAME=value in `env`, replacing any earlier entry for NAME.
+void set_env_entry(std::vector<std::string>& env, std::string_view name, std::string_view value);
+
+// The current process environment (environ) as entries.
+std::vector<std::string> current_environment();
+
+// The value of NAME in `env`, or nullptr.
+const std::string* find_env(const std::vector<std::string>& env, std::string_view name);
+
+// RANK, else LOCAL_RANK, as a non-negative int; -1 when absent or not a number.
+int32_t rank_from_env(const std::vector<std::string>& env);
+
+// Resolves `program` like execvp: a name with '/' is taken relative to `cwd`,
+// a bare name is searched in PATH (from `env`). kNotFound names the program.
+Result<std::string> resolve_program(const std::string& program, const std::string& cwd,
+                                    const std::vector<std::string>& env);
+
+// The request for running `program` with `argv` from this process: getcwd,
+// environment without the shim, getpid, rank, umask.
+Result<ipc::ExecRequest> build_request(const std::string& program, const std::vector<std::string>& argv,
+                                       const std::vector<std::string>& inputs,
+                                       const std::vector<std::string>& outputs);
+
+}  // namespace ccpool::client

@@ -3,7 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/pidfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -94,6 +94,10 @@ int configure(SpawnSetup& setup, const SpawnSpec& spec, int out_w, int err_w) {
   return rc;
 }
 
+// glibc 2.36's <sys/pidfd.h> lacks extern "C", so C++ cannot link its
+// pidfd_open; the raw syscall is the portable spelling.
+int open_pidfd(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+
 }  // namespace
 
 Result<SpawnedChild> spawn_child(const SpawnSpec& spec) {
@@ -123,7 +127,7 @@ Result<SpawnedChild> spawn_child(const SpawnSpec& spec) {
                          c_env.data());
   if (rc != 0) return tl::unexpected(spawn_error(spec, rc));
 
-  int pidfd = ::pidfd_open(pid, 0);
+  int pidfd = open_pidfd(pid);
   if (pidfd < 0) {
     int err = errno;
     ::kill(-pid, SIGKILL);

@@ -136,6 +136,7 @@ class RespParser {
   uint64_t m_max_command;         // payload cap for one command
   std::string m_buf;
   size_t m_pos = 0;               // first unconsumed byte of m_buf
+  size_t m_inline_scanned = 0;    // bytes after m_pos already searched for an inline '\n'
   int64_t m_args_left = -1;       // -1: between commands
   int64_t m_bulk_len = -1;        // -1: expecting a '$' header
   uint64_t m_skip_left = 0;       // bytes of an oversized bulk still to drop

@@ -1,0 +1,227 @@
+// Level-triggered epoll loop. Per connection: read what arrived (bounded per
+// wakeup), parse and execute every complete command, queue replies, write what
+// the socket takes. While more than kOutHighWater bytes of replies wait, the
+// loop neither reads nor executes for that connection, so a client that
+// pipelines without reading cannot grow our memory without bound.
+#include "resp/io_loop.h"
+
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "resp/peer.h"
+#include "resp/reply.h"
+
+namespace ccpool::resp {
+namespace {
+
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kReadBudget = 1 << 20;       // per connection per wakeup, for fairness
+constexpr size_t kOutHighWater = 4 << 20;
+constexpr size_t kOutKeepCapacity = 1 << 20;  // shrink a drained reply buffer above this
+
+void send_best_effort(int fd, std::string_view text) {
+  [[maybe_unused]] ssize_t n = send(fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+}  // namespace
+
+struct Connection {
+  Connection(UniqueFd f, SharedState& shared, const LoopConfig& config)
+      : fd(std::move(f)), parser(static_cast<size_t>(config.max_value), config.max_args), session(shared) {}
+
+  size_t pending() const { return out.size() - out_pos; }
+
+  UniqueFd fd;
+  RespParser parser;
+  Session session;
+  std::string out;      // replies not yet written, from out_pos
+  size_t out_pos = 0;
+  bool read_eof = false;
+  bool closing = false;  // QUIT or a protocol error: write what is queued, then close
+  uint32_t events = 0;   // what epoll watches now
+};
+
+IoLoop::IoLoop(SharedState& shared, const LoopConfig& config)
+    : m_shared(shared), m_config(config), m_read_buffer(new char[kReadChunk]) {}
+
+IoLoop::~IoLoop() {
+  if (m_thread.joinable()) {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = write(m_wake.get(), &one, sizeof(one));
+    m_thread.join();
+  }
+  m_shared.connected.fetch_sub(m_connections.size());
+}
+
+Result<void> IoLoop::start() {
+  m_epoll.reset(epoll_create1(EPOLL_CLOEXEC));
+  m_wake.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!m_epoll || !m_wake) return make_error(ErrorCode::kIo, std::string("epoll/eventfd: ") + std::strerror(errno));
+  auto watch = [&](int fd, uint32_t events) -> Result<void> {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.fd = fd;
+    if (epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+      return make_error(ErrorCode::kIo, std::string("epoll_ctl: ") + std::strerror(errno));
+    }
+    return ok();
+  };
+  CCPOOL_TRY(watch(m_wake.get(), EPOLLIN));
+  if (m_config.unix_listener >= 0) CCPOOL_TRY(watch(m_config.unix_listener, EPOLLIN | EPOLLEXCLUSIVE));
+  if (m_config.tcp_listener >= 0) CCPOOL_TRY(watch(m_config.tcp_listener, EPOLLIN | EPOLLEXCLUSIVE));
+  m_thread = std::thread([this] { run(); });
+  return ok();
+}
+
+void IoLoop::run() {
+  pthread_setname_np(pthread_self(), "ccpool-resp");
+  epoll_event events[64];
+  while (true) {
+    int n = epoll_wait(m_epoll.get(), events, 64, -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return;
+    for (int i = 0; i < n; ++i) {
+      int fd = events[i].data.fd;
+      if (fd == m_wake.get()) return;
+      if (fd == m_config.unix_listener || fd == m_config.tcp_listener) {
+        accept_from(fd);
+        continue;
+      }
+      auto it = m_connections.find(fd);
+      if (it != m_connections.end()) on_event(*it->second, events[i].events);
+    }
+  }
+}
+
+void IoLoop::accept_from(int listener) {
+  while (true) {
+    int fd = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN: another loop took it; EMFILE and friends: try on the next wakeup
+    UniqueFd owned(fd);
+    if (!admit(fd, listener == m_config.unix_listener)) continue;
+    auto conn = std::make_unique<Connection>(std::move(owned), m_shared, m_config);
+    epoll_event ev{};
+    ev.events = conn->events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, fd, &ev) != 0) continue;
+    m_shared.connected.fetch_add(1);
+    m_shared.connections.fetch_add(1);
+    m_connections.emplace(fd, std::move(conn));
+  }
+}
+
+// Same uid: admitted. Another uid: refused, except on TCP when a password is
+// configured (the session then answers only AUTH until it is given).
+bool IoLoop::admit(int fd, bool is_unix) {
+  if (m_shared.connected.load() >= m_config.max_connections) {
+    m_shared.refused_peers.fetch_add(1);
+    send_best_effort(fd, "-ERR max number of clients reached\r\n");
+    return false;
+  }
+  Result<uid_t> uid = is_unix ? unix_peer_uid(fd) : tcp_peer_uid(fd);
+  if (uid && *uid == geteuid()) return true;
+  if (!is_unix && !m_shared.password.empty()) return true;
+  m_shared.refused_peers.fetch_add(1);
+  std::string why = uid ? "peer uid " + std::to_string(*uid) : "unknown peer (" + uid.error().message + ")";
+  send_best_effort(fd, "-ERR ccpool front serves uid " + std::to_string(geteuid()) + " only; refused " + why +
+                           "\r\n");
+  return false;
+}
+
+void IoLoop::on_event(Connection& conn, uint32_t events) {
+  bool healthy = true;
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) healthy = read_some(conn);
+  if (healthy) healthy = flush(conn);
+  // Run commands left waiting behind the high-water mark while the socket
+  // keeps taking replies; stop when the parser needs bytes or the socket is full.
+  bool more = true;
+  while (healthy && more && conn.pending() < kOutHighWater) {
+    more = process(conn);
+    healthy = flush(conn);
+  }
+  if (!healthy) return close_connection(conn.fd.get());
+  update(conn);
+}
+
+bool IoLoop::read_some(Connection& conn) {
+  size_t budget = kReadBudget;
+  while (budget > 0 && !conn.closing && !conn.read_eof && conn.pending() < kOutHighWater) {
+    ssize_t n = recv(conn.fd.get(), m_read_buffer.get(), kReadChunk, 0);
+    if (n > 0) {
+      conn.parser.feed(std::string_view(m_read_buffer.get(), static_cast<size_t>(n)));
+      budget -= std::min(budget, static_cast<size_t>(n));
+      process(conn);
+    } else if (n == 0) {
+      conn.read_eof = true;
+    } else if (errno == EINTR) {
+      continue;
+    } else {
+      return errno == EAGAIN || errno == EWOULDBLOCK;
+    }
+  }
+  return true;
+}
+
+bool IoLoop::process(Connection& conn) {
+  while (!conn.closing) {
+    if (conn.pending() >= kOutHighWater) return true;
+    auto next = conn.parser.next();
+    if (!next) {
+      if (next.error().code == ErrorCode::kFull) {
+        reply::error(conn.out, "ERR value too large");
+        continue;
+      }
+      reply::error(conn.out, "ERR " + next.error().message);
+      m_shared.protocol_errors.fetch_add(1);
+      conn.closing = true;
+      return false;
+    }
+    if (!*next) return false;
+    conn.session.execute(**next, conn.out);
+    if (conn.session.quit_requested()) conn.closing = true;
+  }
+  return false;
+}
+
+bool IoLoop::flush(Connection& conn) {
+  while (conn.pending() > 0) {
+    ssize_t n = send(conn.fd.get(), conn.out.data() + conn.out_pos, conn.pending(), MSG_NOSIGNAL);
+    if (n > 0) {
+      conn.out_pos += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    }
+  }
+  conn.out.clear();
+  conn.out_pos = 0;
+  if (conn.out.capacity() > kOutKeepCapacity) conn.out.shrink_to_fit();
+  return true;
+}
+
+void IoLoop::update(Connection& conn) {
+  if ((conn.closing || conn.read_eof) && conn.pending() == 0) return close_connection(conn.fd.get());
+  uint32_t want = 0;
+  if (conn.pending() > 0) want |= EPOLLOUT;
+  if (!conn.closing && !conn.read_eof && conn.pending() < kOutHighWater) want |= EPOLLIN;
+  if (want == conn.events) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.fd = conn.fd.get();
+  if (epoll_ctl(m_epoll.get(), EPOLL_CTL_MOD, conn.fd.get(), &ev) != 0) return close_connection(conn.fd.get());
+  conn.events = want;
+}
+
+void IoLoop::close_connection(int fd) {
+  epoll_ctl(m_epoll.get(), EPOLL_CTL_DEL, fd, nullptr);
+  if (m_connections.erase(fd) > 0) m_shared.connected.fetch_sub(1);
+}
+
+}  // namespace ccpool::resp

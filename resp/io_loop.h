@@ -1,0 +1,57 @@
+// One epoll thread of the front. Every loop polls both listeners (with
+// EPOLLEXCLUSIVE, so a new connection wakes one loop) and owns the connections
+// it accepted for their whole life: no connection state crosses threads.
+// Internal to ccpool_resp.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "base/fs.h"
+#include "resp/front.h"
+#include "resp/session.h"
+
+namespace ccpool::resp {
+
+struct Connection;
+
+struct LoopConfig {
+  int unix_listener = -1;  // -1: none
+  int tcp_listener = -1;
+  uint64_t max_value = 0;
+  size_t max_args = 0;
+  size_t max_connections = 0;
+};
+
+class IoLoop {
+ public:
+  IoLoop(SharedState& shared, const LoopConfig& config);
+  ~IoLoop();  // stops and joins the thread, closes its connections
+  IoLoop(const IoLoop&) = delete;
+  IoLoop& operator=(const IoLoop&) = delete;
+
+  Result<void> start();
+
+ private:
+  void run();
+  void accept_from(int listener);
+  bool admit(int fd, bool is_unix);
+  void on_event(Connection& conn, uint32_t events);
+  bool read_some(Connection& conn);  // false: the socket failed
+  bool process(Connection& conn);  // true: stopped at the high-water mark, more may wait
+  bool flush(Connection& conn);  // false: the socket failed
+  void update(Connection& conn);
+  void close_connection(int fd);
+
+  SharedState& m_shared;
+  LoopConfig m_config;
+  UniqueFd m_epoll;
+  UniqueFd m_wake;  // eventfd: written once to stop the loop
+  std::thread m_thread;
+  std::unordered_map<int, std::unique_ptr<Connection>> m_connections;  // loop thread only
+  std::unique_ptr<char[]> m_read_buffer;
+};
+
+}  // namespace ccpool::resp

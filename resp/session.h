@@ -1,0 +1,58 @@
+// One client's command state: authentication, name, id. Executes parsed
+// commands against the KvBackend and appends RESP2 replies. Internal to
+// ccpool_resp (tests and the benchmark use it directly).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "resp/front.h"
+
+namespace ccpool::resp {
+
+// State every session of one Front shares. Owned by the Front; outlives sessions.
+struct SharedState {
+  SharedState(KvBackend& kv, std::string pass, std::function<int64_t()> clock = {})
+      : backend(kv), password(std::move(pass)), now(clock ? std::move(clock) : std::function<int64_t()>(unix_now_ms)) {}
+
+  KvBackend& backend;
+  const std::string password;  // empty = no AUTH
+  const std::function<int64_t()> now;
+  // KvBackend has no compare-and-set; SET NX/XX/GET/KEEPTTL read then write
+  // under this mutex so they are atomic among front clients.
+  std::mutex conditional_mutex;
+  std::atomic<uint64_t> next_client_id{1};
+  std::atomic<uint64_t> connections{0};
+  std::atomic<uint64_t> connected{0};  // open right now
+  std::atomic<uint64_t> commands{0};
+  std::atomic<uint64_t> refused_peers{0};
+  std::atomic<uint64_t> protocol_errors{0};
+};
+
+class Session {
+ public:
+  explicit Session(SharedState& shared);
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Runs one command (argv non-empty) and appends exactly one reply to `out`.
+  void execute(std::vector<std::string>& argv, std::string& out);
+  bool quit_requested() const { return m_quit; }
+  uint64_t id() const { return m_id; }
+
+  struct Command;  // table entry; defined in session.cpp
+
+ private:
+  friend struct Commands;
+  SharedState& m_shared;
+  uint64_t m_id;
+  bool m_authenticated;
+  bool m_quit = false;
+  std::string m_name;
+};
+
+}  // namespace ccpool::resp

@@ -54,7 +54,8 @@ struct StoreOptions {
   int compression_level = 1;
   uint64_t initial_map_size = 0;  // 0 = a sensible default; tests use tiny maps to exercise growth
   StatfsTypeFn statfs_type;       // seam (base/fs.h)
-  bool create_if_missing = true;  // false: a directory without a store is kNotFound (CLI reads)
+  bool create_if_missing = true;  // false: a missing directory is kNotFound (CLI commands)
+  uint64_t max_map_size = 0;      // cap of the LMDB map; 0 = 2 * max_size + 64 MiB
 };
 
 // One line of `ccpool cache ls`.

@@ -1,0 +1,47 @@
+// Body codec: the one place that calls zstd. A stored body is
+//   u8 codec (0 = raw, 1 = zstd) | u64 raw_size (LE) | payload
+// The checksum (XXH3-128 of the raw bytes) is the body's key, not part of the value.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/error.h"
+#include "base/hash.h"
+
+namespace ccpool::cache {
+
+inline constexpr size_t kBodyHeaderSize = 9;
+
+class Codec {
+ public:
+  explicit Codec(int level) : m_level(level) {}
+  ~Codec();
+  Codec(const Codec&) = delete;
+  Codec& operator=(const Codec&) = delete;
+
+  // Compresses `raw`; keeps it raw when zstd does not make it smaller.
+  std::string encode(std::string_view raw);
+  // Decompresses and hashes chunk by chunk as the bytes come out; any mismatch
+  // (size, zstd frame, checksum) is kCorruption naming `what`.
+  Result<std::string> decode(std::string_view stored, const Digest& expected, const std::string& what);
+  // Structure-only check of a stored body (no decompression).
+  static bool header_ok(std::string_view stored, uint64_t* raw_size);
+
+ private:
+  void* take_dctx();
+  void give_dctx(void* dctx);
+  void* take_cctx();
+  void give_cctx(void* cctx);
+
+  int m_level;
+  std::mutex m_mutex;
+  std::vector<void*> m_dctx;  // ZSTD_DCtx*, guarded by m_mutex
+  std::vector<void*> m_cctx;  // ZSTD_CCtx*, guarded by m_mutex
+};
+
+}  // namespace ccpool::cache

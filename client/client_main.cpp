@@ -67,7 +67,11 @@ int run_client(const ClientInvocation& inv) {
   auto request = build_request(*program, argv, inv.inputs, inv.outputs);
   if (!request) return run_fallback(state_dir, request.error().message, *program, argv, env);
 
-  std::string ccpool_binary = inv.ccpool_binary.empty() ? sibling_ccpool_binary() : inv.ccpool_binary;
+  std::string ccpool_binary = inv.ccpool_binary;
+  if (ccpool_binary.empty()) {
+    const std::string* override_entry = find_env(env, "CCPOOL_SERVICE_BINARY");
+    ccpool_binary = override_entry ? override_entry->substr(22) : sibling_ccpool_binary();
+  }
   auto client = connect_or_start(socket, ccpool_binary, !env_flag(env, "CCPOOL_NO_AUTOSTART"), env,
                                  kStartupBudget);
   if (!client) return run_fallback(state_dir, client.error().message, *program, argv, env);

@@ -18,8 +18,8 @@ struct ClientInvocation {
   std::vector<std::string> argv;  // argv[0] as the caller gave it
   std::string socket;             // empty: CCPOOL_SOCKET > default_socket_path()
   std::vector<std::string> inputs, outputs;  // declared files (ccpool exec)
-  // Path of the `ccpool` binary used to auto-start the service; empty: the
-  // `ccpool` next to the running executable (/proc/self/exe's directory).
+  // Path of the `ccpool` binary used to auto-start the service; empty:
+  // CCPOOL_SERVICE_BINARY, else the `ccpool` next to the running executable.
   std::string ccpool_binary;
 };
 
@@ -33,6 +33,7 @@ struct ClientInvocation {
 //   CCPOOL_SOCKET             socket path (when invocation.socket is empty)
 //   CCPOOL_CLIENT_TIMEOUT     reply deadline ("1h" default, base/units syntax)
 //   CCPOOL_NO_AUTOSTART=1     never start the service (tests)
+//   CCPOOL_SERVICE_BINARY     the `ccpool` to auto-start (tests; default: sibling)
 //   CCPOOL_JOBS               fallback slots (default: CPUs from sched_getaffinity)
 //   RANK / LOCAL_RANK         the rank sent with the request
 int run_client(const ClientInvocation& invocation);

@@ -84,10 +84,14 @@ Result<Endpoint> parse_tcp(std::string_view rest, std::string_view url) {
 }  // namespace
 
 std::string Endpoint::describe() const {
-  if (kind == Kind::kUnix) return "unix://" + path + (db ? "?db=" + std::to_string(db) : "");
-  bool v6 = host.find(':') != std::string::npos;
-  return "redis://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port) +
-         (db ? "/" + std::to_string(db) : "");
+  std::string out = kind == Kind::kUnix ? "unix://" + path : "redis://";
+  if (kind == Kind::kTcp) {
+    bool v6 = host.find(':') != std::string::npos;
+    out.append(v6 ? "[" : "").append(host).append(v6 ? "]" : "");
+    out.append(":").append(std::to_string(port));
+  }
+  if (db != 0) out.append(kind == Kind::kUnix ? "?db=" : "/").append(std::to_string(db));
+  return out;
 }
 
 Result<Endpoint> parse_endpoint(std::string_view url) {

@@ -1,6 +1,323 @@
-// Placeholder until this command group lands.
+// serve, status, stop and exec.
+#include <fcntl.h>
+#include <spdlog/sinks/rotating_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "base/fs.h"
+#include "base/paths.h"
+#include "base/units.h"
 #include "cli/commands.h"
+#include "client/client_main.h"
+#include "ipc/client.h"
+#include "service/service.h"
 
 namespace ccpool::cli {
-void register_service_commands(CLI::App&) {}
+namespace {
+
+struct ServeFlags {
+  std::string dir, socket, jobs, mem_budget, job_timeout, idle_timeout = "1h", max_size;
+  std::string remote, remote_prefix = "ccpool:", remote_ttl = "7d", remote_timeout = "300ms";
+  std::string remote_max_value = "256M", remote_hmac_key_file, resp_password_file;
+  int resp_port = 0;
+  bool no_resp = false;
+  bool foreground = false;
+};
+
+service::Service* g_service = nullptr;
+
+void on_stop_signal(int) {
+  if (g_service != nullptr) g_service->request_stop();
+}
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? std::string(v) : fallback;
+}
+
+template <typename T>
+T value_or_fail(Result<T> r, const std::string& what) {
+  if (!r) fail(kExitUsage, what + ": " + r.error().message);
+  return std::move(*r);
+}
+
+void setup_logging(const std::string& state_dir, bool foreground) {
+  std::vector<spdlog::sink_ptr> sinks;
+  sinks.push_back(std::make_shared<spdlog::sinks::rotating_file_sink_mt>(
+      state_dir + "/ccpool.log", 10u << 20, 3));
+  if (foreground) sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  auto logger = std::make_shared<spdlog::logger>("ccpool", sinks.begin(), sinks.end());
+  logger->set_level(spdlog::level::from_str(env_or("CCPOOL_LOG", "info")));
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+}
+
+service::ServiceOptions resolve(const ServeFlags& f) {
+  service::ServiceOptions o;
+  o.socket_path = default_socket_path(f.socket);
+  o.store_dir = f.dir;
+  std::string jobs = f.jobs.empty() ? env_or("CCPOOL_JOBS", "") : f.jobs;
+  if (!jobs.empty()) {
+    o.jobs = std::atoi(jobs.c_str());
+    if (o.jobs <= 0) fail(kExitUsage, "invalid --jobs '" + jobs + "'; use a positive number");
+  }
+  std::string budget = f.mem_budget.empty() ? env_or("CCPOOL_MEM_BUDGET", "") : f.mem_budget;
+  if (!budget.empty()) o.mem_budget = value_or_fail(parse_size(budget), "--mem-budget");
+  if (!f.max_size.empty()) o.max_size = value_or_fail(parse_size(f.max_size), "--max-size");
+  if (!f.job_timeout.empty()) o.job_timeout = value_or_fail(parse_duration(f.job_timeout), "--job-timeout");
+  o.idle_timeout = value_or_fail(parse_duration(f.idle_timeout), "--idle-timeout");
+  std::string remote = f.remote.empty() ? env_or("CCPOOL_REMOTE", "") : f.remote;
+  if (!remote.empty()) {
+    remote::RemoteOptions r;
+    r.url = remote;
+    r.password_file = env_or("CCPOOL_REMOTE_PASSWORD_FILE", "");
+    r.hmac_key_file = f.remote_hmac_key_file.empty() ? env_or("CCPOOL_REMOTE_KEY_FILE", "")
+                                                     : f.remote_hmac_key_file;
+    r.key_prefix = f.remote_prefix;
+    r.ttl = std::chrono::duration_cast<std::chrono::seconds>(
+        value_or_fail(parse_duration(f.remote_ttl), "--remote-ttl"));
+    r.op_timeout = r.connect_timeout = value_or_fail(parse_duration(f.remote_timeout), "--remote-timeout");
+    r.max_value = value_or_fail(parse_size(f.remote_max_value), "--remote-max-value");
+    o.remote = r;
+  }
+  o.resp_enabled = !f.no_resp;
+  o.resp_port = f.resp_port;
+  if (!f.resp_password_file.empty()) {
+    auto pw = read_file(f.resp_password_file);
+    if (!pw) fail(kExitUsage, "--resp-password-file: " + pw.error().message);
+    while (!pw->empty() && (pw->back() == '\n' || pw->back() == '\r')) pw->pop_back();
+    o.resp_password = *pw;
+  }
+  return o;
+}
+
+// Takes the instance lock. Returns the held fd, or -1 after printing who
+// holds it (a second serve is not an error).
+int take_lock(const std::string& state_dir, const std::string& socket) {
+  std::string lock_path = state_dir + "/serve.lock";
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) fail(kExitError, "cannot open lock file '" + lock_path + "': " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+  ::close(fd);
+  auto pid = read_file(state_dir + "/serve.pid");
+  std::string who = pid ? " (pid " + std::string(pid->substr(0, pid->find('\n'))) + ")" : "";
+  std::printf("ccpool: a service is already running on %s%s\n", socket.c_str(), who.c_str());
+  return -1;
+}
+
+int serve(const ServeFlags& flags) {
+  service::ServiceOptions options = resolve(flags);
+  std::string state_dir = state_dir_for_socket(options.socket_path);
+  if (auto r = ensure_private_dir(state_dir); !r) fail(kExitError, r.error().message);
+  int lock_fd = take_lock(state_dir, options.socket_path);
+  if (lock_fd < 0) return kExitOk;
+
+  int ready[2] = {-1, -1};
+  if (!flags.foreground) {
+    if (::pipe2(ready, O_CLOEXEC) != 0) fail(kExitError, "pipe failed");
+    pid_t pid = ::fork();
+    if (pid < 0) fail(kExitError, "fork failed");
+    if (pid > 0) {
+      // The parent reports whether the daemon came up, then leaves.
+      ::close(ready[1]);
+      char byte = 0;
+      ssize_t n = ::read(ready[0], &byte, 1);
+      if (n == 1) {
+        std::printf("ccpool: serving on %s\n", options.socket_path.c_str());
+        return kExitOk;
+      }
+      std::fprintf(stderr, "ccpool: the service failed to start; see %s/ccpool.log\n",
+                   state_dir.c_str());
+      return kExitError;
+    }
+    ::close(ready[0]);
+    ::setsid();
+    if (::fork() > 0) ::_exit(0);
+    int devnull = ::open("/dev/null", O_RDWR);
+    ::dup2(devnull, 0);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    if (devnull > 2) ::close(devnull);
+    if (::chdir("/") != 0) {}
+  }
+  ::umask(022);
+  setup_logging(state_dir, flags.foreground);
+  auto written = write_file_atomic(state_dir + "/serve.pid", std::to_string(::getpid()) + "\n", 0600);
+  if (!written) spdlog::warn("{}", written.error().message);
+
+  auto service = service::Service::create(options);
+  if (!service) {
+    spdlog::error("{}", service.error().message);
+    if (flags.foreground) std::fprintf(stderr, "ccpool: %s\n", service.error().message.c_str());
+    return kExitError;
+  }
+  g_service = service->get();
+  struct sigaction sa{};
+  sa.sa_handler = on_stop_signal;
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  if (!flags.foreground) ::signal(SIGHUP, SIG_IGN);
+  if (ready[1] >= 0) {
+    char byte = 1;
+    [[maybe_unused]] ssize_t n = ::write(ready[1], &byte, 1);
+    ::close(ready[1]);
+  }
+  int rc = (*service)->run();
+  g_service = nullptr;
+  service->reset();
+  ::unlink((state_dir + "/serve.pid").c_str());
+  ::close(lock_fd);
+  spdlog::shutdown();
+  return rc;
+}
+
+ipc::Client connect_or_fail(const std::string& socket) {
+  auto client = ipc::Client::connect(socket, ipc::deadline_in(std::chrono::seconds(2)));
+  if (!client) {
+    fail(kExitError, "no ccpool service answers on '" + socket + "' (" + client.error().message +
+                         "); start one with 'ccpool serve'");
+  }
+  return std::move(*client);
+}
+
+void print_status_human(const nlohmann::json& j) {
+  std::printf("service    pid %d on %s\n", j.value("pid", 0), j.value("socket", "").c_str());
+  std::printf("pool       %d jobs, %s memory budget, %zu running (peak %zu), %zu queued\n",
+              j.value("jobs", 0), format_size(j.value("mem_budget", 0ull)).c_str(),
+              j.value("running", size_t{0}), j.value("peak_running", size_t{0}),
+              j.value("queued", size_t{0}));
+  std::printf("requests   %llu: %llu hits, %llu misses, %llu joins, %llu pass-through\n",
+              j.value("requests", 0ull), j.value("hits", 0ull), j.value("misses", 0ull),
+              j.value("joins", 0ull), j.value("passthrough", 0ull));
+  std::printf("executions %llu (%llu failed, %llu cancelled), %llu client fallbacks\n",
+              j.value("executions", 0ull), j.value("failures", 0ull), j.value("cancelled", 0ull),
+              j.value("fallbacks", 0ull));
+  if (j.value("remote", false)) {
+    std::printf("remote     %llu hits, %llu misses, %llu errors, %llu writes, breaker %s\n",
+                j.value("remote_hits", 0ull), j.value("remote_misses", 0ull),
+                j.value("remote_errors", 0ull), j.value("remote_writes", 0ull),
+                j.value("breaker_open", false) ? "OPEN" : "closed");
+  }
+  std::printf("clients    %zu connected\n", j.value("clients", size_t{0}));
+  for (const auto& job : j["running_jobs"]) {
+    std::printf("  pid %-7d %-10s %6.1f s %8s  client %d  %s\n", job.value("pid", 0),
+                job.value("tool", "").c_str(), job.value("elapsed_ms", 0) / 1000.0,
+                format_size(job.value("rss", 0ull)).c_str(), job.value("client_pid", 0),
+                job.value("argv", "").c_str());
+  }
+}
+
+void register_serve(CLI::App& app) {
+  auto flags = std::make_shared<ServeFlags>();
+  auto* cmd = app.add_subcommand("serve", "Run the node service (one per user per node)");
+  cmd->add_option("--dir", flags->dir, "Store directory (default: CCPOOL_DIR or ~/.cache/ccpool)");
+  cmd->add_option("--socket", flags->socket, "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or /tmp/ccpool-$UID/sock)");
+  cmd->add_option("--jobs", flags->jobs, "Concurrent tool processes (default: CCPOOL_JOBS or available CPUs)");
+  cmd->add_option("--mem-budget", flags->mem_budget, "Memory budget for running jobs, e.g. 8G (default: CCPOOL_MEM_BUDGET or min(80% MemAvailable, cgroup limit))");
+  cmd->add_option("--job-timeout", flags->job_timeout, "Kill a job's process group after this long, e.g. 10m (default: none)");
+  cmd->add_option("--idle-timeout", flags->idle_timeout, "Exit after this long without clients or jobs (default: 1h; 0 = never)");
+  cmd->add_option("--max-size", flags->max_size, "Store size bound (default: 10G)");
+  cmd->add_option("--remote", flags->remote, "Cluster tier: redis://host:port[/db] or unix:///path (default: CCPOOL_REMOTE)");
+  cmd->add_option("--remote-prefix", flags->remote_prefix, "Key prefix in Redis (default: ccpool:)");
+  cmd->add_option("--remote-ttl", flags->remote_ttl, "TTL of values written to Redis (default: 7d)");
+  cmd->add_option("--remote-timeout", flags->remote_timeout, "Connect and operation timeout for Redis (default: 300ms)");
+  cmd->add_option("--remote-max-value", flags->remote_max_value, "Larger values are not written to Redis (default: 256M)");
+  cmd->add_option("--remote-key-file", flags->remote_hmac_key_file, "Shared HMAC key file: sign entries and reject unsigned ones (default: CCPOOL_REMOTE_KEY_FILE)");
+  cmd->add_option("--resp-port", flags->resp_port, "Also serve the Redis-protocol front on 127.0.0.1:PORT");
+  cmd->add_option("--resp-password-file", flags->resp_password_file, "Require AUTH with the password in this file on the Redis-protocol front");
+  cmd->add_flag("--no-resp", flags->no_resp, "Do not start the Redis-protocol front");
+  cmd->add_flag("--foreground", flags->foreground, "Do not daemonize; also log to stderr");
+  cmd->callback([flags] { throw CLI::RuntimeError(serve(*flags)); });
+}
+
+void register_status(CLI::App& app) {
+  auto socket = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  auto watch = std::make_shared<bool>(false);
+  auto* cmd = app.add_subcommand("status", "Show the service's pool, counters and running jobs");
+  cmd->add_option("--socket", *socket, "Socket path");
+  cmd->add_flag("--json", *json, "Print one JSON object (keys in docs/cli.md)");
+  cmd->add_flag("--watch", *watch, "Refresh every second until interrupted");
+  cmd->callback([socket, json, watch] {
+    std::string path = default_socket_path(*socket);
+    for (;;) {
+      ipc::Client client = connect_or_fail(path);
+      auto status = client.status_json(ipc::deadline_in(std::chrono::seconds(5)));
+      if (!status) fail(kExitError, "status failed: " + status.error().message);
+      if (*json) {
+        std::printf("%s\n", status->c_str());
+      } else {
+        if (*watch) std::printf("\033[H\033[2J");
+        print_status_human(nlohmann::json::parse(*status));
+      }
+      std::fflush(stdout);
+      if (!*watch) break;
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  });
+}
+
+void register_stop(CLI::App& app) {
+  auto socket = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("stop", "Stop the service: waiters run their tools locally, jobs are killed");
+  cmd->add_option("--socket", *socket, "Socket path");
+  cmd->callback([socket] {
+    std::string path = default_socket_path(*socket);
+    ipc::Client client = connect_or_fail(path);
+    if (auto r = client.stop(ipc::deadline_in(std::chrono::seconds(5))); !r) {
+      fail(kExitError, "stop failed: " + r.error().message);
+    }
+    // Wait until it is gone, so a following `serve` finds the lock free.
+    std::string lock = state_dir_for_socket(path) + "/serve.lock";
+    for (int i = 0; i < 300; ++i) {
+      int fd = ::open(lock.c_str(), O_RDWR | O_CLOEXEC);
+      if (fd < 0) break;
+      bool free_now = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+      ::close(fd);
+      if (free_now) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::printf("ccpool: stopped the service on %s\n", path.c_str());
+  });
+}
+
+void register_exec(CLI::App& app) {
+  auto inv = std::make_shared<client::ClientInvocation>();
+  auto command = std::make_shared<std::vector<std::string>>();
+  auto* cmd = app.add_subcommand("exec", "Run PROGRAM through the service (cached when it can be)");
+  cmd->add_option("--socket", inv->socket, "Socket path");
+  cmd->add_option("--input", inv->inputs, "A file the command reads (declared jobs are cached)");
+  cmd->add_option("--output", inv->outputs, "A file the command writes");
+  cmd->add_option("command", *command, "-- PROGRAM ARGS...")->required();
+  cmd->prefix_command();
+  cmd->callback([inv, command] {
+    auto args = *command;
+    if (!args.empty() && args.front() == "--") args.erase(args.begin());
+    if (args.empty()) fail(kExitUsage, "exec needs a program: ccpool exec [options] -- PROGRAM ARGS...");
+    inv->program = args.front();
+    inv->argv = args;
+    throw CLI::RuntimeError(client::run_client(*inv));
+  });
+}
+
+}  // namespace
+
+void register_service_commands(CLI::App& app) {
+  register_serve(app);
+  register_status(app);
+  register_stop(app);
+  register_exec(app);
+}
+
 }  // namespace ccpool::cli

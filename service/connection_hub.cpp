@@ -1,0 +1,309 @@
+#include "service/connection_hub.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace ccpool::service {
+namespace {
+
+constexpr size_t kMaxConnections = 4096;
+constexpr uint64_t kListenTag = 0;
+constexpr uint64_t kWakeTag = ~0ull;
+
+int64_t now_ns() {
+  return std::chrono::steady_clock::now().time_since_epoch().count();
+}
+
+}  // namespace
+
+struct ConnectionHub::Connection {
+  uint64_t id = 0;
+  UniqueFd fd;
+  ipc::PeerCred peer{};
+  ipc::FrameReader reader;
+  bool greeted = false;
+  bool closing = false;  // close once the output buffer is written
+  bool want_out = false;
+  std::string out;
+  size_t out_pos = 0;
+};
+
+Result<std::unique_ptr<ConnectionHub>> ConnectionHub::create(const std::string& socket_path,
+                                                             Callbacks callbacks) {
+  CCPOOL_TRY_ASSIGN(UniqueFd listen_fd, ipc::listen_unix(socket_path));
+  UniqueFd epoll_fd(::epoll_create1(EPOLL_CLOEXEC));
+  UniqueFd wake_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!epoll_fd || !wake_fd) {
+    return make_error(ErrorCode::kIo, std::string("epoll/eventfd: ") + std::strerror(errno));
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenTag;
+  ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, listen_fd.get(), &ev);
+  ev.data.u64 = kWakeTag;
+  ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, wake_fd.get(), &ev);
+  return std::unique_ptr<ConnectionHub>(new ConnectionHub(
+      socket_path, std::move(listen_fd), std::move(epoll_fd), std::move(wake_fd),
+      std::move(callbacks)));
+}
+
+ConnectionHub::ConnectionHub(std::string path, UniqueFd listen_fd, UniqueFd epoll_fd,
+                             UniqueFd wake_fd, Callbacks callbacks)
+    : m_path(std::move(path)),
+      m_listen_fd(std::move(listen_fd)),
+      m_epoll_fd(std::move(epoll_fd)),
+      m_wake_fd(std::move(wake_fd)),
+      m_callbacks(std::move(callbacks)) {
+  m_last_activity_ns = now_ns();
+}
+
+ConnectionHub::~ConnectionHub() { stop_accepting(); }
+
+std::chrono::steady_clock::time_point ConnectionHub::last_activity() const {
+  return std::chrono::steady_clock::time_point(
+      std::chrono::steady_clock::duration(m_last_activity_ns.load()));
+}
+
+void ConnectionHub::wake() {
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(m_wake_fd.get(), &one, sizeof one);
+}
+
+void ConnectionHub::stop_accepting() {
+  if (!m_listen_fd) return;
+  ::epoll_ctl(m_epoll_fd.get(), EPOLL_CTL_DEL, m_listen_fd.get(), nullptr);
+  m_listen_fd.reset();
+  ::unlink(m_path.c_str());
+}
+
+void ConnectionHub::send(uint64_t conn_id, const ipc::Message& message, bool close_after) {
+  std::string bytes = ipc::encode(message);
+  {
+    std::lock_guard lock(m_outbox_mutex);
+    m_outbox.push_back({conn_id, std::move(bytes), close_after});
+  }
+  wake();
+}
+
+void ConnectionHub::run(const std::function<bool()>& should_stop,
+                        const std::function<void()>& on_tick) {
+  epoll_event events[64];
+  auto next_tick = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (!should_stop()) {
+    int n = ::epoll_wait(m_epoll_fd.get(), events, 64, 250);
+    for (int i = 0; i < n; ++i) {
+      uint64_t tag = events[i].data.u64;
+      if (tag == kListenTag) {
+        accept_all();
+      } else if (tag == kWakeTag) {
+        uint64_t value;
+        [[maybe_unused]] ssize_t r = ::read(m_wake_fd.get(), &value, sizeof value);
+      } else {
+        auto it = m_conns.find(tag);
+        if (it == m_conns.end()) continue;
+        Connection& conn = *it->second;
+        if (events[i].events & EPOLLOUT) write_some(conn);
+        if (m_conns.count(tag) && (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) {
+          handle_readable(conn);
+        }
+      }
+    }
+    drain_outbox();
+    if (std::chrono::steady_clock::now() >= next_tick) {
+      next_tick = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      on_tick();
+    }
+  }
+}
+
+void ConnectionHub::accept_all() {
+  for (;;) {
+    int fd = ::accept4(m_listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN or a transient error: epoll tells us again
+    m_last_activity_ns = now_ns();
+    auto peer = ipc::peer_credentials(fd);
+    if (!peer) {
+      refuse(fd, ErrorCode::kProtocol, "cannot read peer credentials: " + peer.error().message);
+      continue;
+    }
+    if (peer->uid != ::geteuid()) {
+      ++m_counters.refused_peers;
+      spdlog::warn("refused connection from pid {} uid {}: the service belongs to uid {}",
+                   peer->pid, peer->uid, ::geteuid());
+      refuse(fd, ErrorCode::kPermission,
+             "connection refused: this ccpool service belongs to uid " +
+                 std::to_string(::geteuid()) + ", you are uid " + std::to_string(peer->uid) +
+                 "; start your own with 'ccpool serve' or set CCPOOL_SOCKET");
+      continue;
+    }
+    if (m_conns.size() >= kMaxConnections) {
+      refuse(fd, ErrorCode::kFull, "too many connections (" + std::to_string(kMaxConnections) + ")");
+      continue;
+    }
+    auto conn = std::make_unique<Connection>();
+    conn->id = m_next_conn_id++;
+    conn->fd = UniqueFd(fd);
+    conn->peer = *peer;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.u64 = conn->id;
+    ::epoll_ctl(m_epoll_fd.get(), EPOLL_CTL_ADD, fd, &ev);
+    ++m_counters.accepted;
+    m_conns.emplace(conn->id, std::move(conn));
+    m_connection_count = m_conns.size();
+  }
+}
+
+void ConnectionHub::refuse(int fd, ErrorCode code, const std::string& message) {
+  std::string bytes = ipc::encode(ipc::ErrorFrame{static_cast<uint16_t>(code), message});
+  [[maybe_unused]] ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::close(fd);
+}
+
+void ConnectionHub::handle_readable(Connection& conn) {
+  char buf[64 * 1024];
+  uint64_t id = conn.id;
+  for (;;) {
+    ssize_t n = ::recv(conn.fd.get(), buf, sizeof buf, 0);
+    if (n > 0) {
+      m_last_activity_ns = now_ns();
+      if (conn.closing) continue;  // discard input after an error
+      conn.reader.feed(buf, static_cast<size_t>(n));
+      for (;;) {
+        auto next = conn.reader.next();
+        if (!next) {
+          ++m_counters.protocol_errors;
+          spdlog::warn("protocol error from pid {}: {}", conn.peer.pid, next.error().message);
+          queue_bytes(conn, ipc::encode(ipc::ErrorFrame{static_cast<uint16_t>(ErrorCode::kProtocol),
+                                                        next.error().message}),
+                      true);
+          break;
+        }
+        if (!*next) break;
+        handle_frame(conn, std::move(**next));
+        if (!m_conns.count(id) || conn.closing) break;
+      }
+      if (!m_conns.count(id)) return;
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    close_connection(id);  // EOF or error
+    return;
+  }
+}
+
+void ConnectionHub::handle_frame(Connection& conn, ipc::Message message) {
+  if (!conn.greeted) {
+    auto* hello = std::get_if<ipc::Hello>(&message);
+    if (hello == nullptr) {
+      ++m_counters.protocol_errors;
+      queue_bytes(conn, ipc::encode(ipc::ErrorFrame{static_cast<uint16_t>(ErrorCode::kProtocol),
+                                                    "expected a Hello frame first"}),
+                  true);
+      return;
+    }
+    if (hello->version != ipc::kProtocolVersion) {
+      ++m_counters.protocol_errors;
+      queue_bytes(conn,
+                  ipc::encode(ipc::ErrorFrame{
+                      static_cast<uint16_t>(ErrorCode::kUnsupported),
+                      "protocol version " + std::to_string(hello->version) +
+                          " is not supported; this service speaks version " +
+                          std::to_string(ipc::kProtocolVersion) + ": use a matching ccpool"}),
+                  true);
+      return;
+    }
+    conn.greeted = true;
+    queue_bytes(conn, ipc::encode(ipc::HelloOk{ipc::kProtocolVersion, 0, ::getpid()}), false);
+    return;
+  }
+  m_callbacks.on_message(conn.id, conn.peer, std::move(message));
+}
+
+void ConnectionHub::queue_bytes(Connection& conn, std::string bytes, bool close_after) {
+  if (conn.out_pos == conn.out.size()) {
+    conn.out.clear();
+    conn.out_pos = 0;
+  }
+  conn.out += bytes;
+  if (close_after) conn.closing = true;
+  write_some(conn);
+}
+
+void ConnectionHub::write_some(Connection& conn) {
+  while (conn.out_pos < conn.out.size()) {
+    ssize_t n = ::send(conn.fd.get(), conn.out.data() + conn.out_pos, conn.out.size() - conn.out_pos,
+                       MSG_NOSIGNAL);
+    if (n > 0) {
+      conn.out_pos += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {
+      if (!conn.want_out) {
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLRDHUP | EPOLLOUT;
+        ev.data.u64 = conn.id;
+        ::epoll_ctl(m_epoll_fd.get(), EPOLL_CTL_MOD, conn.fd.get(), &ev);
+        conn.want_out = true;
+      }
+      return;
+    }
+    close_connection(conn.id);  // peer gone
+    return;
+  }
+  if (conn.want_out) {
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.u64 = conn.id;
+    ::epoll_ctl(m_epoll_fd.get(), EPOLL_CTL_MOD, conn.fd.get(), &ev);
+    conn.want_out = false;
+  }
+  if (conn.closing) close_connection(conn.id);
+}
+
+void ConnectionHub::close_connection(uint64_t conn_id) {
+  auto it = m_conns.find(conn_id);
+  if (it == m_conns.end()) return;
+  ::epoll_ctl(m_epoll_fd.get(), EPOLL_CTL_DEL, it->second->fd.get(), nullptr);
+  m_conns.erase(it);
+  m_connection_count = m_conns.size();
+  m_callbacks.on_disconnect(conn_id);
+}
+
+void ConnectionHub::drain_outbox() {
+  std::deque<Outgoing> batch;
+  {
+    std::lock_guard lock(m_outbox_mutex);
+    batch.swap(m_outbox);
+  }
+  for (auto& item : batch) {
+    auto it = m_conns.find(item.conn_id);
+    if (it == m_conns.end()) continue;
+    queue_bytes(*it->second, std::move(item.bytes), item.close_after);
+  }
+}
+
+void ConnectionHub::flush_pending(std::chrono::milliseconds budget) {
+  auto until = std::chrono::steady_clock::now() + budget;
+  drain_outbox();
+  while (std::chrono::steady_clock::now() < until) {
+    bool pending = false;
+    for (auto& [id, conn] : m_conns) pending |= conn->out_pos < conn->out.size();
+    if (!pending) return;
+    epoll_event events[64];
+    int n = ::epoll_wait(m_epoll_fd.get(), events, 64, 20);
+    for (int i = 0; i < n; ++i) {
+      auto it = m_conns.find(events[i].data.u64);
+      if (it != m_conns.end() && (events[i].events & EPOLLOUT)) write_some(*it->second);
+    }
+  }
+}
+
+}  // namespace ccpool::service

@@ -1,0 +1,95 @@
+// The service's I/O thread: accepts on the Unix socket, checks SO_PEERCRED,
+// runs the handshake, decodes frames and writes replies. It never does request
+// work itself: decoded requests go to `on_message`, which posts them to the
+// pool's arena, and replies come back through send() (any thread).
+//
+// Per connection: a FrameReader and an output buffer. A malformed, oversized or
+// wrong-version frame gets an ErrorFrame and only that connection is closed.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "base/error.h"
+#include "base/fs.h"
+#include "ipc/protocol.h"
+#include "ipc/socket.h"
+
+namespace ccpool::service {
+
+struct HubCounters {
+  std::atomic<uint64_t> accepted{0}, refused_peers{0}, protocol_errors{0};
+};
+
+class ConnectionHub {
+ public:
+  struct Callbacks {
+    // I/O thread; must return quickly. Handshake frames never reach it.
+    std::function<void(uint64_t conn_id, const ipc::PeerCred& peer, ipc::Message message)> on_message;
+    // I/O thread; the connection is gone (closed by the peer or by us).
+    std::function<void(uint64_t conn_id)> on_disconnect;
+  };
+
+  static Result<std::unique_ptr<ConnectionHub>> create(const std::string& socket_path,
+                                                       Callbacks callbacks);
+  ~ConnectionHub();
+  ConnectionHub(const ConnectionHub&) = delete;
+  ConnectionHub& operator=(const ConnectionHub&) = delete;
+
+  // Runs the loop until should_stop() returns true after a wake-up or tick.
+  // on_tick runs about once a second on the I/O thread.
+  void run(const std::function<bool()>& should_stop, const std::function<void()>& on_tick);
+
+  // Thread-safe. Queues a whole frame for the connection (dropped if it is gone).
+  void send(uint64_t conn_id, const ipc::Message& message, bool close_after = false);
+  // Thread-safe and async-signal-safe: interrupts epoll_wait.
+  void wake();
+  // Closes the listening socket and unlinks its path (shutdown: stop accepting).
+  void stop_accepting();
+  // Writes pending output for up to `budget`, then returns (shutdown).
+  void flush_pending(std::chrono::milliseconds budget);
+
+  size_t connection_count() const { return m_connection_count.load(); }
+  std::chrono::steady_clock::time_point last_activity() const;
+  const HubCounters& counters() const { return m_counters; }
+  int wake_fd() const { return m_wake_fd.get(); }
+
+ private:
+  struct Connection;
+  struct Outgoing {
+    uint64_t conn_id;
+    std::string bytes;
+    bool close_after;
+  };
+
+  ConnectionHub(std::string path, UniqueFd listen_fd, UniqueFd epoll_fd, UniqueFd wake_fd,
+                Callbacks callbacks);
+  void accept_all();
+  void handle_readable(Connection& conn);
+  void handle_frame(Connection& conn, ipc::Message message);
+  void queue_bytes(Connection& conn, std::string bytes, bool close_after);
+  void write_some(Connection& conn);
+  void close_connection(uint64_t conn_id);
+  void drain_outbox();
+  void refuse(int fd, ErrorCode code, const std::string& message);
+
+  std::string m_path;
+  UniqueFd m_listen_fd, m_epoll_fd, m_wake_fd;
+  Callbacks m_callbacks;
+  HubCounters m_counters;
+  std::atomic<size_t> m_connection_count{0};
+  std::atomic<int64_t> m_last_activity_ns{0};
+  uint64_t m_next_conn_id = 1;                                      // I/O thread only
+  std::unordered_map<uint64_t, std::unique_ptr<Connection>> m_conns;  // I/O thread only
+  std::mutex m_outbox_mutex;
+  std::deque<Outgoing> m_outbox;  // guarded by m_outbox_mutex
+};
+
+}  // namespace ccpool::service

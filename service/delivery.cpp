@@ -1,0 +1,73 @@
+#include "service/delivery.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "base/fs.h"
+
+namespace ccpool::service {
+
+std::vector<std::string> strip_shim(const std::vector<std::string>& env) {
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& entry : env) {
+    if (entry.rfind("LD_PRELOAD=", 0) != 0 || entry.find("libccpool-shim") == std::string::npos) {
+      out.push_back(entry);
+      continue;
+    }
+    // Keep every other preload, in order. Entries are separated by ':' or ' '.
+    std::string kept, item;
+    std::string value = entry.substr(11);
+    for (size_t i = 0; i <= value.size(); ++i) {
+      if (i == value.size() || value[i] == ':' || value[i] == ' ') {
+        if (!item.empty() && item.find("libccpool-shim") == std::string::npos) {
+          if (!kept.empty()) kept += ':';
+          kept += item;
+        }
+        item.clear();
+      } else {
+        item += value[i];
+      }
+    }
+    if (!kept.empty()) out.push_back("LD_PRELOAD=" + kept);
+  }
+  return out;
+}
+
+uint32_t delivered_mode(uint32_t stored_mode, uint32_t umask) {
+  uint32_t base = (stored_mode & 0111) ? 0777 : 0666;
+  return base & ~umask & 0777;
+}
+
+uint64_t fairness_id(int32_t rank, pid_t client_pid) {
+  if (rank >= 0) return static_cast<uint64_t>(rank) + 1;
+  auto stat = read_file("/proc/" + std::to_string(client_pid) + "/stat");
+  if (stat) {
+    // Field 4 (ppid) follows the parenthesised comm, which may contain spaces.
+    auto close = stat->rfind(')');
+    if (close != std::string::npos) {
+      int ppid = 0;
+      char state;
+      if (std::sscanf(stat->c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid > 0) {
+        return (1ull << 32) | static_cast<uint64_t>(ppid);
+      }
+    }
+  }
+  return (2ull << 32) | static_cast<uint64_t>(client_pid);
+}
+
+std::string summarize_argv(const std::vector<std::string>& argv, size_t max_chars) {
+  std::string out;
+  for (const auto& arg : argv) {
+    if (!out.empty()) out += ' ';
+    out += arg;
+    if (out.size() > max_chars) {
+      out.resize(max_chars);
+      out += "...";
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace ccpool::service

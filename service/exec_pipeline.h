@@ -1,0 +1,82 @@
+// The path of one exec request through the service:
+//   plan (compiler model) -> lookup (manifest, node store, cluster tier)
+//   -> hit: deliver outputs, reply
+//   -> miss: join the identical in-flight job, or lead one: schedule in the
+//      bounded pool -> spawn -> reap -> store -> deliver to every waiter -> reply.
+//
+// Threads: submit() and on_disconnect() are called on the I/O thread and only
+// post work; planning, lookups, storing and delivery run in the scheduler's
+// arena; process exits arrive on the ProcessRunner's reaper thread and are
+// re-posted into the arena. Cross-node lease waits run on threads of their own
+// so they never park an arena worker.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/store.h"
+#include "compiler/planner.h"
+#include "ipc/protocol.h"
+#include "pool/process_runner.h"
+#include "pool/scheduler.h"
+#include "remote/tier.h"
+#include "service/counters.h"
+#include "service/flight_table.h"
+
+namespace ccpool::service {
+
+class ExecPipeline {
+ public:
+  struct Deps {
+    cache::Store& store;
+    pool::Scheduler& scheduler;
+    pool::ProcessRunner& runner;
+    compiler::Planner& planner;
+    remote::Tier* tier;  // null without a cluster tier
+    Counters& counters;
+    std::function<void(uint64_t conn_id, ipc::ExecReply reply)> reply;  // thread-safe
+    std::string work_root;  // private temp dirs for redirected outputs
+    std::chrono::milliseconds job_timeout{0};
+  };
+
+  explicit ExecPipeline(Deps deps);
+  ~ExecPipeline();
+  ExecPipeline(const ExecPipeline&) = delete;
+  ExecPipeline& operator=(const ExecPipeline&) = delete;
+
+  void submit(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request);
+  void on_disconnect(uint64_t conn_id);
+  // Shutdown: every waiter gets "stopping", queued jobs are dropped; running
+  // processes are killed by the caller through the runner.
+  void stop_all();
+  nlohmann::json running_jobs();
+  size_t active_flights() { return m_flights.size(); }
+  size_t pending() const { return m_pending.load(); }
+
+ private:
+  void handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request);
+  bool serve_from_store(const compiler::Plan& plan, const Waiter& waiter, bool remote_allowed);
+  void lead(const std::shared_ptr<Flight>& flight);
+  bool complete_from_store(const std::shared_ptr<Flight>& flight);
+  void schedule(const std::shared_ptr<Flight>& flight);
+  void start(const std::shared_ptr<Flight>& flight, pool::JobId job);
+  void finish_flight(const std::shared_ptr<Flight>& flight, pool::ProcessResult result);
+  void fail_flight(const std::shared_ptr<Flight>& flight, const std::string& message);
+  compiler::ManifestStorage manifests();
+  void send(const Waiter& waiter, ipc::ExecReply reply);
+
+  Deps m_deps;
+  FlightTable m_flights;
+  std::atomic<uint64_t> m_work_seq{0};
+  std::atomic<size_t> m_pending{0};  // requests posted but not yet answered or parked
+  std::atomic<bool> m_stopping{false};
+};
+
+}  // namespace ccpool::service

@@ -1,0 +1,274 @@
+#include "service/service.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "base/fault.h"
+#include "base/fs.h"
+#include "base/paths.h"
+#include "cache/store.h"
+#include "compiler/planner.h"
+#include "pool/process_runner.h"
+#include "pool/scheduler.h"
+#include "resp/front.h"
+#include "service/connection_hub.h"
+#include "service/exec_pipeline.h"
+#include "service/store_kv.h"
+
+namespace ccpool::service {
+namespace {
+
+constexpr auto kStoreFlushInterval = std::chrono::seconds(5);
+constexpr auto kKillGrace = std::chrono::milliseconds(2000);
+
+uint64_t count_lines(const std::string& path) {
+  auto data = read_file(path);
+  if (!data) return 0;
+  uint64_t n = 0;
+  for (char c : *data) n += c == '\n';
+  return n;
+}
+
+}  // namespace
+
+// Members are declared in dependency order; shutdown() tears them down in the
+// order the data flow needs (stop intake, kill children, drain the arena,
+// then close the store), not in reverse declaration order.
+struct Service::Impl {
+  ServiceOptions options;
+  std::string state_dir;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  std::atomic<bool> stop{false};
+  Counters counters;
+
+  std::unique_ptr<cache::Store> store;
+  std::unique_ptr<remote::Tier> tier;
+  std::unique_ptr<compiler::Planner> planner;
+  std::unique_ptr<pool::Scheduler> scheduler;
+  std::unique_ptr<pool::ProcessRunner> runner;
+  std::unique_ptr<ConnectionHub> hub;
+  std::unique_ptr<ExecPipeline> pipeline;
+  std::unique_ptr<StoreKv> kv;
+  std::unique_ptr<resp::Front> front;
+
+  std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
+  uint64_t last_front_commands = 0;
+  std::chrono::steady_clock::time_point last_front_activity = std::chrono::steady_clock::now();
+
+  void on_message(uint64_t conn_id, const ipc::PeerCred& peer, ipc::Message message);
+  nlohmann::json status();
+  void tick();
+  void shutdown();
+};
+
+Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->state_dir = state_dir_for_socket(options.socket_path);
+  CCPOOL_TRY(ensure_private_dir(impl->state_dir));
+
+  cache::StoreOptions store_options;
+  store_options.dir = default_store_dir(options.store_dir);
+  if (options.max_size > 0) store_options.max_size = options.max_size;
+  CCPOOL_TRY_ASSIGN(impl->store, cache::Store::open(store_options));
+
+  if (options.remote) {
+    remote::RemoteOptions remote_options = *options.remote;
+    CCPOOL_TRY_ASSIGN(impl->tier, remote::Tier::create(remote_options));
+    spdlog::info("cluster tier: {}", remote_options.url);
+  }
+  impl->planner = std::make_unique<compiler::Planner>();
+  pool::SchedulerOptions sched;
+  sched.jobs = options.jobs;
+  sched.mem_budget = options.mem_budget;
+  impl->scheduler = std::make_unique<pool::Scheduler>(sched);
+  impl->runner = std::make_unique<pool::ProcessRunner>();
+
+  std::string work_root = impl->state_dir + "/work";
+  remove_tree(work_root);  // left over from a crashed instance
+  CCPOOL_TRY(ensure_private_dir(work_root));
+
+  Impl* raw = impl.get();
+  ConnectionHub::Callbacks callbacks;
+  callbacks.on_message = [raw](uint64_t conn, const ipc::PeerCred& peer, ipc::Message message) {
+    raw->on_message(conn, peer, std::move(message));
+  };
+  callbacks.on_disconnect = [raw](uint64_t conn) {
+    if (raw->pipeline) raw->pipeline->on_disconnect(conn);
+  };
+  CCPOOL_TRY_ASSIGN(impl->hub, ConnectionHub::create(options.socket_path, std::move(callbacks)));
+
+  ExecPipeline::Deps deps{*impl->store,    *impl->scheduler, *impl->runner,
+                          *impl->planner,  impl->tier.get(), impl->counters,
+                          [raw](uint64_t conn, ipc::ExecReply reply) {
+                            raw->hub->send(conn, ipc::Message(std::move(reply)));
+                          },
+                          work_root,       options.job_timeout};
+  impl->pipeline = std::make_unique<ExecPipeline>(std::move(deps));
+
+  if (options.resp_enabled) {
+    impl->kv = std::make_unique<StoreKv>(*impl->store, impl->tier.get());
+    resp::FrontOptions front_options;
+    front_options.unix_path = impl->state_dir + "/resp.sock";
+    front_options.tcp_port = options.resp_port;
+    front_options.password = options.resp_password;
+    auto front = resp::Front::start(front_options, *impl->kv);
+    if (!front) {
+      return make_error(front.error().code,
+                        "cannot start the Redis-protocol front: " + front.error().message);
+    }
+    impl->front = std::move(*front);
+  }
+
+  auto stats = impl->scheduler->stats();
+  spdlog::info("serving on {} (pid {}): jobs {}, memory budget {} MiB, store {}",
+               options.socket_path, ::getpid(), stats.jobs, stats.mem_budget >> 20,
+               store_options.dir);
+  if (FaultInjector::instance().enabled()) {
+    spdlog::warn("FAULT INJECTION IS ON (CCPOOL_FAULT={}): for tests only",
+                 FaultInjector::instance().spec());
+  }
+  return std::unique_ptr<Service>(new Service(std::move(impl)));
+}
+
+Service::Service(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+
+Service::~Service() { m_impl->shutdown(); }
+
+void Service::request_stop() {
+  m_impl->stop = true;
+  if (m_impl->hub) m_impl->hub->wake();
+}
+
+int Service::run() {
+  Impl& impl = *m_impl;
+  impl.hub->run([&] { return impl.stop.load(); }, [&] { impl.tick(); });
+  spdlog::info("stopping");
+  impl.shutdown();
+  spdlog::info("stopped");
+  return 0;
+}
+
+void Service::Impl::on_message(uint64_t conn_id, const ipc::PeerCred& peer, ipc::Message message) {
+  if (auto* exec = std::get_if<ipc::ExecRequest>(&message)) {
+    pipeline->submit(conn_id, peer.pid, std::move(*exec));
+  } else if (std::holds_alternative<ipc::Ping>(message)) {
+    hub->send(conn_id, ipc::Pong{});
+  } else if (std::holds_alternative<ipc::StatusRequest>(message)) {
+    hub->send(conn_id, ipc::StatusReply{status().dump()});
+  } else if (std::holds_alternative<ipc::StopRequest>(message)) {
+    spdlog::info("stop requested by pid {}", peer.pid);
+    hub->send(conn_id, ipc::StopReply{});
+    stop = true;
+  } else {
+    hub->send(conn_id,
+              ipc::ErrorFrame{static_cast<uint16_t>(ErrorCode::kProtocol),
+                              "unexpected message from a client"},
+              true);
+  }
+}
+
+nlohmann::json Service::Impl::status() {
+  auto sched = scheduler->stats();
+  nlohmann::json j;
+  j["pid"] = ::getpid();
+  j["socket"] = options.socket_path;
+  j["store_dir"] = store->dir();
+  j["uptime_s"] = std::chrono::duration_cast<std::chrono::seconds>(
+                      std::chrono::steady_clock::now() - started).count();
+  j["jobs"] = sched.jobs;
+  j["mem_budget"] = sched.mem_budget;
+  j["mem_reserved"] = sched.reserved_bytes;
+  j["running"] = sched.running;
+  j["queued"] = sched.queued;
+  j["peak_running"] = sched.peak_running;
+  j["requests"] = counters.requests.load();
+  j["hits"] = counters.hits.load();
+  j["misses"] = counters.misses.load();
+  j["joins"] = counters.joins.load();
+  j["executions"] = counters.executions.load();
+  j["failures"] = counters.failures.load();
+  j["cancelled"] = counters.cancelled.load();
+  j["passthrough"] = counters.passthrough.load();
+  j["not_stored"] = counters.not_stored.load();
+  j["store_errors"] = counters.store_errors.load();
+  j["service_errors"] = counters.service_errors.load();
+  j["clients"] = hub->connection_count();
+  j["refused_peers"] = hub->counters().refused_peers.load();
+  j["protocol_errors"] = hub->counters().protocol_errors.load();
+  j["fallbacks"] = count_lines(state_dir + "/fallbacks.log");
+  j["running_jobs"] = pipeline->running_jobs();
+  remote::RemoteCounters rc{};
+  if (tier) rc = tier->counters();
+  j["remote"] = tier != nullptr;
+  j["remote_hits"] = counters.remote_hits.load();
+  j["remote_misses"] = rc.misses;
+  j["remote_errors"] = rc.errors;
+  j["remote_writes"] = rc.writes;
+  j["remote_skipped"] = rc.skipped;
+  j["remote_invalid"] = rc.invalid;
+  j["remote_bad_signature"] = rc.bad_signature;
+  j["breaker_open"] = rc.breaker_open;
+  j["breaker_opened"] = rc.breaker_opened;
+  if (front) {
+    auto fc = front->counters();
+    j["resp_socket"] = front->unix_path();
+    j["resp_port"] = front->tcp_port();
+    j["resp_connections"] = fc.connections;
+    j["resp_commands"] = fc.commands;
+    j["resp_refused_peers"] = fc.refused_peers;
+  }
+  return j;
+}
+
+void Service::Impl::tick() {
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_flush >= kStoreFlushInterval) {
+    last_flush = now;
+    scheduler->run_in_arena([s = store.get()] { s->flush(); });
+  }
+  if (front) {
+    uint64_t commands = front->counters().commands;
+    if (commands != last_front_commands) {
+      last_front_commands = commands;
+      last_front_activity = now;
+    }
+  }
+  bool idle = hub->connection_count() == 0 && pipeline->active_flights() == 0 &&
+              pipeline->pending() == 0 && runner->running_count() == 0;
+  auto last = std::max(hub->last_activity(), last_front_activity);
+  if (idle && options.idle_timeout.count() > 0 && now - last >= options.idle_timeout) {
+    spdlog::info("idle for {} s: exiting",
+                 std::chrono::duration_cast<std::chrono::seconds>(now - last).count());
+    stop = true;
+  }
+}
+
+void Service::Impl::shutdown() {
+  if (!hub) return;  // already done
+  hub->stop_accepting();
+  front.reset();
+  pipeline->stop_all();           // waiters get "stopping" and run the tool themselves
+  hub->flush_pending(std::chrono::milliseconds(500));
+  runner->terminate_all(kKillGrace);  // SIGTERM, then SIGKILL; reaps every group
+  for (int i = 0; i < 200 && (pipeline->pending() > 0 || pipeline->active_flights() > 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  scheduler.reset();  // waits for arena work (finishing flights) to end
+  runner.reset();
+  pipeline.reset();
+  hub.reset();
+  kv.reset();
+  tier.reset();
+  if (store) store->flush();
+  store.reset();
+  remove_tree(state_dir + "/work");
+}
+
+}  // namespace ccpool::service

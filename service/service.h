@@ -1,0 +1,49 @@
+// The node service: composes the store, the pool, the compiler models, the
+// protocol hub, the Redis-protocol front and the cluster tier. One instance
+// per socket (serve.lock); see ARCHITECTURE.md for the data flow.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/error.h"
+#include "remote/tier.h"
+
+namespace ccpool::service {
+
+struct ServiceOptions {
+  std::string socket_path;
+  std::string store_dir;
+  uint64_t max_size = 0;  // 0: the store's default
+  int jobs = 0;           // 0: CPUs available (sched_getaffinity)
+  uint64_t mem_budget = 0;  // 0: min(80% MemAvailable, cgroup limit)
+  std::chrono::milliseconds job_timeout{0};
+  std::chrono::milliseconds idle_timeout{3'600'000};
+  std::optional<remote::RemoteOptions> remote;
+  bool resp_enabled = true;  // the Redis-protocol front on <state dir>/resp.sock
+  int resp_port = 0;         // also 127.0.0.1:PORT when > 0
+  std::string resp_password;
+};
+
+class Service {
+ public:
+  static Result<std::unique_ptr<Service>> create(const ServiceOptions& options);
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  // Serves until stop (signal, `ccpool stop`, idle timeout); returns the exit code.
+  int run();
+  // Async-signal-safe.
+  void request_stop();
+
+  struct Impl;
+
+ private:
+  explicit Service(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> m_impl;
+};
+
+}  // namespace ccpool::service

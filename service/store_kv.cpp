@@ -1,0 +1,83 @@
+#include "service/store_kv.h"
+
+#include <spdlog/spdlog.h>
+
+namespace ccpool::service {
+namespace {
+
+bool live(const cache::Entry& entry) {
+  return entry.kind == cache::EntryKind::kBlob &&
+         (entry.expires_ms == 0 || entry.expires_ms > resp::unix_now_ms());
+}
+
+}  // namespace
+
+Digest StoreKv::store_key(std::string_view redis_key) {
+  Hasher hasher;
+  hasher.add_field("resp");
+  hasher.add_field(redis_key);
+  return hasher.digest();
+}
+
+std::optional<cache::Entry> StoreKv::load(const Digest& key, bool with_bodies) {
+  auto entry = with_bodies ? m_store.get(key) : m_store.peek(key, false);
+  if (entry && !*entry && m_tier != nullptr) {
+    if (auto packed = m_tier->get(key); packed && m_store.put_packed(key, *packed)) {
+      entry = with_bodies ? m_store.get(key) : m_store.peek(key, false);
+    }
+  }
+  if (!entry || !*entry || !live(**entry)) return std::nullopt;
+  return std::move(**entry);
+}
+
+bool StoreKv::save(const Digest& key, const cache::Entry& entry) {
+  if (auto put = m_store.put(key, entry); !put) {
+    spdlog::warn("redis front: cannot store '{}': {}", entry.label, put.error().message);
+    return false;
+  }
+  if (m_tier != nullptr) {
+    if (auto packed = m_store.get_packed(key); packed && *packed) {
+      m_tier->put_async(key, std::move(**packed));
+    }
+  }
+  return true;
+}
+
+std::optional<std::string> StoreKv::get(std::string_view key) {
+  auto entry = load(store_key(key), true);
+  if (!entry || entry->outputs.empty()) return std::nullopt;
+  return std::move(entry->outputs.front().data);
+}
+
+bool StoreKv::set(std::string_view key, std::string_view value, int64_t expires_at_ms) {
+  cache::Entry entry;
+  entry.kind = cache::EntryKind::kBlob;
+  entry.label = std::string(key);
+  entry.tool = "redis";
+  entry.expires_ms = expires_at_ms;
+  entry.outputs.push_back(cache::Output{"value", 0644, 0, {}, std::string(value)});
+  return save(store_key(key), entry);
+}
+
+bool StoreKv::del(std::string_view key) {
+  auto removed = m_store.remove(store_key(key));
+  return removed && *removed;
+}
+
+bool StoreKv::exists(std::string_view key) { return load(store_key(key), false).has_value(); }
+
+bool StoreKv::expire(std::string_view key, int64_t expires_at_ms) {
+  Digest digest = store_key(key);
+  auto entry = m_store.peek(digest, true);
+  if (!entry || !*entry || !live(**entry)) return false;
+  (*entry)->expires_ms = expires_at_ms;
+  return save(digest, **entry);
+}
+
+int64_t StoreKv::expires_at(std::string_view key) {
+  auto entry = load(store_key(key), false);
+  if (!entry) return -2;
+  return entry->expires_ms == 0 ? -1 : entry->expires_ms;
+}
+
+}  // namespace ccpool::service

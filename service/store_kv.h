@@ -1,0 +1,34 @@
+// The Redis-protocol front's storage: plain key/value entries (kind kBlob) in
+// the node store, read and written through the cluster tier when configured.
+// Store key = XXH3-128("resp\0" + redis key); the Redis key is kept as the
+// entry's label so `ccpool cache ls/show` display it.
+#pragma once
+
+#include "cache/store.h"
+#include "remote/tier.h"
+#include "resp/front.h"
+
+namespace ccpool::service {
+
+class StoreKv : public resp::KvBackend {
+ public:
+  StoreKv(cache::Store& store, remote::Tier* tier) : m_store(store), m_tier(tier) {}
+
+  std::optional<std::string> get(std::string_view key) override;
+  bool set(std::string_view key, std::string_view value, int64_t expires_at_ms) override;
+  bool del(std::string_view key) override;
+  bool exists(std::string_view key) override;
+  bool expire(std::string_view key, int64_t expires_at_ms) override;
+  int64_t expires_at(std::string_view key) override;
+
+  static Digest store_key(std::string_view redis_key);
+
+ private:
+  std::optional<cache::Entry> load(const Digest& key, bool with_bodies);
+  bool save(const Digest& key, const cache::Entry& entry);
+
+  cache::Store& m_store;
+  remote::Tier* m_tier;
+};
+
+}  // namespace ccpool::service

@@ -31,6 +31,7 @@ $PY scripts/lib/gen_kernels.py "$work/kernels" "$KERNELS"
 echo "== $RANKS ranks x $KERNELS kernels, $THREADS compile threads per rank, $(nproc) cores"
 
 now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
 ranks_cmd() {  # the launcher: RANKS rank processes, all at once
   local out=$1
   for r in $(seq 1 "$RANKS"); do
@@ -44,25 +45,25 @@ export work RANKS THREADS PY
 # The physical limit: the unique work, nproc at a time.
 t0=$(now)
 ls "$work"/kernels/*.cpp | xargs -P "$(nproc)" -I{} g++ {} -O2 -shared -fPIC -fopenmp -o {}.so
-t_unique=$(echo "$(now) - $t0" | bc)
+t_unique=$(elapsed "$t0")
 
 monitor() { $PY scripts/lib/proc_monitor.py > "$1" & echo $!; }
 
 echo "== 1/3 without ccpool"
 mon=$(monitor "$work/plain.json"); t0=$(now)
 ranks_cmd "$work/out-plain"
-t_plain=$(echo "$(now) - $t0" | bc); kill "$mon"; wait "$mon" 2>/dev/null || true
+t_plain=$(elapsed "$t0"); kill "$mon"; wait "$mon" 2>/dev/null || true
 
 echo "== 2/3 ccpool run, cold store"
 mon=$(monitor "$work/cold.json"); t0=$(now)
 "$ccpool" run --socket "$sock" --ranks "$RANKS" -- bash -c "ranks_cmd $work/out-cold"
-t_cold=$(echo "$(now) - $t0" | bc); kill "$mon"; wait "$mon" 2>/dev/null || true
+t_cold=$(elapsed "$t0"); kill "$mon"; wait "$mon" 2>/dev/null || true
 "$ccpool" status --socket "$sock" --json > "$work/cold-status.json"
 
 echo "== 3/3 ccpool run, warm store"
 mon=$(monitor "$work/warm.json"); t0=$(now)
 "$ccpool" run --socket "$sock" --ranks "$RANKS" -- bash -c "ranks_cmd $work/out-warm"
-t_warm=$(echo "$(now) - $t0" | bc); kill "$mon"; wait "$mon" 2>/dev/null || true
+t_warm=$(elapsed "$t0"); kill "$mon"; wait "$mon" 2>/dev/null || true
 "$ccpool" status --socket "$sock" --json > "$work/warm-status.json"
 
 # Every rank's kernels must be byte-identical to the plain build's.

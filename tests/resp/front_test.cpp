@@ -43,7 +43,8 @@ TEST_F(FrontTest, PipelinedCommandsAnswerInOrder) {
   for (int i = 0; i < 1000; ++i) {
     std::string key = "k" + std::to_string(i);
     request += command({"SET", key, std::to_string(i)}) + command({"GET", key});
-    expected += "+OK\r\n" + bulk(std::to_string(i));
+    expected += "+OK\r\n";
+    expected += bulk(std::to_string(i));
   }
   request += "PING\r\n";  // inline, as redis-cli sends by hand
   expected += "+PONG\r\n";

@@ -1,0 +1,255 @@
+"""Node service, lifecycle and robustness side (issue 3): one instance per
+socket, auto-start race, shutdown with running jobs, cross-uid refusal,
+protocol abuse, fault injection."""
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+from harness import (CCPOOL, E_PERMISSION, E_PROTOCOL, E_UNSUPPORTED, T_HELLO,  # noqa: E402
+                     T_HELLO_OK, T_PONG, T_PING, T_STATUS, ServiceCase, frame, hello_payload,
+                     main, pid_gone, raw_connect, read_reply, serve_pids, wait_until)
+
+# Runs 30 s in the service (recording its pid and its background child's);
+# once the test has created the marker, a run exits at once (the clients'
+# local fallback after "stopping"). $1 = label.
+LONG_TOOL = r"""#!/bin/sh
+if [ -e stopped ]; then echo "local $1"; exit 0; fi
+sleep 30 >/dev/null 2>&1 &
+echo "$$ $!" > "pids/$1"
+wait
+echo "service $1"
+"""
+
+# A declared job writing its output; counts its runs. $1 = tag.
+DECLARED_TOOL = r"""#!/bin/sh
+echo x >> runs
+printf 'out %s\n' "$(cat in.txt)" > out.txt
+echo "ran $1"
+"""
+
+
+class ServiceLifecycleTest(ServiceCase):
+    def test_second_serve_reports_running_instance(self):
+        service = self.start_service()
+        r = subprocess.run([CCPOOL, "serve", "--socket", self.sock, "--dir", self.store],
+                           env=self.env, capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"a service is already running", r.stdout)
+        self.assertIn(f"(pid {service.pid})".encode(), r.stdout)
+        self.assertEqual(serve_pids(self.sock), [service.pid])
+
+    def test_autostart_race(self):
+        """8 concurrent `ccpool exec` on a fresh socket start exactly one service."""
+        procs = [self.spawn(["/bin/echo", f"hi {i}"]) for i in range(8)]
+        for i, (rc, out, err) in enumerate(self.finish(procs)):
+            self.assertEqual((rc, out), (0, f"hi {i}\n".encode()), err)
+        services = serve_pids(self.sock)
+        self.assertEqual(len(services), 1, f"serve processes on this socket: {services}")
+        s = self.status()
+        self.assertEqual(s["pid"], services[0])
+        self.assertEqual(s["requests"], 8, "some clients did not reach the auto-started service")
+        self.assertEqual(s["fallbacks"], 0)
+        self.assertEqual(os.stat(self.run_dir).st_mode & 0o777, 0o700)
+
+    def test_sigterm_with_running_jobs(self):
+        """SIGTERM during 4 running jobs: their process groups are gone, the
+        waiters get "stopping" and run the tool locally, the service exits 0."""
+        tool = self.write("work/long.sh", LONG_TOOL, 0o755)
+        pid_dir = os.path.join(self.work, "pids")
+        os.makedirs(pid_dir)
+        self.pid_files.append(pid_dir)
+        service = self.start_service(jobs=4)
+        procs = [self.spawn(["/bin/sh", tool, str(i)], env={"CCPOOL_NO_AUTOSTART": "1"})
+                 for i in range(4)]
+        wait_until(lambda: len(os.listdir(pid_dir)) == 4, "4 running jobs to record their pids")
+        s = self.wait_status(lambda s: s["running"] == 4, "4 running jobs")
+        self.assertEqual(len(s["running_jobs"]), 4)
+        pids = self.recorded_pids()
+        self.assertEqual(len(pids), 8)
+        open(os.path.join(self.work, "stopped"), "w").close()
+        service.send_signal(signal.SIGTERM)
+        self.assertEqual(service.wait(60), 0)
+        for pid in pids:
+            wait_until(lambda: pid_gone(pid), f"job process {pid} to be gone")
+        for i, (rc, out, err) in enumerate(self.finish(procs)):
+            self.assertEqual((rc, out), (0, f"local {i}\n".encode()), err)
+        self.assertEqual(serve_pids(self.sock), [])
+        fallbacks = self.lines("run/fallbacks.log")
+        self.assertEqual(len(fallbacks), 4, fallbacks)
+
+    def test_stop_command(self):
+        service = self.start_service()
+        r = subprocess.run([CCPOOL, "stop", "--socket", self.sock], env=self.env,
+                           capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(service.wait(60), 0)
+        self.assertIsNone(self.try_status())
+
+    def test_cross_uid_refused(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to run a client under another uid (setpriv)")
+        if not os.access("/usr/bin/setpriv", os.X_OK):
+            self.skipTest("setpriv (util-linux) is not installed")
+        self.start_service()
+        # Let uid 65534 reach the socket, so the service's own SO_PEERCRED
+        # check (not file permissions) is what refuses it. The socket dir
+        # stays non-writable for group/other, which the service requires.
+        os.chmod(self.dir, 0o755)
+        os.chmod(self.run_dir, 0o711)
+        os.chmod(self.sock, 0o666)
+        before = self.status()["refused_peers"]
+        r = subprocess.run(["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            CCPOOL, "status", "--socket", self.sock, "--json"],
+                           env=self.env, capture_output=True, timeout=60)
+        if r.returncode == 126 or b"Permission denied" in r.stderr and b"ccpool:" not in r.stderr:
+            self.skipTest(f"uid 65534 cannot run {CCPOOL}: {r.stderr!r}")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(r.stdout, b"")
+        self.assertRegex(r.stderr.decode(), r"(?i)uid|permission|refuse")
+        self.assertEqual(self.status()["refused_peers"], before + 1)
+        # The raw protocol shows the refusal is a permission error frame.
+        r = subprocess.run(["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            "/usr/bin/python3", "-c", RAW_HELLO, self.sock],
+                           capture_output=True, timeout=60)
+        self.assertEqual(r.stdout.decode().split()[:2], ["error", str(E_PERMISSION)], r.stderr)
+        self.assertEqual(self.status()["refused_peers"], before + 2)
+
+    def abuse(self, data, close_write=False):
+        """Sends `data` on a fresh connection; returns what came back."""
+        s = raw_connect(self.sock)
+        try:
+            s.sendall(data)
+            if close_write:
+                s.shutdown(socket.SHUT_WR)
+            return read_reply(s)
+        finally:
+            s.close()
+
+    def assert_still_serves(self):
+        s = self.status()
+        rc, out, _ = self.run_exec(["/bin/echo", "still here"])
+        self.assertEqual((rc, out), (0, b"still here\n"))
+        return s
+
+    def test_protocol_abuse(self):
+        self.start_service()
+        hello = frame(T_HELLO, hello_payload())
+        cases = {
+            "truncated payload": frame(T_HELLO, hello_payload()[:4]),
+            "oversized length": frame(T_HELLO, length=0xFFFFFFFF),
+            "garbage": b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+            "framing version": frame(T_HELLO, hello_payload(), version=2),
+            "unknown type": frame(200, b""),
+            "first frame not hello": frame(T_PING),
+            "reply type as request": hello + frame(T_HELLO_OK, hello_payload()),
+        }
+        for name, data in cases.items():
+            before = self.status()["protocol_errors"]
+            if name == "reply type as request":
+                s = raw_connect(self.sock)
+                s.sendall(data)
+                self.assertEqual(read_reply(s)[0], T_HELLO_OK)
+                kind, value = read_reply(s)
+                s.close()
+            else:
+                kind, value = self.abuse(data)
+            self.assertIn(kind, ("error", "eof"), f"{name}: got {kind} {value}")
+            if kind == "error":
+                self.assertEqual(value[0], E_PROTOCOL, f"{name}: {value}")
+            after = self.assert_still_serves()["protocol_errors"]
+            self.assertGreater(after, before, f"{name} was not counted in protocol_errors")
+        # Wrong protocol version in hello: unsupported, naming both versions.
+        kind, value = self.abuse(frame(T_HELLO, hello_payload(version=2)))
+        self.assertEqual(kind, "error")
+        self.assertEqual(value[0], E_UNSUPPORTED, value)
+        self.assertIn("2", value[1])
+        self.assertIn("1", value[1])
+        # A frame cut off by EOF: the connection is closed (maybe after an error).
+        kind, _ = self.abuse(hello[:7], close_write=True)
+        self.assertIn(kind, ("error", "eof"))
+        self.assert_still_serves()
+
+    def test_slow_client(self):
+        """A client sending one byte a second holds only its own connection."""
+        self.start_service()
+        slow = raw_connect(self.sock)
+        hello = frame(T_HELLO, hello_payload())
+        for i in range(4):
+            slow.sendall(hello[i:i + 1])
+            self.assert_still_serves()
+            time.sleep(1)
+        slow.sendall(hello[4:])  # completes a valid hello late: still served
+        self.assertEqual(read_reply(slow)[0], T_HELLO_OK)
+        slow.sendall(frame(T_PING))
+        self.assertEqual(read_reply(slow)[0], T_PONG)
+        slow.sendall(b"\xff" * 12)
+        kind, value = read_reply(slow)
+        slow.close()
+        self.assertIn(kind, ("error", "eof"))
+        self.assertGreaterEqual(self.assert_still_serves()["protocol_errors"], 1)
+        self.assertEqual(self.status()["clients"], 0)
+
+    def declared(self, tag):
+        return self.run_exec(["/bin/sh", "tool.sh", tag], inputs=["in.txt"], outputs=["out.txt"])
+
+    def test_fault_kill_first_exec(self):
+        """CCPOOL_FAULT=kill_exec=1: the first execution is killed; its waiter
+        gets a failure, nothing is cached, and the next request runs again."""
+        self.write("work/tool.sh", DECLARED_TOOL, 0o755)
+        self.write("work/in.txt", "one")
+        self.start_service(fault="kill_exec=1")
+        rc, out, _ = self.declared("a")
+        self.assertNotEqual(rc, 0, "the killed execution was reported as a success")
+        s = self.status()
+        self.assertEqual((s["executions"], s["failures"], s["hits"]), (1, 1, 0))
+        rc, out, _ = self.declared("a")
+        self.assertEqual((rc, out), (0, b"ran a\n"))
+        self.assertEqual(self.read("work/out.txt"), "out one\n")
+        s = self.status()
+        self.assertEqual((s["executions"], s["hits"]), (2, 0))
+        rc, out, _ = self.declared("a")
+        self.assertEqual((rc, out), (0, b"ran a\n"))
+        self.assertEqual(self.status()["hits"], 1)
+        self.assertIn("FAULT INJECTION", self.read("run/ccpool.log"))
+
+    def test_fault_store_write_fails(self):
+        """CCPOOL_FAULT=fail_store_write=0: results are served but never stored."""
+        self.write("work/tool.sh", DECLARED_TOOL, 0o755)
+        self.write("work/in.txt", "one")
+        self.start_service(fault="fail_store_write=0")
+        for _ in range(2):
+            rc, out, _ = self.declared("b")
+            self.assertEqual((rc, out), (0, b"ran b\n"))
+            self.assertEqual(self.read("work/out.txt"), "out one\n")
+        s = self.status()
+        self.assertEqual((s["executions"], s["hits"]), (2, 0))
+        self.assertGreaterEqual(s["store_errors"], 2)
+        self.assertEqual(len(self.lines("work/runs")), 2)
+
+
+# Run under another uid: hello, print "error <code>" or the reply type.
+RAW_HELLO = r"""
+import os, socket, struct, sys
+s = socket.socket(socket.AF_UNIX); s.settimeout(15); s.connect(sys.argv[1])
+s.sendall(b"CCPL\x01\x01\x00\x00" + struct.pack("<I", 16) + struct.pack("<IQi", 1, 0, os.getpid()))
+h = b""
+while len(h) < 12:
+    c = s.recv(12 - len(h))
+    if not c: print("eof"); sys.exit(0)
+    h += c
+n = struct.unpack("<I", h[8:12])[0]
+p = b""
+while len(p) < n:
+    c = s.recv(n - len(p))
+    if not c: break
+    p += c
+print("error", struct.unpack("<H", p[:2])[0]) if h[5] == 11 else print("type", h[5])
+"""
+
+if __name__ == "__main__":
+    main()

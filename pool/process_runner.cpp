@@ -62,6 +62,7 @@ struct Child {
   // kill(-pid) made while !reaped can never hit a recycled process group.
   bool reaped = false;
   bool cancelled = false, timed_out = false, overflow = false, terminated = false;
+  bool lost = false;  // reaped by someone else: status unknown
   int overflow_stream = -1;  // reaper-only
   int status = 0;
   struct rusage usage {};
@@ -177,6 +178,9 @@ void ProcessRunner::State::handle_exit(Child& child) {
       r = ::wait4(child.pid, &child.status, WNOHANG, &child.usage);
     } while (r < 0 && errno == EINTR);
     if (r == 0) return;  // spurious readiness; pidfd stays registered
+    // ECHILD: someone else reaped it (SIGCHLD set to SIG_IGN, a stray
+    // waitpid(-1)). The status is unknown and must not read as success.
+    child.lost = r < 0;
     child.reaped = true;
     child.end = Clock::now();
     child.deadline = child.end + kPipeLinger;
@@ -193,6 +197,15 @@ void ProcessRunner::State::handle_exit(Child& child) {
 
 static ProcessResult make_result(Child& child) {
   ProcessResult r;
+  if (child.lost) {
+    r.exit_code = -1;
+    r.error = child.program +
+              " was reaped by another waiter, so its exit status is unknown; the service must not ignore "
+              "SIGCHLD or call waitpid(-1)";
+    r.stdout_data = std::move(child.data[0]);
+    r.stderr_data = std::move(child.data[1]);
+    return r;
+  }
   if (WIFEXITED(child.status)) {
     r.exit_code = WEXITSTATUS(child.status);
   } else if (WIFSIGNALED(child.status)) {

@@ -128,6 +128,12 @@ Result<SpawnedChild> spawn_child(const SpawnSpec& spec) {
   if (rc != 0) return tl::unexpected(spawn_error(spec, rc));
 
   int pidfd = open_pidfd(pid);
+  if (pidfd < 0 && errno == ESRCH) {
+    // Already exited and reaped by someone else: SIGCHLD is ignored (auto-reap).
+    return make_error(ErrorCode::kInternal,
+                      spec.program + " was reaped before it could be watched, so its exit status is unknown; "
+                                     "the service must not ignore SIGCHLD");
+  }
   if (pidfd < 0) {
     int err = errno;
     ::kill(-pid, SIGKILL);

@@ -240,6 +240,18 @@ TEST(ProcessRunnerTest, TerminateAllEscalatesForASigtermIgnoringChild) {
   EXPECT_FALSE(process_running(*stubborn));
 }
 
+TEST(ProcessRunnerTest, AutoReapedChildIsAFailureNotASuccess) {
+  ProcessRunner runner;
+  struct sigaction ignore {}, old {};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGCHLD, &ignore, &old), 0);
+  ProcessResult r = run_sync(runner, tool_spec({"exit", "0"}));
+  ::sigaction(SIGCHLD, &old, nullptr);
+  EXPECT_EQ(r.exit_code, -1);
+  EXPECT_NE(r.error.find("SIGCHLD"), std::string::npos) << r.error;
+  EXPECT_EQ(runner.running_count(), 0u);
+}
+
 TEST(ProcessRunnerTest, RunningListsLiveProcesses) {
   ProcessRunner runner;
   std::promise<ProcessResult> done;

@@ -20,15 +20,13 @@ constexpr auto kDefaultReplyTimeout = std::chrono::hours(1);
 constexpr auto kStartupBudget = std::chrono::milliseconds(5000);
 
 bool env_flag(const std::vector<std::string>& env, std::string_view name) {
-  const std::string* entry = find_env(env, name);
-  if (!entry) return false;
-  std::string_view value = std::string_view(*entry).substr(name.size() + 1);
-  return !value.empty() && value != "0";
+  auto value = env_value(env, name);
+  return value && !value->empty() && *value != "0";
 }
 
 std::chrono::milliseconds reply_timeout(const std::vector<std::string>& env) {
-  if (const std::string* entry = find_env(env, "CCPOOL_CLIENT_TIMEOUT")) {
-    auto parsed = parse_duration(std::string_view(*entry).substr(22));
+  if (auto text = env_value(env, "CCPOOL_CLIENT_TIMEOUT")) {
+    auto parsed = parse_duration(*text);
     if (parsed && parsed->count() > 0) return *parsed;
   }
   return kDefaultReplyTimeout;
@@ -69,8 +67,8 @@ int run_client(const ClientInvocation& inv) {
 
   std::string ccpool_binary = inv.ccpool_binary;
   if (ccpool_binary.empty()) {
-    const std::string* override_entry = find_env(env, "CCPOOL_SERVICE_BINARY");
-    ccpool_binary = override_entry ? override_entry->substr(22) : sibling_ccpool_binary();
+    auto override_path = env_value(env, "CCPOOL_SERVICE_BINARY");
+    ccpool_binary = override_path ? std::string(*override_path) : sibling_ccpool_binary();
   }
   auto client = connect_or_start(socket, ccpool_binary, !env_flag(env, "CCPOOL_NO_AUTOSTART"), env,
                                  kStartupBudget);

@@ -40,8 +40,8 @@ std::string one_line(std::string_view text) {
 }  // namespace
 
 int fallback_slot_count(const std::vector<std::string>& env) {
-  if (const std::string* jobs = find_env(env, "CCPOOL_JOBS")) {
-    long n = std::strtol(jobs->c_str() + 12, nullptr, 10);
+  if (auto jobs = env_value(env, "CCPOOL_JOBS")) {
+    long n = std::strtol(std::string(*jobs).c_str(), nullptr, 10);
     if (n > 0 && n <= 4096) return static_cast<int>(n);
   }
   cpu_set_t set;

@@ -82,6 +82,12 @@ const std::string* find_env(const std::vector<std::string>& env, std::string_vie
   return nullptr;
 }
 
+std::optional<std::string_view> env_value(const std::vector<std::string>& env, std::string_view name) {
+  const std::string* entry = find_env(env, name);
+  if (!entry) return std::nullopt;
+  return std::string_view(*entry).substr(name.size() + 1);
+}
+
 int32_t rank_from_env(const std::vector<std::string>& env) {
   for (std::string_view name : {"RANK", "LOCAL_RANK"}) {
     const std::string* entry = find_env(env, name);
@@ -104,8 +110,7 @@ Result<std::string> resolve_program(const std::string& program, const std::strin
     if (program[0] == '/') return program;
     return cwd + "/" + program;
   }
-  const std::string* path_entry = find_env(env, "PATH");
-  std::string_view path = path_entry ? std::string_view(*path_entry).substr(5) : "/usr/local/bin:/usr/bin:/bin";
+  std::string_view path = env_value(env, "PATH").value_or("/usr/local/bin:/usr/bin:/bin");
   size_t start = 0;
   while (start <= path.size()) {
     size_t end = path.find(':', start);

@@ -2,6 +2,7 @@
 // environment edits the client makes. Internal to client/ (tested directly).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,8 +29,10 @@ void set_env_entry(std::vector<std::string>& env, std::string_view name, std::st
 // The current process environment (environ) as entries.
 std::vector<std::string> current_environment();
 
-// The value of NAME in `env`, or nullptr.
+// The entry "NAME=value" for NAME in `env`, or nullptr.
 const std::string* find_env(const std::vector<std::string>& env, std::string_view name);
+// The value of NAME in `env`, or nullopt.
+std::optional<std::string_view> env_value(const std::vector<std::string>& env, std::string_view name);
 
 // RANK, else LOCAL_RANK, as a non-negative int; -1 when absent or not a number.
 int32_t rank_from_env(const std::vector<std::string>& env);

@@ -113,8 +113,11 @@ class ClientProcess : public ::testing::Test {
 class FakeService {
  public:
   using Answer = std::function<std::optional<ipc::Message>(const ipc::ExecRequest&)>;
+  // Listens before returning (so the client cannot race it), except with
+  // `wait_for_file`, where the thread listens once the fake serve has run.
   FakeService(const std::string& socket, Answer answer, bool wait_for_file = false) {
     EXPECT_TRUE(ensure_private_dir(state_dir(socket)));
+    if (!wait_for_file) m_listener = listen_or_fail(socket);
     m_thread = std::thread([this, socket, answer, wait_for_file] { run(socket, answer, wait_for_file); });
   }
   ~FakeService() { m_thread.join(); }
@@ -127,11 +130,10 @@ class FakeService {
     for (int i = 0; wait_for_file && i < 2000 && !path_exists(state_dir(socket) + "/serve-args"); ++i) {
       std::this_thread::sleep_for(milliseconds(5));
     }
-    auto listener = ipc::listen_unix(socket);
-    ASSERT_TRUE(listener) << listener.error().message;
-    pollfd p{listener->get(), POLLIN, 0};
+    if (wait_for_file) m_listener = listen_or_fail(socket);
+    pollfd p{m_listener.get(), POLLIN, 0};
     ASSERT_EQ(::poll(&p, 1, 30000), 1);
-    UniqueFd conn(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
+    UniqueFd conn(::accept4(m_listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
     ipc::FrameReader reader;
     auto deadline = ipc::deadline_in(milliseconds(30000));
     auto hello = ipc::recv_message(conn.get(), reader, deadline);
@@ -146,6 +148,13 @@ class FakeService {
     }
   }
 
+  static UniqueFd listen_or_fail(const std::string& socket) {
+    auto listener = ipc::listen_unix(socket);
+    EXPECT_TRUE(listener) << listener.error().message;
+    return listener ? std::move(*listener) : UniqueFd();
+  }
+
+  UniqueFd m_listener;
   std::thread m_thread;
   ipc::ExecRequest m_request;
 };

@@ -1,24 +1,224 @@
+// The C/C++ model (gcc, g++, clang, clang++): plan() computes the direct key
+// from everything but header contents; the first run adds dependency output;
+// finish() records a manifest entry (headers with content hashes, negative
+// paths that would shadow them, date dependence); lookup() validates entries
+// newest first. Key material: docs/cache-keys.md.
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "base/fs.h"
+
+#include "compiler/cc_args.h"
+#include "compiler/cc_probe.h"
 #include "compiler/planner_impl.h"
 
 namespace ccpool::compiler {
+namespace {
+
+// Environment that changes gcc/clang output bytes or diagnostics.
+const std::vector<std::string> kCcEnv = {
+    "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH", "OBJCPLUS_INCLUDE_PATH",
+    "LIBRARY_PATH", "COMPILER_PATH", "GCC_EXEC_PREFIX", "GCC_COMPARE_DEBUG", "SOURCE_DATE_EPOCH",
+    "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "CCC_OVERRIDE_OPTIONS", "TZ",
+    "COLUMNS", "GCC_COLORS", "GCC_URLS", "TERM_URLS", "PATH", "LD_LIBRARY_PATH", "LD_RUN_PATH"};
+
+std::string strip_extension(const std::string& path) {
+  size_t slash = path.rfind('/');
+  size_t dot = path.rfind('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) ||
+      dot == (slash == std::string::npos ? 0 : slash + 1)) {
+    return path;
+  }
+  return path.substr(0, dot);
+}
+
+// The cwd as -g would embed it under each plausible prefix-map rule (first or
+// last match wins, string or path-component prefix): two cwds share a key only
+// if every rule maps them alike.
+void hash_mapped_cwd(Hasher& h, const std::string& cwd, const std::vector<std::string>& maps) {
+  for (int rule = 0; rule < 4; ++rule) {
+    bool last_wins = rule & 1, components = rule & 2;
+    std::string mapped = cwd;
+    for (size_t k = 0; k < maps.size(); ++k) {
+      const std::string& m = maps[last_wins ? maps.size() - 1 - k : k];
+      size_t eq = m.find('=');
+      if (eq == std::string::npos) continue;
+      std::string from = m.substr(0, eq);
+      if (cwd.compare(0, from.size(), from) != 0) continue;
+      if (components && cwd.size() > from.size() && cwd[from.size()] != '/' &&
+          (from.empty() || from.back() != '/')) {
+        continue;
+      }
+      mapped = m.substr(eq + 1) + cwd.substr(from.size());
+      break;
+    }
+    h.add_field(mapped);
+  }
+}
+
+std::string job_class(const std::string& tool, const CcArgs& a) {
+  std::string out = tool;
+  for (const std::string& arg : a.args) {
+    if (arg.rfind("-O", 0) == 0) {
+      out += " " + arg;
+      break;
+    }
+  }
+  if (a.mode == CcMode::kLink) out += " -shared";
+  if (a.debug) out += " -g";
+  return out;
+}
+
+}  // namespace
+
+Result<uint8_t> Planner::Impl::scan(const std::string& path, const Digest& content) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = scans.find(content);
+    if (it != scans.end()) return it->second;
+  }
+  CCPOOL_TRY_ASSIGN(std::string text, read_file(path));
+  if (hash_bytes(text) != content) {
+    return make_error(ErrorCode::kIo, "'" + path + "' changed while being scanned");
+  }
+  uint8_t flags = 0;
+  if (text.find("__DATE__") != std::string::npos) flags |= kScanDate;
+  if (text.find("__TIME__") != std::string::npos) flags |= kScanTime;
+  if (text.find("__TIMESTAMP__") != std::string::npos) flags |= kScanTimestamp;
+  if (text.find("__has_include") != std::string::npos) flags |= kScanHasInclude;
+  if (text.find(".incbin") != std::string::npos) flags |= kScanIncbin;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (scans.size() >= 200000) scans.clear();
+  scans.emplace(content, flags);
+  return flags;
+}
 
 Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& tool, Family family,
                                     const std::string& work_dir) {
-  return passthrough_plan(request, "C/C++ model not yet enabled");
-}
+  CcArgs a = parse_cc_args(request.argv, request.cwd);
+  if (!a.refused.empty()) return passthrough_plan(request, a.refused);
+  if (env_value(request.env, "DEPENDENCIES_OUTPUT") || env_value(request.env, "SUNPRO_DEPENDENCIES")) {
+    return passthrough_plan(request, "DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES write an extra file");
+  }
+  ProbeContext ctx{*this, request, tool, a};
+  auto detail = std::make_shared<PlanDetail>();
+  detail->tools.emplace_back(tool.real_path, tool.stat);
+  CcDetail cc;
+  cc.family = family;
+  cc.cwd = request.cwd;
+  cc.sde_pinned = env_value(request.env, "SOURCE_DATE_EPOCH").has_value();
+  cc.source = a.source;
+  Result<SearchDirs> dirs = probe_search_dirs(ctx);
+  if (!dirs) return passthrough_plan(request, dirs.error().message);
+  cc.dirs = std::move(*dirs);
+  {
+    CcArgs defaults = a;
+    defaults.include_args.clear();
+    Result<SearchDirs> system = probe_search_dirs(ProbeContext{*this, request, tool, defaults});
+    if (!system) return passthrough_plan(request, system.error().message);
+    cc.dirs.system = system->bracket;
+  }
 
-Result<std::optional<Digest>> Planner::Impl::lookup_cc(const Plan& plan,
-                                                       const ManifestStorage& manifests) {
-  return std::optional<Digest>();
-}
+  // Outputs: redirect -o into work_dir when the path cannot reach the bytes.
+  bool redirect = !(a.split_dwarf || a.coverage || a.stack_usage || a.output_sensitive);
+  std::string out_written = a.output;
+  if (out_written.empty()) {
+    out_written = a.mode == CcMode::kLink ? "a.out"
+                  : strip_extension(base_name(a.source)) + (a.mode == CcMode::kCompile ? ".o" : ".s");
+  }
+  std::string out_abs = absolute_path(out_written, request.cwd);
+  std::string run_out = work_dir + "/out" + (a.mode == CcMode::kCompile ? ".o" : a.mode == CcMode::kAssemble ? ".s" : "");
+  std::string dep_target = a.dep_md && !a.dep_target ? out_written : "";
 
-Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_clock::time_point started,
-                                          const ManifestStorage& manifests) {
-  return Finished{};
+  Hasher h;
+  h.add_field("ccpool-cc-v1");
+  hash_digest(h, tool.key);
+  h.add_field(request.program);
+  h.add_field(base_name(request.argv[0]));
+  h.add_u64(static_cast<uint64_t>(family));
+  h.add_u64(static_cast<uint64_t>(a.mode));
+  h.add_field(a.language);
+  h.add_u64(redirect ? 1 : 0);
+  for (size_t i = 0; i < a.args.size(); ++i) {
+    bool is_output = !a.output.empty() && i == a.output_index;
+    bool is_mf = std::find(a.dep_mf_indices.begin(), a.dep_mf_indices.end(), i) != a.dep_mf_indices.end();
+    if ((is_output && redirect) || is_mf) {
+      h.add_field("<path>");
+      continue;
+    }
+    h.add_field(a.args[i]);
+  }
+  h.add_field(dep_target);
+  bool cwd_in_key = !redirect || a.coverage || a.output_sensitive || (a.debug && a.prefix_maps.empty());
+  h.add_u64(cwd_in_key ? 1 : 0);
+  if (cwd_in_key) h.add_field(request.cwd);
+  if (a.debug && !a.prefix_maps.empty()) hash_mapped_cwd(h, request.cwd, a.prefix_maps);
+  hash_env(h, request.env, kCcEnv);
+  if (a.native) {
+    Result<std::string> native = probe_native(ctx);
+    if (!native) return passthrough_plan(request, native.error().message);
+    h.add_field(*native);
+  }
+  std::string source_abs = absolute_path(a.source, request.cwd);
+  Result<HashedFile> source = hasher.hash(source_abs);
+  if (!source) return passthrough_plan(request, "source: " + source.error().message);
+  hash_digest(h, source->content);
+  detail->inputs.push_back({source_abs, source->content});
+  if (a.mode == CcMode::kLink) {
+    Result<void> linked = hash_link_inputs(ctx, h, detail->inputs, detail->tools);
+    if (!linked) return passthrough_plan(request, linked.error().message);
+  }
+
+  Plan plan;
+  plan.kind = PlanKind::kCompiler;
+  plan.flight_key = h.digest();
+  plan.direct_mode = true;
+  plan.tool = base_name(request.argv[0]);
+  plan.job_class = job_class(plan.tool, a);
+  plan.run_program = request.program;
+  plan.run_cwd = request.cwd;
+  plan.run_env = strip_shim(request.env);
+  plan.uses_work_dir = true;
+  plan.inputs.push_back(source_abs);
+  plan.run_argv.push_back(request.argv[0]);
+  for (size_t i = 0; i < a.args.size(); ++i) {
+    if (std::find(a.dep_mf_indices.begin(), a.dep_mf_indices.end(), i) != a.dep_mf_indices.end()) continue;
+    if (redirect && !a.output.empty() && i == a.output_index) {
+      plan.run_argv.push_back(a.output_joined ? "-o" + run_out : run_out);
+      continue;
+    }
+    plan.run_argv.push_back(a.args[i]);
+  }
+  if (redirect && a.output.empty()) {
+    plan.run_argv.push_back("-o");
+    plan.run_argv.push_back(run_out);
+  }
+  plan.outputs.push_back({"out", redirect ? run_out : out_abs, out_abs, false});
+  if (a.dep_md) {
+    cc.dep_path = work_dir + "/dep.d";
+    plan.run_argv.insert(plan.run_argv.end(), {"-MF", cc.dep_path});
+    if (!dep_target.empty()) plan.run_argv.insert(plan.run_argv.end(), {"-MQ", dep_target});
+    std::string dep_deliver = absolute_path(a.dep_mf.empty() ? strip_extension(out_written) + ".d" : a.dep_mf,
+                                            request.cwd);
+    plan.outputs.push_back({"dep", cc.dep_path, dep_deliver, false});
+  } else {
+    cc.dep_path = work_dir + "/ccpool.d";
+    plan.run_argv.insert(plan.run_argv.end(), {"-MD", "-MF", cc.dep_path});
+  }
+  std::string stem = strip_extension(out_abs);
+  if (a.split_dwarf) plan.outputs.push_back({"dwo", stem + ".dwo", stem + ".dwo", true});
+  if (a.coverage) plan.outputs.push_back({"gcno", stem + ".gcno", stem + ".gcno", true});
+  if (a.stack_usage) plan.outputs.push_back({"su", stem + ".su", stem + ".su", true});
+  detail->cc = std::move(cc);
+  plan.detail = std::move(detail);
+  return plan;
 }
 
 std::string Planner::deliver_bytes(const Plan& requester, const OutputSpec& output,
                                    std::string_view stored) const {
+  // The .d target is pinned in the key (-MQ <the requester's -o as written>),
+  // so stored bytes are already what this requester's own compile writes.
   return std::string(stored);
 }
 

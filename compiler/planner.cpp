@@ -98,13 +98,14 @@ Result<ToolIdentity> Planner::Impl::tool_identity(const std::string& path) {
 Result<HelperOutput> Planner::Impl::memo_helper(const Digest& key,
                                                 const std::vector<std::string>& argv,
                                                 const std::vector<std::string>& env,
-                                                const std::string& cwd) {
+                                                const std::string& cwd,
+                                                const std::string& program) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = helper_memo.find(key);
     if (it != helper_memo.end()) return it->second;
   }
-  CCPOOL_TRY_ASSIGN(HelperOutput out, run_helper(argv, strip_shim(env), cwd));
+  CCPOOL_TRY_ASSIGN(HelperOutput out, run_helper(argv, strip_shim(env), cwd, std::chrono::seconds(30), program));
   std::lock_guard<std::mutex> lock(mutex);
   if (helper_memo.size() >= kMaxHelperMemo) helper_memo.clear();
   helper_memo.emplace(key, out);

@@ -46,7 +46,16 @@ struct CcDetail {
   std::string dep_path;           // the .d file to parse after the run (absolute)
   SearchDirs dirs;
   bool sde_pinned = false;        // SOURCE_DATE_EPOCH set: __DATE__/__TIME__ fixed
-  std::string source_abs;
+  std::string source;             // as written: the .d file's first prerequisite
+};
+
+// What a scan of a source or header found (bit flags).
+enum ScanFlag : uint8_t {
+  kScanDate = 1,        // __DATE__
+  kScanTime = 2,        // __TIME__
+  kScanTimestamp = 4,   // __TIMESTAMP__
+  kScanHasInclude = 8,  // __has_include / __has_include_next
+  kScanIncbin = 16,     // .incbin: the assembler reads a file the .d does not list
 };
 
 struct PlanDetail {
@@ -79,7 +88,8 @@ struct Planner::Impl {
   Family family(const ToolIdentity& tool, const std::vector<std::string>& env);
   // Cached helper output keyed by an arbitrary digest (identity + args + env).
   Result<HelperOutput> memo_helper(const Digest& key, const std::vector<std::string>& argv,
-                                       const std::vector<std::string>& env, const std::string& cwd);
+                                       const std::vector<std::string>& env, const std::string& cwd,
+                                       const std::string& program = "");
 
   Result<Plan> plan_generic(const Request& request, const ToolIdentity& tool);
   Result<Plan> plan_ptxas(const Request& request, const ToolIdentity& tool);
@@ -89,7 +99,11 @@ struct Planner::Impl {
   Result<Finished> finish_cc(const Plan& plan, std::chrono::system_clock::time_point started,
                              const ManifestStorage& manifests);
 
+  // Scan flags of a file's content, memoized by content digest.
+  Result<uint8_t> scan(const std::string& path, const Digest& content);
+
   std::mutex mutex;
+  std::map<Digest, uint8_t> scans;                  // guarded by mutex
   std::map<Digest, Family> families;                // guarded by mutex
   std::map<Digest, HelperOutput> helper_memo;   // guarded by mutex
 };

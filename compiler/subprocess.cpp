@@ -26,7 +26,7 @@ std::vector<char*> c_strings(const std::vector<std::string>& items) {
 }
 
 // posix_spawn has no chdir before glibc 2.29's _np extension; Debian 12 has it.
-Result<pid_t> spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+Result<pid_t> spawn(const std::string& program, const std::vector<std::string>& argv, const std::vector<std::string>& env,
                     const std::string& cwd, int out_fd, int err_fd) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -43,11 +43,11 @@ Result<pid_t> spawn(const std::vector<std::string>& argv, const std::vector<std:
   std::vector<char*> args = c_strings(argv);
   std::vector<char*> envp = c_strings(env);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, argv[0].c_str(), &actions, &attr, args.data(), envp.data());
+  int rc = posix_spawn(&pid, program.c_str(), &actions, &attr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
-    return make_error(ErrorCode::kIo, "cannot run '" + argv[0] + "': " + std::strerror(rc));
+    return make_error(ErrorCode::kIo, "cannot run '" + program + "': " + std::strerror(rc));
   }
   return pid;
 }
@@ -63,14 +63,14 @@ int wait_exit(pid_t pid) {
 
 Result<HelperOutput> run_helper(const std::vector<std::string>& argv,
                                 const std::vector<std::string>& env, const std::string& cwd,
-                                std::chrono::milliseconds timeout) {
+                                std::chrono::milliseconds timeout, const std::string& program) {
   if (argv.empty()) return make_error(ErrorCode::kInternal, "run_helper: empty argv");
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) return make_error(ErrorCode::kIo, "pipe failed");
   UniqueFd out_r(out_pipe[0]), out_w(out_pipe[1]);
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) return make_error(ErrorCode::kIo, "pipe failed");
   UniqueFd err_r(err_pipe[0]), err_w(err_pipe[1]);
-  CCPOOL_TRY_ASSIGN(pid_t pid, spawn(argv, env, cwd, out_w.get(), err_w.get()));
+  CCPOOL_TRY_ASSIGN(pid_t pid, spawn(program.empty() ? argv[0] : program, argv, env, cwd, out_w.get(), err_w.get()));
   out_w.reset();
   err_w.reset();
 

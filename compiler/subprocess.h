@@ -18,12 +18,14 @@ struct HelperOutput {
   std::string err;
 };
 
-// Runs argv[0] (an absolute path) with env in cwd, stdin from /dev/null.
+// Runs `program` (an absolute path; argv[0] when empty) with argv, env, in
+// cwd, stdin from /dev/null.
 // Output beyond 4 MiB per stream is an error (a helper that talks that much is
 // not the tool we think it is). On timeout the child is SIGKILLed and reaped.
 Result<HelperOutput> run_helper(const std::vector<std::string>& argv,
                                 const std::vector<std::string>& env, const std::string& cwd,
-                                std::chrono::milliseconds timeout = std::chrono::seconds(30));
+                                std::chrono::milliseconds timeout = std::chrono::seconds(30),
+                                const std::string& program = "");
 
 // The caller's environment without the ccpool shim: every LD_PRELOAD entry
 // containing "libccpool-shim" is dropped (LD_PRELOAD itself when it empties),

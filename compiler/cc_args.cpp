@@ -1,0 +1,296 @@
+#include "compiler/cc_args.h"
+
+#include <set>
+
+#include "base/fs.h"
+
+namespace ccpool::compiler {
+namespace {
+
+// Options whose value is the next argument when written alone.
+const std::set<std::string> kSeparate = {
+    "-o", "-I", "-isystem", "-iquote", "-idirafter", "-include", "-imacros", "-iprefix",
+    "-iwithprefix", "-iwithprefixbefore", "-isysroot", "-D", "-U", "-L", "-l", "-x", "-MF",
+    "-MT", "-MQ", "-target", "--target", "-B", "--sysroot", "-imultilib", "--param", "-u",
+    "-z", "-Xlinker", "-Xassembler", "-Xpreprocessor", "-Xclang", "-specs", "-T", "-aux-info",
+    "-wrapper", "-e", "-MJ", "--gcc-toolchain", "-resource-dir", "-arch", "-dumpbase",
+    "-dumpdir", "-dumpbase-ext"};
+
+// Read extra files we do not hash, write files we do not collect, or change
+// what the driver does in ways we do not model.
+const std::set<std::string> kRefused = {
+    "-E", "-M", "-MM", "-MMD", "-MG", "-MJ", "-Xlinker", "-Xassembler", "-Xpreprocessor",
+    "-Xclang", "-specs", "-T", "-aux-info", "-wrapper", "-v", "-###", "-H", "--help",
+    "--version", "-dumpversion", "-dumpmachine", "-dumpspecs", "-dumpfullversion", "-arch",
+    "-fsyntax-only", "-dumpbase", "-dumpdir", "-dumpbase-ext", "-Q", "--", "-combine",
+    "-fpch-preprocess", "-emit-llvm"};
+
+const char* const kRefusedPrefixes[] = {
+    "-save-temps", "--save-temps", "-print-", "--print-", "-Wp,", "-fplugin", "-fprofile-use",
+    "-fprofile-sample-use", "-fprofile-instr-use", "-fauto-profile", "-fsanitize-blacklist",
+    "-fsanitize-ignorelist", "-fdump-", "-fopt-info", "-fcallgraph-info", "-fmodules",
+    "-fmodule-", "-fcxx-modules", "-fimplicit-module", "-fprebuilt-module", "-fpch-",
+    "-fcrash-diagnostics", "-fsave-optimization-record", "-fprofile-generate", "-fprofile-dir",
+    "-fprofile-instr-generate", "-fcs-profile-generate", "-fprofile-list", "-fxray",
+    "-fembed-bitcode", "-fexperimental-", "-ftime-trace", "-fproc-stat-report", "-fstats",
+    "-fdiagnostics-format=sarif", "-fbuild-session", "-fdepfile", "-fasm-"};
+
+// Options that take their value joined ("-Ifoo") as well as separate.
+const char* const kJoinable[] = {"-I", "-D", "-U", "-L", "-l", "-o", "-x", "-MF", "-MT", "-MQ",
+                                 "-B", "-isystem", "-iquote", "-idirafter", "-include",
+                                 "-imacros", "-u", "-z"};
+
+const std::set<std::string> kIncludeShaping = {
+    "-I", "-isystem", "-iquote", "-idirafter", "-iprefix", "-iwithprefix",
+    "-iwithprefixbefore", "-isysroot", "--sysroot", "-B", "-target", "--target",
+    "-imultilib", "--gcc-toolchain", "-resource-dir"};
+
+// Linker flags (inside -Wl,) that read no file and write nothing else.
+const std::set<std::string> kSafeLinker = {
+    "-rpath", "--rpath", "-soname", "--soname", "-h", "-z", "--as-needed", "--no-as-needed",
+    "-O1", "-O2", "--gc-sections", "--no-gc-sections", "--no-undefined", "--allow-shlib-undefined",
+    "-Bsymbolic", "-Bsymbolic-functions", "--build-id", "--hash-style", "--start-group",
+    "--end-group", "-Bstatic", "-Bdynamic", "--enable-new-dtags", "--disable-new-dtags",
+    "--export-dynamic", "-E", "--exclude-libs", "--no-whole-archive", "--whole-archive",
+    "-s", "--strip-all", "--strip-debug", "-S", "--eh-frame-hdr", "--icf", "--sort-common",
+    "--relax", "--no-relax", "-rpath-link", "--compress-debug-sections", "--push-state",
+    "--pop-state", "--no-copy-dt-needed-entries", "-x", "--discard-all"};
+const std::set<std::string> kLinkerWithValue = {"-rpath", "--rpath", "-soname", "--soname",
+                                                "-h", "-z", "-rpath-link"};
+
+// Flags without a value that are known and harmless to key as written.
+const std::set<std::string> kKnownFlags = {
+    "-c", "-S", "-shared", "-static", "-static-libgcc", "-static-libstdc++", "-static-pie",
+    "-rdynamic", "-pie", "-no-pie", "-pthread", "-pthreads", "-nostdlib", "-nodefaultlibs",
+    "-nostartfiles", "-nostdinc", "-nostdinc++", "-s", "-w", "-ansi", "-pedantic",
+    "-pedantic-errors", "-pipe", "-MD", "-MP", "-p", "-pg", "-undef", "-trigraphs", "-I-",
+    "--coverage", "-m32", "-m64", "-mx32"};
+// Families of options accepted by prefix (their values are keyed as written).
+const char* const kKnownPrefixes[] = {"-f", "-m", "-W", "-O", "-g", "-std=", "--std=", "-stdlib=",
+                                      "--sysroot=", "--target=", "--gcc-toolchain=", "--param",
+                                      "-rtlib=", "--rtlib=", "-unwindlib="};
+
+bool starts_with(const std::string& s, std::string_view prefix) {
+  return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
+}
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string language_of(const std::string& path) {
+  size_t dot = path.rfind('.');
+  if (dot == std::string::npos || path.find('/', dot) != std::string::npos) return "";
+  std::string ext = path.substr(dot);
+  if (ext == ".c") return "c";
+  if (ext == ".i") return "cpp-output";
+  if (ext == ".cc" || ext == ".cpp" || ext == ".cxx" || ext == ".c++" || ext == ".C" ||
+      ext == ".cp" || ext == ".CPP") {
+    return "c++";
+  }
+  if (ext == ".ii") return "c++-cpp-output";
+  return "";
+}
+
+bool is_link_input(const std::string& path) {
+  return ends_with(path, ".o") || ends_with(path, ".a") || ends_with(path, ".so") ||
+         path.find(".so.") != std::string::npos;
+}
+
+// gcc's buildargv(): whitespace separates, quotes and backslash escape.
+bool expand_response(const std::string& arg, const std::string& cwd, int depth,
+                     std::vector<std::string>& out) {
+  if (depth > 10) return false;
+  std::string path = arg.substr(1);
+  if (path.empty() || path[0] != '/') path = cwd + "/" + path;
+  Result<std::string> text = read_file(path);
+  if (!text) return false;
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (size_t i = 0; i < text->size(); ++i) {
+    char c = (*text)[i];
+    if (c == '\\' && i + 1 < text->size()) {
+      word += (*text)[++i];
+      in_word = true;
+    } else if (quote) {
+      if (c == quote) quote = 0; else word += c;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') {
+      if (in_word) words.push_back(word);
+      word.clear();
+      in_word = false;
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (quote) return false;
+  if (in_word) words.push_back(word);
+  for (const std::string& w : words) {
+    if (starts_with(w, "@")) {
+      if (!expand_response(w, cwd, depth + 1, out)) return false;
+    } else {
+      out.push_back(w);
+    }
+  }
+  return true;
+}
+
+std::string check_linker_flags(const std::string& arg) {
+  std::vector<std::string> parts;
+  size_t i = 4;  // after "-Wl,"
+  while (i <= arg.size()) {
+    size_t j = arg.find(',', i);
+    if (j == std::string::npos) j = arg.size();
+    parts.push_back(arg.substr(i, j - i));
+    i = j + 1;
+  }
+  for (size_t k = 0; k < parts.size(); ++k) {
+    std::string name = parts[k].substr(0, parts[k].find('='));
+    if (!kSafeLinker.count(name)) return "linker option '" + parts[k] + "' not understood";
+    if (kLinkerWithValue.count(parts[k])) ++k;
+  }
+  return "";
+}
+
+}  // namespace
+
+CcArgs parse_cc_args(const std::vector<std::string>& argv, const std::string& cwd) {
+  CcArgs r;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    if (starts_with(argv[i], "@") && argv[i].size() > 1) {
+      if (!expand_response(argv[i], cwd, 0, r.args)) {
+        r.refused = "response file '" + argv[i] + "' unreadable or malformed";
+        return r;
+      }
+    } else {
+      r.args.push_back(argv[i]);
+    }
+  }
+  bool compile = false, assemble = false, have_source = false;
+  std::string explicit_lang;
+  std::vector<std::string>& a = r.args;
+  auto refuse = [&](std::string why) {
+    if (r.refused.empty()) r.refused = std::move(why);
+  };
+  for (size_t i = 0; i < a.size() && r.refused.empty(); ++i) {
+    const std::string& arg = a[i];
+    if (arg.empty() || arg[0] != '-' || arg == "-") {
+      if (arg == "-") { refuse("input from stdin"); break; }
+      if (!explicit_lang.empty() || !language_of(arg).empty()) {
+        if (have_source) { refuse("several sources"); break; }
+        have_source = true;
+        r.source = arg;
+        r.source_index = i;
+        r.language = explicit_lang.empty() ? language_of(arg) : explicit_lang;
+      } else if (is_link_input(arg)) {
+        refuse("link inputs other than one source ('" + arg + "') are not hashed");
+      } else {
+        refuse("input '" + arg + "' of unknown language");
+      }
+      continue;
+    }
+    if (kRefused.count(arg)) { refuse("option " + arg); break; }
+    bool refused_prefix = false;
+    for (const char* p : kRefusedPrefixes) refused_prefix |= starts_with(arg, p);
+    if (refused_prefix) { refuse("option " + arg); break; }
+    // Split "-opt value" / "-optvalue" into name and value.
+    std::string name = arg, value;
+    bool separate = kSeparate.count(arg) > 0;
+    if (separate) {
+      if (i + 1 >= a.size()) { refuse("option " + arg + " lacks its value"); break; }
+      value = a[i + 1];
+    } else {
+      for (const char* p : kJoinable) {
+        if (starts_with(arg, p) && arg.size() > std::string_view(p).size()) {
+          // -include and -isystem also start with -i...: take the longest match.
+          if (name == arg || std::string_view(p).size() > name.size()) {
+            name = p;
+            value = arg.substr(name.size());
+          }
+        }
+      }
+    }
+    if (kIncludeShaping.count(name)) {
+      r.include_args.push_back(arg);
+      if (separate) r.include_args.push_back(value);
+    }
+    if (name == "-o") {
+      r.output = value;
+      r.output_index = separate ? i + 1 : i;
+      r.output_joined = !separate;
+      if (value == "-") refuse("output to stdout (-o -)");
+    } else if (name == "-x") {
+      if (value == "c" || value == "c++") explicit_lang = value;
+      else if (value == "none") explicit_lang.clear();
+      else refuse("language -x " + value);
+    } else if (name == "-MF") {
+      r.dep_mf = value;
+      r.dep_mf_indices.push_back(i);
+      if (separate) r.dep_mf_indices.push_back(i + 1);
+    } else if (name == "-MT" || name == "-MQ") {
+      r.dep_target = true;
+    } else if (arg == "-MD") {
+      r.dep_md = true;
+    } else if (arg == "-c") {
+      compile = true;
+    } else if (arg == "-S") {
+      assemble = true;
+    } else if (starts_with(arg, "-Wl,")) {
+      refuse(check_linker_flags(arg));
+    } else if (starts_with(arg, "-Wa,")) {
+      if (arg != "-Wa,--noexecstack") refuse("assembler option " + arg);
+    } else if (starts_with(arg, "-g")) {
+      r.debug |= arg != "-g0";
+      if (arg == "-g0") r.debug = false;
+      r.split_dwarf |= arg == "-gsplit-dwarf";
+    } else if (arg == "--coverage" || arg == "-fprofile-arcs" || arg == "-ftest-coverage") {
+      r.coverage = true;
+    } else if (arg == "-fstack-usage") {
+      r.stack_usage = true;
+    } else if (starts_with(arg, "-fdebug-prefix-map=") || starts_with(arg, "-ffile-prefix-map=")) {
+      r.prefix_maps.push_back(arg.substr(arg.find('=') + 1));
+    } else if (starts_with(arg, "-frecord-gcc-switches") || starts_with(arg, "-flto") ||
+               starts_with(arg, "-fcoverage-mapping") || starts_with(arg, "-fprofile")) {
+      r.output_sensitive = true;
+    } else if (starts_with(arg, "-march=native") || starts_with(arg, "-mtune=native") ||
+               starts_with(arg, "-mcpu=native")) {
+      r.native = true;
+      r.native_args.push_back(arg);
+    } else if (arg == "-m32" || arg == "-m64" || arg == "-mx32" || starts_with(arg, "-stdlib=") ||
+               arg == "-nostdinc" || arg == "-nostdinc++" || starts_with(arg, "--sysroot=") ||
+               starts_with(arg, "--target=") || starts_with(arg, "--gcc-toolchain=") ||
+               arg == "-I-") {
+      r.include_args.push_back(arg);
+    } else if (starts_with(arg, "-fuse-ld")) {
+      refuse("option " + arg + " (linker choice not modelled)");
+    }
+    if (!separate && name == arg && !kKnownFlags.count(arg)) {
+      bool known = false;
+      for (const char* p : kKnownPrefixes) known |= starts_with(arg, p);
+      if (!known) refuse("unknown option " + arg);
+    }
+    if (separate) ++i;
+  }
+  if (!r.refused.empty()) return r;
+  if (!have_source) {
+    r.refused = "no source file (link of objects only, or nothing to compile)";
+    return r;
+  }
+  if (r.language == "cpp-output" || r.language == "c++-cpp-output") {
+    r.language = r.language == "cpp-output" ? "c" : "c++";
+  }
+  r.mode = compile ? CcMode::kCompile : assemble ? CcMode::kAssemble : CcMode::kLink;
+  if (r.dep_md && r.mode != CcMode::kCompile) r.refused = "-MD outside -c compiles";
+  if (!r.dep_md && (!r.dep_mf.empty() || r.dep_target)) r.refused = "-MF/-MT/-MQ without -MD";
+  if ((r.split_dwarf || r.coverage || r.stack_usage) && r.mode != CcMode::kCompile) {
+    r.refused = "side outputs (.dwo/.gcno/.su) outside -c compiles";
+  }
+  return r;
+}
+
+}  // namespace ccpool::compiler

@@ -1,0 +1,191 @@
+// Direct mode after plan(): lookup() validates manifest entries, finish()
+// records one from the run's dependency file. The negative-path rule (header
+// shadowing, ccache #504) is documented in docs/cache-keys.md.
+#include <sys/stat.h>
+
+#include <set>
+
+#include "base/fs.h"
+#include "compiler/depfile.h"
+#include "compiler/manifest.h"
+#include "compiler/planner_impl.h"
+
+namespace ccpool::compiler {
+namespace {
+
+bool has_prefix_dir(const std::string& path, const std::string& dir) {
+  if (dir.empty()) return false;
+  if (dir == "/") return path.size() > 1 && path[0] == '/';
+  return path.size() > dir.size() + 1 && path.compare(0, dir.size(), dir) == 0 &&
+         path[dir.size()] == '/';
+}
+
+std::string join_dir(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+std::string dir_of(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return "";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+bool is_regular_file(const std::string& path) {
+  std::optional<FileStat> st = stat_path(path);
+  return st && S_ISREG(st->mode);
+}
+
+int64_t now_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Digest result_key(const Digest& direct, const ManifestEntry& e) {
+  Hasher h;
+  h.add_field("ccpool-cc-result-v1");
+  hash_digest(h, direct);
+  h.add_u64(e.files.size());
+  for (const auto& [path, digest] : e.files) {
+    h.add_field(path);
+    hash_digest(h, digest);
+  }
+  h.add_u64(e.negatives.size());
+  for (const std::string& n : e.negatives) h.add_field(n);
+  h.add_u64(static_cast<uint64_t>(e.date_bucket + 1));
+  return h.digest();
+}
+
+// Every path at which the compiler would have looked for `dep` before finding
+// it where it did. `dep` may be reachable as <dir>/<name> for several search
+// directories; each reading contributes (over-approximation only costs
+// misses). For quote includes the includer's directory comes first, and any
+// file of this compile may have been the includer: all their directories
+// count as earlier.
+void add_negatives(const std::string& dep, const std::vector<std::string>& chain,
+                   const std::set<std::string>& includer_dirs, std::set<std::string>& out) {
+  for (size_t i = 0; i < chain.size(); ++i) {
+    if (!has_prefix_dir(dep, chain[i])) continue;
+    std::string name = dep.substr(chain[i].size() + (chain[i] == "/" ? 0 : 1));
+    for (const std::string& d : includer_dirs) out.insert(join_dir(d, name));
+    for (size_t j = 0; j < i; ++j) out.insert(join_dir(chain[j], name));
+  }
+}
+
+}  // namespace
+
+Result<std::optional<Digest>> Planner::Impl::lookup_cc(const Plan& plan,
+                                                       const ManifestStorage& manifests) {
+  if (!plan.detail || !plan.detail->cc) return make_error(ErrorCode::kInternal, "direct plan without detail");
+  const CcDetail& cc = *plan.detail->cc;
+  std::optional<std::string> blob = manifests.load ? manifests.load(plan.flight_key) : std::nullopt;
+  if (!blob) return std::optional<Digest>();
+  std::optional<Manifest> manifest = parse_manifest(*blob);
+  if (!manifest) return std::optional<Digest>();
+  int64_t bucket = date_bucket(now_seconds());
+  for (const ManifestEntry& e : manifest->entries) {
+    if (e.date_bucket >= 0 && e.date_bucket != bucket) continue;
+    bool valid = true;
+    for (const auto& [path, digest] : e.files) {
+      Result<HashedFile> f = hasher.hash(absolute_path(path, cc.cwd));
+      if (!f || f->content != digest) {
+        valid = false;
+        break;
+      }
+    }
+    for (size_t i = 0; valid && i < e.negatives.size(); ++i) {
+      if (is_regular_file(absolute_path(e.negatives[i], cc.cwd))) valid = false;
+    }
+    if (valid && result_key(plan.flight_key, e) == e.result_key) return std::optional<Digest>(e.result_key);
+  }
+  return std::optional<Digest>();
+}
+
+Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_clock::time_point started,
+                                          const ManifestStorage& manifests) {
+  Finished done;
+  const CcDetail& cc = *plan.detail->cc;
+  done.why_not = verify_plan_inputs(*this, *plan.detail, started);
+  if (!done.why_not.empty()) return done;
+  auto refuse = [&](std::string why) {
+    done.why_not = std::move(why);
+    return done;
+  };
+  Result<std::string> text = read_file(cc.dep_path);
+  if (!text) return refuse("no dependency file: " + text.error().message);
+  std::optional<std::vector<std::string>> deps = parse_depfile(*text);
+  if (!deps || deps->empty() || (*deps)[0] != cc.source) return refuse("dependency file not understood");
+  if (deps->size() > kMaxManifestFiles) return refuse("more than 10000 inputs");
+
+  int64_t start_ns = to_ns(started);
+  ManifestEntry entry;
+  std::set<std::string> includer_dirs;
+  bool date = false;
+  for (const std::string& dep : *deps) {
+    std::string abs = absolute_path(dep, cc.cwd);
+    Result<HashedFile> f = hasher.hash(abs);
+    if (!f) return refuse("input vanished: " + f.error().message);
+    if (f->stat.mtime_ns >= start_ns || f->stat.ctime_ns >= start_ns) {
+      return refuse("'" + abs + "' was modified during the compile");
+    }
+    CCPOOL_TRY_ASSIGN(uint8_t flags, scan(abs, f->content));
+    if (flags & kScanTimestamp) return refuse("__TIMESTAMP__ in '" + dep + "'");
+    if ((flags & kScanTime) && !cc.sde_pinned) return refuse("__TIME__ without SOURCE_DATE_EPOCH in '" + dep + "'");
+    if ((flags & kScanDate) && !cc.sde_pinned) date = true;
+    if (flags & kScanIncbin) return refuse(".incbin in '" + dep + "'");
+    if (flags & kScanHasInclude) {
+      bool system = false;
+      for (const std::string& d : cc.dirs.system) system |= has_prefix_dir(dep, d);
+      if (!system) return refuse("__has_include in '" + dep + "' (its probes are not in the .d)");
+    }
+    entry.files.emplace_back(dep, f->content);
+    includer_dirs.insert(dir_of(dep));
+  }
+  std::vector<std::string> chain = cc.dirs.quote;
+  chain.insert(chain.end(), cc.dirs.bracket.begin(), cc.dirs.bracket.end());
+  std::set<std::string> negatives;
+  for (size_t i = 1; i < deps->size(); ++i) add_negatives((*deps)[i], chain, includer_dirs, negatives);
+  std::set<std::string> positives(deps->begin(), deps->end());
+  for (const std::string& n : negatives) {
+    if (positives.count(n)) continue;
+    std::optional<FileStat> st = stat_path(absolute_path(n, cc.cwd));
+    if (st && S_ISREG(st->mode)) {
+      // It existed, yet the compiler took a later candidate: this reading of
+      // the include is not the one that happened (or #include_next skipped
+      // it). Unless it appeared during the compile, it proves nothing.
+      if (st->mtime_ns >= start_ns || st->ctime_ns >= start_ns) {
+        return refuse("'" + n + "' appeared during the compile");
+      }
+      continue;
+    }
+    entry.negatives.push_back(n);
+    if (entry.negatives.size() > kMaxManifestNegatives) return refuse("too many negative paths");
+  }
+  if (date) {
+    int64_t start_s = start_ns / 1000000000;
+    int64_t bucket = date_bucket(start_s);
+    if (date_bucket(now_seconds()) != bucket) return refuse("__DATE__ and the compile crossed a date bucket");
+    entry.date_bucket = bucket;
+  }
+  entry.result_key = result_key(plan.flight_key, entry);
+
+  Manifest manifest;
+  if (manifests.load) {
+    if (std::optional<std::string> blob = manifests.load(plan.flight_key)) {
+      if (std::optional<Manifest> old = parse_manifest(*blob)) manifest = std::move(*old);
+    }
+  }
+  std::vector<ManifestEntry> kept = {entry};
+  for (ManifestEntry& e : manifest.entries) {
+    if (kept.size() >= kMaxManifestEntries) break;
+    if (e.result_key != entry.result_key) kept.push_back(std::move(e));
+  }
+  manifest.entries = std::move(kept);
+  if (manifests.save) manifests.save(plan.flight_key, serialize_manifest(manifest));
+  done.store = true;
+  done.result_key = entry.result_key;
+  return done;
+}
+
+}  // namespace ccpool::compiler

@@ -1,0 +1,259 @@
+#include "compiler/cc_probe.h"
+
+#include <sys/stat.h>
+
+#include "base/fs.h"
+
+namespace ccpool::compiler {
+namespace {
+
+// Environment that changes what the driver searches or links.
+const std::vector<std::string> kProbeEnv = {
+    "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH", "LIBRARY_PATH",
+    "COMPILER_PATH", "GCC_EXEC_PREFIX", "CCC_OVERRIDE_OPTIONS", "PATH", "LD_LIBRARY_PATH"};
+
+Digest probe_key(const ProbeContext& ctx, std::string_view kind,
+                 const std::vector<std::string>& argv) {
+  Hasher h;
+  h.add_field(kind);
+  hash_digest(h, ctx.tool.key);
+  h.add_field(ctx.request.program);
+  h.add_field(ctx.request.cwd);
+  h.add_u64(argv.size());
+  for (const std::string& a : argv) h.add_field(a);
+  hash_env(h, ctx.request.env, kProbeEnv);
+  return h.digest();
+}
+
+std::string trim_slashes(std::string s) {
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+// Splits a `-###` line: tokens separated by spaces, "double quoted" ones
+// with backslash escapes.
+std::vector<std::string> split_command_line(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool in = false, quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quoted) {
+      if (c == '\\' && i + 1 < line.size()) cur += line[++i];
+      else if (c == '"') quoted = false;
+      else cur += c;
+    } else if (c == '"') {
+      quoted = in = true;
+    } else if (c == ' ' || c == '\t') {
+      if (in) out.push_back(cur);
+      cur.clear();
+      in = false;
+    } else {
+      cur += c;
+      in = true;
+    }
+  }
+  if (in) out.push_back(cur);
+  return out;
+}
+
+bool is_regular(const std::string& path) {
+  std::optional<FileStat> st = stat_path(path);
+  return st && S_ISREG(st->mode);
+}
+
+Result<void> add_file(const ProbeContext& ctx, const std::string& path, Hasher& h,
+                      std::vector<CheckedInput>& checked) {
+  CCPOOL_TRY_ASSIGN(HashedFile f, ctx.impl.hasher.hash(path));
+  h.add_field(path);
+  hash_digest(h, f.content);
+  checked.push_back({path, f.content});
+  return ok();
+}
+
+// A GNU ld script (libc.so) names the real libraries; hash those too.
+Result<void> follow_linker_script(const ProbeContext& ctx, const std::string& path, Hasher& h,
+                                  std::vector<CheckedInput>& checked) {
+  std::optional<FileStat> st = stat_path(path);
+  if (!st || st->size > 64 * 1024) return ok();
+  CCPOOL_TRY_ASSIGN(std::string text, read_file(path));
+  if (text.rfind("\x7f" "ELF", 0) == 0 || text.rfind("!<arch>", 0) == 0) return ok();
+  for (const std::string& word : split_command_line(text)) {
+    size_t start = word.find('/');
+    if (start != 0) continue;
+    std::string p = word.substr(0, word.find_first_of("()"));
+    if (is_regular(p)) CCPOOL_TRY(add_file(ctx, p, h, checked));
+  }
+  return ok();
+}
+
+std::string resolve_in_path(const std::string& name, const std::vector<std::string>& env) {
+  if (name.find('/') != std::string::npos) return name;
+  std::string path = env_value(env, "PATH").value_or("/usr/bin:/bin");
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t j = path.find(':', i);
+    if (j == std::string::npos) j = path.size();
+    std::string candidate = (j > i ? path.substr(i, j - i) : std::string(".")) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0 && is_regular(candidate)) return candidate;
+    i = j + 1;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::vector<std::string> helper_env(const std::vector<std::string>& env) {
+  std::vector<std::string> out;
+  for (const std::string& kv : strip_shim(env)) {
+    if (kv.rfind("LC_", 0) == 0 || kv.rfind("LANG=", 0) == 0 || kv.rfind("LANGUAGE=", 0) == 0) continue;
+    out.push_back(kv);
+  }
+  out.push_back("LC_ALL=C");
+  return out;
+}
+
+Result<SearchDirs> probe_search_dirs(const ProbeContext& ctx) {
+  std::vector<std::string> argv = {ctx.request.argv[0]};
+  argv.insert(argv.end(), ctx.args.include_args.begin(), ctx.args.include_args.end());
+  for (const std::string& s : {std::string("-E"), std::string("-v"), std::string("-x"),
+                               ctx.args.language, std::string("/dev/null"), std::string("-o"),
+                               std::string("/dev/null")}) {
+    argv.push_back(s);
+  }
+  Digest key = probe_key(ctx, "search-dirs", argv);
+  CCPOOL_TRY_ASSIGN(HelperOutput out, ctx.impl.memo_helper(key, argv, helper_env(ctx.request.env),
+                                                           ctx.request.cwd, ctx.request.program));
+  if (out.exit_code != 0) {
+    return make_error(ErrorCode::kUnsupported, "include search probe failed: " + out.err.substr(0, 200));
+  }
+  SearchDirs dirs;
+  std::vector<std::string> missing;
+  int section = 0;  // 1: quote list, 2: bracket list
+  bool ended = false;
+  size_t pos = 0;
+  const std::string& text = out.err;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    std::string line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    const std::string kMissing = "ignoring nonexistent directory \"";
+    if (line.rfind(kMissing, 0) == 0 && line.back() == '"') {
+      missing.push_back(trim_slashes(line.substr(kMissing.size(), line.size() - kMissing.size() - 1)));
+    } else if (line.rfind("#include \"...\" search starts here", 0) == 0) {
+      section = 1;
+    } else if (line.rfind("#include <...> search starts here", 0) == 0) {
+      section = 2;
+    } else if (line.rfind("End of search list.", 0) == 0) {
+      ended = true;
+      section = 0;
+    } else if (section != 0 && line.size() > 1 && line[0] == ' ') {
+      std::string dir = line.substr(1);
+      size_t framework = dir.find(" (framework directory)");
+      if (framework != std::string::npos) dir.resize(framework);
+      (section == 1 ? dirs.quote : dirs.bracket).push_back(trim_slashes(dir));
+    }
+  }
+  if (!ended) return make_error(ErrorCode::kUnsupported, "include search probe: no search list");
+  dirs.bracket.insert(dirs.bracket.begin(), missing.begin(), missing.end());
+  return dirs;
+}
+
+Result<std::string> probe_native(const ProbeContext& ctx) {
+  std::vector<std::string> argv = {ctx.request.argv[0], "-###", "-E", "-"};
+  argv.insert(argv.end(), ctx.args.native_args.begin(), ctx.args.native_args.end());
+  Digest key = probe_key(ctx, "native", argv);
+  CCPOOL_TRY_ASSIGN(HelperOutput out, ctx.impl.memo_helper(key, argv, helper_env(ctx.request.env),
+                                                           ctx.request.cwd, ctx.request.program));
+  if (out.exit_code != 0 || out.err.empty()) {
+    return make_error(ErrorCode::kUnsupported, "-march=native probe failed");
+  }
+  return out.err;
+}
+
+Result<void> hash_link_inputs(const ProbeContext& ctx, Hasher& h, std::vector<CheckedInput>& checked,
+                              std::vector<std::pair<std::string, FileStat>>& tools) {
+  // The link line does not depend on the source's or the output's name, so the
+  // memo key uses placeholders and every kernel with the same flags shares it.
+  std::vector<std::string> argv = {ctx.request.argv[0]};
+  std::vector<std::string> key_argv = argv;
+  for (size_t i = 0; i < ctx.args.args.size(); ++i) {
+    argv.push_back(ctx.args.args[i]);
+    bool named = i == ctx.args.source_index || (!ctx.args.output.empty() && i == ctx.args.output_index);
+    key_argv.push_back(named ? "<named>" : ctx.args.args[i]);
+  }
+  argv.push_back("-###");
+  key_argv.push_back("-###");
+  Digest key = probe_key(ctx, "link-line", key_argv);
+  CCPOOL_TRY_ASSIGN(HelperOutput out, ctx.impl.memo_helper(key, argv, helper_env(ctx.request.env),
+                                                           ctx.request.cwd, ctx.request.program));
+  if (out.exit_code != 0) return make_error(ErrorCode::kUnsupported, "link probe (-###) failed");
+  // The link command is the last command line printed.
+  std::string line;
+  size_t pos = 0;
+  while (pos < out.err.size()) {
+    size_t eol = out.err.find('\n', pos);
+    if (eol == std::string::npos) eol = out.err.size();
+    if (out.err[pos] == ' ') line = out.err.substr(pos, eol - pos);
+    pos = eol + 1;
+  }
+  std::vector<std::string> words = split_command_line(line);
+  if (words.empty() || words[0].empty() || words[0][0] != '/') {
+    return make_error(ErrorCode::kUnsupported, "link probe: no link command");
+  }
+  std::vector<std::string> linkers = {words[0]};
+  if (base_name(words[0]) == "collect2") {
+    // collect2 runs the ld the driver names with -print-prog-name=ld.
+    std::vector<std::string> pargv = {ctx.request.argv[0], "-print-prog-name=ld"};
+    CCPOOL_TRY_ASSIGN(HelperOutput ld, ctx.impl.memo_helper(probe_key(ctx, "ld", pargv), pargv,
+                                                            helper_env(ctx.request.env), ctx.request.cwd,
+                                                            ctx.request.program));
+    std::string name = ld.out.substr(0, ld.out.find('\n'));
+    std::string resolved = resolve_in_path(name, ctx.request.env);
+    if (resolved.empty()) return make_error(ErrorCode::kUnsupported, "cannot find the linker '" + name + "'");
+    linkers.push_back(resolved);
+  }
+  for (const std::string& linker : linkers) {
+    CCPOOL_TRY_ASSIGN(ToolIdentity id, ctx.impl.tool_identity(linker));
+    h.add_field("linker");
+    hash_digest(h, id.key);
+    tools.emplace_back(id.real_path, id.stat);
+  }
+  std::vector<std::string> lib_dirs, libs;
+  for (size_t i = 1; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (w == "-o") { ++i; continue; }
+    if (w.rfind("-L", 0) == 0 && w.size() > 2) lib_dirs.push_back(w.substr(2));
+    else if (w.rfind("-l", 0) == 0 && w.size() > 2) libs.push_back(w.substr(2));
+    else if (w == "-plugin" && i + 1 < words.size()) CCPOOL_TRY(add_file(ctx, words[++i], h, checked));
+    else if (w[0] == '/' && is_regular(w)) CCPOOL_TRY(add_file(ctx, w, h, checked));
+  }
+  // ld's built-in directories come after every -L.
+  for (const char* d : {"/usr/local/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu",
+                        "/usr/lib/x86_64-linux-gnu", "/usr/local/lib64", "/lib64", "/usr/lib64",
+                        "/usr/local/lib", "/lib", "/usr/lib"}) {
+    lib_dirs.push_back(d);
+  }
+  for (const std::string& lib : libs) {
+    h.add_field("-l" + lib);
+    std::vector<std::string> names;
+    if (lib[0] == ':') names = {lib.substr(1)};
+    else names = {"lib" + lib + ".so", "lib" + lib + ".a"};
+    bool found = false;
+    for (const std::string& dir : lib_dirs) {
+      for (const std::string& n : names) {
+        std::string p = absolute_path(dir + "/" + n, ctx.request.cwd);
+        if (!is_regular(p)) continue;
+        found = true;
+        CCPOOL_TRY(add_file(ctx, p, h, checked));
+        CCPOOL_TRY(follow_linker_script(ctx, p, h, checked));
+      }
+      if (found) break;
+    }
+    h.add_u64(found ? 1 : 0);
+  }
+  return ok();
+}
+
+}  // namespace ccpool::compiler

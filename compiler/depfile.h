@@ -1,0 +1,15 @@
+// Make-syntax dependency files as gcc and clang write them (-MD -MF).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ccpool::compiler {
+
+// The prerequisites of the first rule, unescaped ("\ " -> " ", "$$" -> "$",
+// "\#" -> "#"), in file order. nullopt when the text has no rule.
+std::optional<std::vector<std::string>> parse_depfile(std::string_view text);
+
+}  // namespace ccpool::compiler

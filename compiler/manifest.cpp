@@ -1,0 +1,102 @@
+#include "compiler/manifest.h"
+
+#include <charconv>
+#include <string_view>
+
+namespace ccpool::compiler {
+namespace {
+
+constexpr std::string_view kVersionLine = "ccpool-manifest v1\n";
+
+class Reader {
+ public:
+  explicit Reader(std::string_view text) : m_text(text) {}
+  bool literal(std::string_view s) {
+    if (m_text.substr(m_pos, s.size()) != s) return false;
+    m_pos += s.size();
+    return true;
+  }
+  template <typename T>
+  bool number(T& out) {
+    const char* begin = m_text.data() + m_pos;
+    auto [ptr, ec] = std::from_chars(begin, m_text.data() + m_text.size(), out);
+    if (ec != std::errc()) return false;
+    m_pos += static_cast<size_t>(ptr - begin);
+    return true;
+  }
+  bool digest(Digest& out) {
+    if (m_pos + 32 > m_text.size()) return false;
+    std::optional<Digest> d = Digest::from_hex(m_text.substr(m_pos, 32));
+    if (!d) return false;
+    out = *d;
+    m_pos += 32;
+    return true;
+  }
+  bool path(std::string& out) {
+    size_t len = 0;
+    if (!number(len) || !literal(":") || m_pos + len > m_text.size()) return false;
+    out.assign(m_text.substr(m_pos, len));
+    m_pos += len;
+    return true;
+  }
+  bool done() const { return m_pos == m_text.size(); }
+
+ private:
+  std::string_view m_text;
+  size_t m_pos = 0;
+};
+
+}  // namespace
+
+std::string serialize_manifest(const Manifest& manifest) {
+  std::string out(kVersionLine);
+  for (const ManifestEntry& e : manifest.entries) {
+    out += "entry " + e.result_key.hex() + " " + std::to_string(e.date_bucket) + " " +
+           std::to_string(e.files.size()) + " " + std::to_string(e.negatives.size()) + "\n";
+    for (const auto& [path, digest] : e.files) {
+      out += "f " + digest.hex() + " " + std::to_string(path.size()) + ":" + path + "\n";
+    }
+    for (const std::string& path : e.negatives) {
+      out += "n " + std::to_string(path.size()) + ":" + path + "\n";
+    }
+  }
+  return out;
+}
+
+std::optional<Manifest> parse_manifest(const std::string& text) {
+  Reader r(text);
+  if (!r.literal(kVersionLine)) return std::nullopt;
+  Manifest m;
+  while (!r.done()) {
+    ManifestEntry e;
+    size_t files = 0, negatives = 0;
+    if (!r.literal("entry ") || !r.digest(e.result_key) || !r.literal(" ") ||
+        !r.number(e.date_bucket) || !r.literal(" ") || !r.number(files) || !r.literal(" ") ||
+        !r.number(negatives) || !r.literal("\n")) {
+      return std::nullopt;
+    }
+    if (files > kMaxManifestFiles || negatives > kMaxManifestNegatives ||
+        m.entries.size() >= kMaxManifestEntries) {
+      return std::nullopt;
+    }
+    for (size_t i = 0; i < files; ++i) {
+      std::pair<std::string, Digest> f;
+      if (!r.literal("f ") || !r.digest(f.second) || !r.literal(" ") || !r.path(f.first) ||
+          !r.literal("\n")) {
+        return std::nullopt;
+      }
+      e.files.push_back(std::move(f));
+    }
+    for (size_t i = 0; i < negatives; ++i) {
+      std::string p;
+      if (!r.literal("n ") || !r.path(p) || !r.literal("\n")) return std::nullopt;
+      e.negatives.push_back(std::move(p));
+    }
+    m.entries.push_back(std::move(e));
+  }
+  return m;
+}
+
+int64_t date_bucket(int64_t unix_seconds) { return unix_seconds / 900; }
+
+}  // namespace ccpool::compiler

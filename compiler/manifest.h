@@ -1,0 +1,45 @@
+// Direct-mode manifests: for one direct key, the results seen so far and the
+// input files each one depends on. Stored by the service as a blob under the
+// direct key. Text layout, version line first (paths are length-prefixed so
+// any byte is allowed in them):
+//   ccpool-manifest v1\n
+//   entry <result-hex> <date-bucket or -1> <n-files> <n-negatives>\n
+//   f <digest-hex> <len>:<path>\n      (n-files times)
+//   n <len>:<path>\n                   (n-negatives times)
+// Paths are as the compiler wrote them (relative ones resolve against the
+// requester's cwd, which is only shared when cwd cannot reach the output).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/hash.h"
+
+namespace ccpool::compiler {
+
+struct ManifestEntry {
+  Digest result_key;
+  int64_t date_bucket = -1;  // >= 0: the result embeds __DATE__; valid only in this bucket
+  std::vector<std::pair<std::string, Digest>> files;
+  std::vector<std::string> negatives;  // must not exist as regular files
+};
+
+struct Manifest {
+  std::vector<ManifestEntry> entries;  // newest first
+};
+
+constexpr size_t kMaxManifestEntries = 16;
+constexpr size_t kMaxManifestFiles = 10000;       // per entry
+constexpr size_t kMaxManifestNegatives = 100000;  // per entry
+
+std::string serialize_manifest(const Manifest& manifest);
+// nullopt on any malformation (the caller treats it as empty: a miss).
+std::optional<Manifest> parse_manifest(const std::string& text);
+
+// 15-minute UTC buckets: every real time zone offset is a multiple of 15
+// minutes, so one bucket never straddles a local date change.
+int64_t date_bucket(int64_t unix_seconds);
+
+}  // namespace ccpool::compiler

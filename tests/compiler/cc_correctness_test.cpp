@@ -1,0 +1,306 @@
+// Issue 4's correctness suite at library level, with real g++ and clang++:
+// every hit is byte-identical to a direct compile, and every change a direct
+// compile would see produces a miss.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "compiler/planner.h"
+#include "tests/compiler/executor.h"
+#include "tests/support/scratch.h"
+
+namespace ccpool::compiler::testing {
+namespace {
+
+class CcCorrectness : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (::access(compiler().c_str(), X_OK) != 0) {
+      FAIL() << compiler() << " is missing: run scripts/setup-deps.sh";
+    }
+    dir = ::ccpool::testing::scratch_dir();
+  }
+  std::string compiler() const { return "/usr/bin/" + GetParam(); }
+
+  Request request(std::vector<std::string> args, const std::string& cwd = "") {
+    Request r;
+    r.program = compiler();
+    r.argv = {GetParam()};
+    r.argv.insert(r.argv.end(), args.begin(), args.end());
+    r.cwd = cwd.empty() ? dir : cwd;
+    r.env = base_env();
+    return r;
+  }
+
+  // Runs through the cache, then the same command directly into `ref`, and
+  // compares the output bytes.
+  Outcome check(const Request& r, const std::string& out, const std::string& ref_out) {
+    Outcome o = execute(planner, store, r);
+    EXPECT_EQ(o.exit_code, 0) << o.stderr_text;
+    std::vector<std::string> direct = r.argv;
+    for (auto& a : direct) {
+      if (a == out) a = ref_out;
+    }
+    direct[0] = r.program;
+    EXPECT_EQ(run_direct(direct, r.cwd, r.env), 0);
+    EXPECT_EQ(read_text(r.cwd + "/" + out), read_text(r.cwd + "/" + ref_out)) << "bytes differ for " << out;
+    return o;
+  }
+
+  Planner planner;
+  MemoryStore store;
+  std::string dir;
+};
+
+TEST_P(CcCorrectness, HeaderContentChangedMisses) {
+  write_text(dir + "/inc/h.h", "#define V 1\n");
+  write_text(dir + "/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");
+  auto r = request({"-c", "k.cpp", "-I", "inc", "-O2", "-o", "k.o"});
+  Outcome first = check(r, "k.o", "ref.o");
+  EXPECT_EQ(first.plan.kind, PlanKind::kCompiler) << first.plan.reason;
+  EXPECT_TRUE(first.stored) << first.why_not;
+  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
+  write_text(dir + "/inc/h.h", "#define V 2\n");
+  Outcome changed = check(r, "k.o", "ref.o");
+  EXPECT_FALSE(changed.hit);
+  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
+  EXPECT_EQ(store.executions, 2);
+}
+
+TEST_P(CcCorrectness, HeaderDeletedMisses) {
+  write_text(dir + "/inc1/h.h", "#define V 1\n");
+  write_text(dir + "/inc2/h.h", "#define V 2\n");
+  write_text(dir + "/k.cpp", "#include <h.h>\nint f() { return V; }\n");
+  auto r = request({"-c", "k.cpp", "-Iinc1", "-Iinc2", "-o", "k.o"});
+  EXPECT_TRUE(check(r, "k.o", "ref.o").stored);
+  std::filesystem::remove(dir + "/inc1/h.h");
+  EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
+}
+
+TEST_P(CcCorrectness, NewHeaderShadowingInEarlierDirMisses) {
+  write_text(dir + "/inc2/h.h", "#define V 2\n");
+  std::filesystem::create_directories(dir + "/inc1");
+  write_text(dir + "/k.cpp", "#include <h.h>\nint f() { return V; }\n");
+  auto r = request({"-c", "k.cpp", "-I", "inc1", "-I", "inc2", "-o", "k.o"});
+  EXPECT_TRUE(check(r, "k.o", "ref.o").stored);
+  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
+  write_text(dir + "/inc1/h.h", "#define V 1\n");  // shadows inc2/h.h
+  EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
+}
+
+TEST_P(CcCorrectness, QuoteIncludeShadowedBySourceDirMisses) {
+  write_text(dir + "/inc/h.h", "#define V 2\n");
+  write_text(dir + "/src/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");
+  auto r = request({"-c", "src/k.cpp", "-Iinc", "-o", "k.o"});
+  EXPECT_TRUE(check(r, "k.o", "ref.o").stored);
+  write_text(dir + "/src/h.h", "#define V 1\n");  // the includer's dir comes first
+  EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
+}
+
+TEST_P(CcCorrectness, IncludeDirectoryAppearingMisses) {
+  write_text(dir + "/inc/h.h", "#define V 2\n");
+  write_text(dir + "/k.cpp", "#include <h.h>\nint f() { return V; }\n");
+  auto r = request({"-c", "k.cpp", "-Ilater", "-Iinc", "-o", "k.o"});
+  EXPECT_TRUE(check(r, "k.o", "ref.o").stored);
+  write_text(dir + "/later/h.h", "#define V 1\n");
+  EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
+}
+
+TEST_P(CcCorrectness, DefineAndOptimisationChangeTheKey) {
+  write_text(dir + "/k.cpp", "int f() { return V * 3; }\n");
+  Outcome a = check(request({"-c", "k.cpp", "-DV=1", "-O1", "-o", "k.o"}), "k.o", "ref.o");
+  Outcome b = check(request({"-c", "k.cpp", "-DV=2", "-O1", "-o", "k.o"}), "k.o", "ref.o");
+  Outcome c = check(request({"-c", "k.cpp", "-DV=2", "-O2", "-o", "k.o"}), "k.o", "ref.o");
+  EXPECT_FALSE(b.hit);
+  EXPECT_FALSE(c.hit);
+  EXPECT_NE(a.plan.flight_key, b.plan.flight_key);
+  EXPECT_NE(b.plan.flight_key, c.plan.flight_key);
+}
+
+TEST_P(CcCorrectness, CpathChangesTheKey) {
+  write_text(dir + "/a/h.h", "#define V 1\n");
+  write_text(dir + "/b/h.h", "#define V 2\n");
+  write_text(dir + "/k.cpp", "#include <h.h>\nint f() { return V; }\n");
+  auto r = request({"-c", "k.cpp", "-o", "k.o"});
+  r.env.push_back("CPATH=" + dir + "/a");
+  EXPECT_TRUE(check(r, "k.o", "ref.o").stored);
+  r.env.back() = "CPATH=" + dir + "/b";
+  EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
+}
+
+TEST_P(CcCorrectness, SameSourceInTwoDirsWithDifferentHeaders) {
+  for (const char* d : {"a", "b"}) {
+    write_text(dir + "/" + d + "/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");
+  }
+  write_text(dir + "/a/h.h", "#define V 1\n");
+  write_text(dir + "/b/h.h", "#define V 2\n");
+  auto ra = request({"-c", "k.cpp", "-o", "k.o"}, dir + "/a");
+  auto rb = request({"-c", "k.cpp", "-o", "k.o"}, dir + "/b");
+  EXPECT_TRUE(check(ra, "k.o", "ref.o").stored);
+  EXPECT_FALSE(check(rb, "k.o", "ref.o").hit);
+  EXPECT_TRUE(check(ra, "k.o", "ref.o").hit);
+  EXPECT_TRUE(check(rb, "k.o", "ref.o").hit);
+}
+
+TEST_P(CcCorrectness, DateIsKeyedAndTimeIsNotStored) {
+  write_text(dir + "/d.cpp", "const char* d() { return __DATE__; }\n");
+  auto rd = request({"-c", "d.cpp", "-o", "d.o"});
+  EXPECT_TRUE(check(rd, "d.o", "ref.o").stored);
+  EXPECT_TRUE(check(rd, "d.o", "ref.o").hit);
+  write_text(dir + "/t.cpp", "const char* t() { return __TIME__; }\n");
+  auto rt = request({"-c", "t.cpp", "-o", "t.o"});
+  Outcome o = execute(planner, store, rt);
+  EXPECT_FALSE(o.stored);
+  EXPECT_NE(o.why_not.find("__TIME__"), std::string::npos) << o.why_not;
+  rt.env.push_back("SOURCE_DATE_EPOCH=1700000000");
+  EXPECT_TRUE(check(rt, "t.o", "ref.o").stored);
+  EXPECT_TRUE(check(rt, "t.o", "ref.o").hit);
+}
+
+TEST_P(CcCorrectness, DebugInfoKeysCwdUnlessPrefixMapped) {
+  for (const char* d : {"a", "b"}) write_text(dir + "/" + d + "/k.cpp", "int f() { return 7; }\n");
+  auto ra = request({"-c", "-g", "k.cpp", "-o", "k.o"}, dir + "/a");
+  auto rb = request({"-c", "-g", "k.cpp", "-o", "k.o"}, dir + "/b");
+  EXPECT_TRUE(check(ra, "k.o", "ref.o").stored);
+  EXPECT_FALSE(check(rb, "k.o", "ref.o").hit);
+  auto ma = request({"-c", "-g", "-fdebug-prefix-map=" + dir + "/a=/src", "k.cpp", "-o", "k.o"}, dir + "/a");
+  auto mb = request({"-c", "-g", "-fdebug-prefix-map=" + dir + "/b=/src", "k.cpp", "-o", "k.o"}, dir + "/b");
+  // The map's text differs, so the keys differ too; the same map text from
+  // two cwds it does not cover must not share.
+  EXPECT_TRUE(check(ma, "k.o", "ref.o").stored);
+  EXPECT_FALSE(check(mb, "k.o", "ref.o").hit);
+  auto pa = request({"-c", "-g", "-fdebug-prefix-map=" + dir + "=/src", "k.cpp", "-o", "k.o"}, dir + "/a");
+  auto pb = request({"-c", "-g", "-fdebug-prefix-map=" + dir + "=/src", "k.cpp", "-o", "k.o"}, dir + "/b");
+  Outcome oa = check(pa, "k.o", "ref.o");
+  Outcome ob = check(pb, "k.o", "ref.o");
+  EXPECT_NE(oa.plan.flight_key, ob.plan.flight_key);  // /src/a vs /src/b
+}
+
+TEST_P(CcCorrectness, CompilerSwappedBehindSymlinkChangesKey) {
+  write_text(dir + "/k.cpp", "int f() { return 7; }\n");
+  std::filesystem::create_directories(dir + "/bin");
+  std::string link = dir + "/bin/c++";
+  std::string other = GetParam() == "g++" ? "/usr/bin/clang++" : "/usr/bin/g++";
+  std::filesystem::create_symlink(compiler(), link);
+  Request r = request({"-c", "k.cpp", "-o", "k.o"});
+  r.program = link;
+  r.argv[0] = link;
+  Outcome first = execute(planner, store, r);
+  EXPECT_TRUE(first.stored) << first.plan.reason << first.why_not;
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink(other, link);
+  Outcome second = execute(planner, store, r);
+  EXPECT_FALSE(second.hit);
+  EXPECT_NE(first.plan.flight_key, second.plan.flight_key);
+}
+
+TEST_P(CcCorrectness, MarchNativeIsResolvedAndKeyed) {
+  write_text(dir + "/k.cpp", "float f(float* a) { float s = 0; for (int i = 0; i < 64; ++i) s += a[i]; return s; }\n");
+  Outcome native = check(request({"-c", "-O3", "-march=native", "k.cpp", "-o", "k.o"}), "k.o", "ref.o");
+  EXPECT_EQ(native.plan.kind, PlanKind::kCompiler) << native.plan.reason;
+  EXPECT_TRUE(check(request({"-c", "-O3", "-march=native", "k.cpp", "-o", "k.o"}), "k.o", "ref.o").hit);
+  Outcome generic = check(request({"-c", "-O3", "-march=x86-64", "k.cpp", "-o", "k.o"}), "k.o", "ref.o");
+  EXPECT_NE(native.plan.flight_key, generic.plan.flight_key);
+}
+
+TEST_P(CcCorrectness, OneStepSharedObjectSharedAcrossOutputPaths) {
+  write_text(dir + "/k.cpp", "extern \"C\" int kernel(int x) { return x * 6 + 1; }\n");
+  auto r1 = request({"k.cpp", "-O2", "-shared", "-fPIC", "-o", "k1.so", "-lm"});
+  Outcome first = check(r1, "k1.so", "ref1.so");
+  ASSERT_EQ(first.plan.kind, PlanKind::kCompiler) << first.plan.reason;
+  EXPECT_TRUE(first.stored) << first.why_not;
+  auto r2 = request({"k.cpp", "-O2", "-shared", "-fPIC", "-o", "k2.so", "-lm"});
+  Outcome second = check(r2, "k2.so", "ref2.so");
+  EXPECT_TRUE(second.hit);
+  EXPECT_EQ(first.plan.flight_key, second.plan.flight_key);
+  EXPECT_EQ(store.executions, 1);
+  void* handle = ::dlopen((dir + "/k2.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << ::dlerror();
+  auto fn = reinterpret_cast<int (*)(int)>(::dlsym(handle, "kernel"));
+  ASSERT_NE(fn, nullptr);
+  EXPECT_EQ(fn(7), 43);
+  ::dlclose(handle);
+}
+
+TEST_P(CcCorrectness, WarningsAreReplayed) {
+  write_text(dir + "/k.cpp", "int f() { int unused = 3; return 1; }\n");
+  auto r = request({"-c", "-Wall", "k.cpp", "-o", "k.o"});
+  Outcome first = execute(planner, store, r);
+  EXPECT_NE(first.stderr_text.find("unused"), std::string::npos);
+  Outcome second = execute(planner, store, r);
+  EXPECT_TRUE(second.hit);
+  EXPECT_EQ(first.stderr_text, second.stderr_text);
+}
+
+TEST_P(CcCorrectness, DependencyFilesMatchDirectCompile) {
+  write_text(dir + "/inc/h.h", "#define V 1\n");
+  write_text(dir + "/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");
+  struct Case { std::vector<std::string> args; std::string dep; };
+  std::vector<Case> cases = {
+      {{"-c", "k.cpp", "-Iinc", "-MD", "-MF", "k.d", "-o", "k.o"}, "k.d"},
+      {{"-c", "k.cpp", "-Iinc", "-MD", "-o", "obj/k.o"}, "obj/k.d"},
+      {{"-c", "k.cpp", "-Iinc", "-MD", "-MP", "-MT", "custom", "-MF", "k.d", "-o", "k.o"}, "k.d"},
+      {{"-c", "k.cpp", "-Iinc", "-MD", "-MQ", "a$b", "-MF", "k.d", "-o", "k.o"}, "k.d"},
+  };
+  std::filesystem::create_directories(dir + "/obj");
+  for (const Case& c : cases) {
+    Outcome o = execute(planner, store, request(c.args));
+    ASSERT_EQ(o.plan.kind, PlanKind::kCompiler) << o.plan.reason;
+    EXPECT_TRUE(o.stored) << o.why_not;
+    std::string cached = read_text(dir + "/" + c.dep);
+    Outcome hit = execute(planner, store, request(c.args));
+    EXPECT_TRUE(hit.hit);
+    EXPECT_EQ(read_text(dir + "/" + c.dep), cached);
+    std::filesystem::remove(dir + "/" + c.dep);
+    std::vector<std::string> direct = {compiler()};
+    direct.insert(direct.end(), c.args.begin(), c.args.end());
+    ASSERT_EQ(run_direct(direct, dir, base_env()), 0);
+    EXPECT_EQ(read_text(dir + "/" + c.dep), cached) << "for " << c.dep;
+  }
+}
+
+TEST_P(CcCorrectness, ResponseFileIsExpanded) {
+  write_text(dir + "/k.cpp", "int f() { return V; }\n");
+  write_text(dir + "/args.rsp", "-c \"-DV=4\"\n-O2\n");
+  Outcome a = check(request({"@args.rsp", "k.cpp", "-o", "k.o"}), "k.o", "ref.o");
+  EXPECT_EQ(a.plan.kind, PlanKind::kCompiler) << a.plan.reason;
+  Outcome b = execute(planner, store, request({"-c", "-DV=4", "-O2", "k.cpp", "-o", "k.o"}));
+  EXPECT_EQ(a.plan.flight_key, b.plan.flight_key);
+  EXPECT_TRUE(b.hit);
+  write_text(dir + "/args.rsp", "-c -DV=5 -O2\n");
+  EXPECT_FALSE(check(request({"@args.rsp", "k.cpp", "-o", "k.o"}), "k.o", "ref.o").hit);
+}
+
+TEST_P(CcCorrectness, StdinAndUnknownOptionsPassThrough) {
+  write_text(dir + "/k.c", "int f(void) { return 1; }\n");
+  Outcome in = execute(planner, store, request({"-x", "c", "-c", "-", "-o", "k.o"}));
+  EXPECT_EQ(in.plan.kind, PlanKind::kPassthrough);
+  EXPECT_NE(in.plan.reason.find("stdin"), std::string::npos);
+  Outcome unknown = execute(planner, store, request({"-c", "k.c", "--frobnicate", "-o", "k.o"}));
+  EXPECT_EQ(unknown.plan.kind, PlanKind::kPassthrough);
+  EXPECT_NE(unknown.plan.reason.find("--frobnicate"), std::string::npos);
+  EXPECT_EQ(store.results.size(), 0u);
+}
+
+TEST_P(CcCorrectness, EditsDuringTheCompileAreNotStored) {
+  write_text(dir + "/inc/h.h", "#define V 1\n");
+  write_text(dir + "/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");
+  auto r = request({"-c", "k.cpp", "-Iinc", "-o", "k.o"});
+  Outcome src = execute(planner, store, r, [&] { write_text(dir + "/k.cpp", "int f() { return 9; }\n"); });
+  EXPECT_FALSE(src.stored);
+  EXPECT_FALSE(src.why_not.empty());
+  write_text(dir + "/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");
+  sleep(0);
+  Outcome hdr = execute(planner, store, r, [&] { write_text(dir + "/inc/h.h", "#define V 1\n"); });
+  EXPECT_FALSE(hdr.stored);
+  EXPECT_NE(hdr.why_not.find("modified during"), std::string::npos) << hdr.why_not;
+  EXPECT_EQ(store.results.size(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Compilers, CcCorrectness, ::testing::Values("g++", "clang++"),
+                         [](const auto& info) { return info.param == "g++" ? std::string("gcc") : std::string("clang"); });
+
+}  // namespace
+}  // namespace ccpool::compiler::testing

@@ -1,0 +1,127 @@
+#include "tests/compiler/executor.h"
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "base/fs.h"
+#include "compiler/subprocess.h"
+#include "tests/support/scratch.h"
+
+namespace ccpool::compiler::testing {
+
+ManifestStorage MemoryStore::storage() {
+  ManifestStorage s;
+  s.load = [this](const Digest& key) -> std::optional<std::string> {
+    auto it = manifests.find(key);
+    if (it == manifests.end()) return std::nullopt;
+    return it->second;
+  };
+  s.save = [this](const Digest& key, const std::string& blob) { manifests[key] = blob; };
+  return s;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+std::vector<std::string> base_env() {
+  std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"};
+  return env;
+}
+
+int run_direct(const std::vector<std::string>& argv, const std::string& cwd,
+               const std::vector<std::string>& env, std::string* err) {
+  std::string program = argv[0];
+  if (program[0] != '/') program = "/usr/bin/" + program;
+  Result<HelperOutput> out = run_helper(argv, env, cwd, std::chrono::seconds(120), program);
+  if (!out) {
+    ADD_FAILURE() << out.error().message;
+    return -1;
+  }
+  if (err) *err = out->err;
+  return out->exit_code;
+}
+
+Outcome execute(Planner& planner, MemoryStore& store, const Request& request,
+                const std::function<void()>& before_finish) {
+  static std::atomic<int> counter{0};
+  Outcome o;
+  std::string work = ::ccpool::testing::scratch_dir() + "/work." + std::to_string(++counter);
+  Result<Plan> plan = planner.plan(request, work);
+  if (!plan) {
+    ADD_FAILURE() << plan.error().message;
+    return o;
+  }
+  o.plan = *plan;
+  ManifestStorage manifests = store.storage();
+  if (plan->kind != PlanKind::kPassthrough) {
+    Result<std::optional<Digest>> key = planner.lookup(*plan, manifests);
+    EXPECT_TRUE(key.has_value());
+    if (key && *key && store.results.count(**key)) {
+      const Record& rec = store.results[**key];
+      for (const OutputSpec& out : plan->outputs) {
+        auto it = rec.files.find(out.name);
+        if (it == rec.files.end()) continue;
+        write_text(out.deliver_path, planner.deliver_bytes(*plan, out, it->second));
+      }
+      o.hit = true;
+      o.stderr_text = rec.stderr_text;
+      ++store.hits;
+      return o;
+    }
+  } else {
+    ++store.passthroughs;
+  }
+  if (plan->uses_work_dir) std::filesystem::create_directories(work);
+  auto started = std::chrono::system_clock::now();
+  Result<HelperOutput> ran = run_helper(plan->run_argv, plan->run_env, plan->run_cwd,
+                                        std::chrono::seconds(120), plan->run_program);
+  ++store.executions;
+  if (!ran) {
+    ADD_FAILURE() << ran.error().message;
+    return o;
+  }
+  o.exit_code = ran->exit_code;
+  o.stderr_text = ran->err;
+  if (ran->exit_code == 0 && plan->kind != PlanKind::kPassthrough) {
+    if (before_finish) before_finish();
+    Result<Finished> done = planner.finish(*plan, started, manifests);
+    EXPECT_TRUE(done.has_value());
+    Record rec;
+    rec.stderr_text = ran->err;
+    for (const OutputSpec& out : plan->outputs) {
+      if (!path_exists(out.run_path)) {
+        EXPECT_TRUE(out.optional) << "missing output " << out.run_path;
+        continue;
+      }
+      rec.files[out.name] = read_text(out.run_path);
+      if (out.run_path != out.deliver_path) {
+        write_text(out.deliver_path, planner.deliver_bytes(*plan, out, rec.files[out.name]));
+        ::chmod(out.deliver_path.c_str(), 0755);
+      }
+    }
+    if (done && done->store) {
+      store.results[done->result_key] = rec;
+      o.stored = true;
+    } else if (done) {
+      o.why_not = done->why_not;
+    }
+  }
+  if (plan->uses_work_dir) remove_tree(work);
+  return o;
+}
+
+}  // namespace ccpool::compiler::testing

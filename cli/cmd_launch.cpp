@@ -1,6 +1,133 @@
-// Placeholder until this command group lands.
+// ccpool run / ccpool env: give a job the shim, the socket and the fair-share
+// worker caps, and (run) supervise it so nothing is left behind.
+#include <cstdio>
+#include <cstdlib>
+
+#include "base/paths.h"
+#include "base/units.h"
 #include "cli/commands.h"
+#include "cli/service_control.h"
+#include "launch/launch_env.h"
+#include "launch/supervisor.h"
 
 namespace ccpool::cli {
-void register_launch_commands(CLI::App&) {}
+
+namespace {
+
+struct LaunchFlags {
+  int jobs = 0;
+  int ranks = 0;
+  int resp_port = 0;
+  std::string mem_budget;
+  std::string grace = "5s";
+  std::string socket;
+  std::string dir;
+  std::string shell = "sh";
+  bool verbose = false;
+  bool frameworks_cache = false;
+  std::vector<std::string> command;
+};
+
+// The shim and the client are found relative to this directory.
+std::string exe_dir() {
+  std::string exe = self_executable();
+  size_t slash = exe.rfind('/');
+  if (slash == std::string::npos) fail(kExitError, "cannot read /proc/self/exe; is /proc mounted?");
+  return exe.substr(0, slash);
+}
+
+launch::LaunchEnv compute_env(const LaunchFlags& flags, const launch::EnvMap& env) {
+  launch::LaunchOptions options;
+  options.jobs = flags.jobs;
+  options.ranks = flags.ranks;
+  options.socket = default_socket_path(flags.socket);
+  options.exe_dir = exe_dir();
+  options.frameworks_cache = flags.frameworks_cache;
+  options.resp_port = flags.resp_port;
+  auto computed = launch::compute_launch_env(options, flags.command, env);
+  if (!computed) fail(kExitUsage, computed.error().message);
+  return std::move(*computed);
+}
+
+void add_common_options(CLI::App* sub, LaunchFlags& flags) {
+  sub->add_option("--jobs,-j", flags.jobs, "compiler slots on this node (default CCPOOL_JOBS, else CPUs)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--ranks", flags.ranks, "ranks per node (default: from the launcher's argv or env)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--socket", flags.socket, "service socket (default CCPOOL_SOCKET, else runtime dir)");
+  sub->add_flag("--frameworks-cache", flags.frameworks_cache,
+                "point Inductor and Triton remote caches at the service's Redis front");
+  sub->add_option("--resp-port", flags.resp_port, "TCP port of the Redis front (for Triton)");
+}
+
+void run_command(const LaunchFlags& flags) {
+  if (flags.command.empty()) fail(kExitUsage, "no command given; usage: ccpool run [options] -- CMD ARGS...");
+  auto grace = parse_duration(flags.grace);
+  if (!grace) fail(kExitUsage, "--grace: " + grace.error().message);
+  ServiceSettings settings;
+  settings.socket = default_socket_path(flags.socket);
+  settings.store_dir = flags.dir;
+  settings.jobs = flags.jobs;
+  if (!flags.mem_budget.empty()) {
+    auto budget = parse_size(flags.mem_budget);
+    if (!budget) fail(kExitUsage, "--mem-budget: " + budget.error().message);
+    settings.mem_budget = *budget;
+  }
+  launch::EnvMap env = launch::current_environment();
+  launch::LaunchEnv job_env = compute_env(flags, env);
+  // CCPOOL_RUN_NO_SERVICE=1 is test-only: run the job without starting a service.
+  const char* no_service = std::getenv("CCPOOL_RUN_NO_SERVICE");
+  if (!(no_service && std::string(no_service) == "1")) {
+    auto started = ensure_service(settings);
+    if (!started) fail(kExitError, started.error().message);
+  }
+  if (flags.verbose) {
+    for (const launch::EnvSetting& s : job_env.settings) {
+      std::fprintf(stderr, "ccpool run: %s %s=%s (%s)\n", s.kept ? "kept" : "set", s.name.c_str(),
+                   s.value.c_str(), s.reason.c_str());
+    }
+  }
+  launch::SuperviseOptions options;
+  options.grace = *grace;
+  options.verbose = flags.verbose;
+  auto result = launch::run_supervised(flags.command, launch::apply_launch_env(job_env, env), options);
+  if (!result) fail(result.error().code == ErrorCode::kNotFound ? 127 : 126, result.error().message);
+  if (result->exit_code != 0) throw CLI::RuntimeError(result->exit_code);
+}
+
+void env_command(const LaunchFlags& flags) {
+  auto shell = launch::parse_shell(flags.shell);
+  if (!shell) fail(kExitUsage, shell.error().message);
+  launch::LaunchEnv job_env = compute_env(flags, launch::current_environment());
+  std::string hint = exe_dir() + "/ccpool serve --socket " + default_socket_path(flags.socket);
+  if (flags.jobs > 0) hint += " --jobs " + std::to_string(flags.jobs);
+  std::fputs(launch::render_launch_env(job_env, *shell, hint).c_str(), stdout);
+}
+
+}  // namespace
+
+void register_launch_commands(CLI::App& app) {
+  // Owned for the life of the process: CLI11 callbacks refer to it.
+  static LaunchFlags* flags = new LaunchFlags();
+
+  CLI::App* run = app.add_subcommand("run", "run a job with every compiler routed to the node service");
+  add_common_options(run, *flags);
+  run->add_option("--mem-budget", flags->mem_budget, "service memory budget (e.g. 16G)");
+  run->add_option("--grace", flags->grace, "time between the first forwarded signal and SIGKILL");
+  run->add_option("--dir", flags->dir, "service store directory");
+  run->add_flag("--verbose,-v", flags->verbose, "print each variable set or kept, and why");
+  // Everything from the first non-option (or after "--") is the job's argv.
+  // CLI11 2.1 needs all three settings for both spellings to work.
+  run->add_option("command", flags->command, "the job: CMD ARGS...");
+  run->positionals_at_end();
+  run->prefix_command();
+  run->footer("usage: ccpool run [options] [--] CMD ARGS...");
+  run->callback([] { run_command(*flags); });
+
+  CLI::App* env = app.add_subcommand("env", "print the job environment for launchers that cannot wrap");
+  add_common_options(env, *flags);
+  env->add_option("--shell", flags->shell, "sh (default), fish or json");
+  env->callback([] { env_command(*flags); });
+}
+
 }  // namespace ccpool::cli

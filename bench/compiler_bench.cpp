@@ -1,0 +1,102 @@
+// Compiler-model overheads: plan()+lookup() for a kernel including 200 headers
+// (manifest validation, the per-request cost of a hit), and plan()+finish()
+// (the miss overhead on top of the compile itself).
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "base/fs.h"
+#include "compiler/planner.h"
+#include "compiler/subprocess.h"
+
+namespace {
+
+using namespace ccpool;
+using namespace ccpool::compiler;
+
+struct Fixture {
+  std::string dir;
+  Request request;
+  std::map<Digest, std::string> manifests;
+  ManifestStorage storage;
+
+  explicit Fixture(int headers) {
+    dir = *make_temp_dir("/tmp", "ccpool-compiler-bench.");
+    std::filesystem::create_directories(dir + "/inc");
+    std::ofstream src(dir + "/k.cpp");
+    for (int i = 0; i < headers; ++i) {
+      std::ofstream(dir + "/inc/h" + std::to_string(i) + ".h") << "inline int f" << i << "() { return " << i << "; }\n";
+      src << "#include \"h" << i << ".h\"\n";
+    }
+    src << "extern \"C\" int kernel() { return 1; }\n";
+    src.close();
+    sleep(3);  // let the files age past the stat-memo's racy window
+    request.program = "/usr/bin/g++";
+    request.argv = {"g++", "k.cpp", "-O2", "-shared", "-fPIC", "-Iinc", "-o", "k.so"};
+    request.cwd = dir;
+    request.env = {"PATH=/usr/bin:/bin"};
+    storage.load = [this](const Digest& k) -> std::optional<std::string> {
+      auto it = manifests.find(k);
+      return it == manifests.end() ? std::nullopt : std::optional<std::string>(it->second);
+    };
+    storage.save = [this](const Digest& k, const std::string& v) { manifests[k] = v; };
+  }
+  ~Fixture() { remove_tree(dir); }
+
+  // One real miss: run the plan and record the manifest.
+  void prime(Planner& planner) {
+    std::string work = dir + "/work";
+    Plan plan = *planner.plan(request, work);
+    std::filesystem::create_directories(work);
+    auto started = std::chrono::system_clock::now() - std::chrono::seconds(1);
+    run_helper(plan.run_argv, plan.run_env, plan.run_cwd, std::chrono::seconds(120), plan.run_program);
+    planner.finish(plan, started, storage);
+    remove_tree(work);
+  }
+};
+
+void BM_PlanAndLookupHit(benchmark::State& state) {
+  Fixture f(static_cast<int>(state.range(0)));
+  Planner planner;
+  f.prime(planner);
+  for (auto _ : state) {
+    Plan plan = *planner.plan(f.request, f.dir + "/work");
+    auto key = planner.lookup(plan, f.storage);
+    if (!key || !*key) state.SkipWithError("expected a manifest hit");
+    benchmark::DoNotOptimize(key);
+  }
+  state.SetLabel("headers=" + std::to_string(state.range(0)));
+}
+BENCHMARK(BM_PlanAndLookupHit)->Arg(20)->Arg(200)->Unit(benchmark::kMicrosecond);
+
+void BM_MissOverheadPlanAndFinish(benchmark::State& state) {
+  Fixture f(static_cast<int>(state.range(0)));
+  Planner planner;
+  f.prime(planner);
+  Plan plan = *planner.plan(f.request, f.dir + "/work");
+  std::filesystem::create_directories(f.dir + "/work");
+  run_helper(plan.run_argv, plan.run_env, plan.run_cwd, std::chrono::seconds(120), plan.run_program);
+  auto started = std::chrono::system_clock::now() - std::chrono::seconds(1);
+  for (auto _ : state) {
+    Plan p = *planner.plan(f.request, f.dir + "/work");
+    auto done = planner.finish(plan, started, f.storage);
+    benchmark::DoNotOptimize(done);
+  }
+}
+BENCHMARK(BM_MissOverheadPlanAndFinish)->Arg(200)->Unit(benchmark::kMicrosecond);
+
+void BM_DirectCompile(benchmark::State& state) {
+  Fixture f(static_cast<int>(state.range(0)));
+  std::vector<std::string> argv = f.request.argv;
+  for (auto _ : state) {
+    run_helper(argv, f.request.env, f.dir, std::chrono::seconds(120), "/usr/bin/g++");
+  }
+}
+BENCHMARK(BM_DirectCompile)->Arg(200)->Unit(benchmark::kMillisecond)->Iterations(5);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -12,6 +12,7 @@
 #include "base/fault.h"
 #include "base/fs.h"
 #include "base/paths.h"
+#include "cache/record.h"
 #include "cache/store.h"
 #include "compiler/planner.h"
 #include "pool/process_runner.h"
@@ -80,6 +81,11 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
 
   if (options.remote) {
     remote::RemoteOptions remote_options = *options.remote;
+    // Structure and framing are checked here; put_packed re-checks every body
+    // checksum before anything from Redis is stored or served.
+    remote_options.validate = [](std::string_view value) {
+      return cache::unpack_entry(value).has_value();
+    };
     CCPOOL_TRY_ASSIGN(impl->tier, remote::Tier::create(remote_options));
     spdlog::info("cluster tier: {}", remote_options.url);
   }

@@ -252,7 +252,7 @@ void ExecPipeline::start(const std::shared_ptr<Flight>& flight, pool::JobId job)
     std::this_thread::sleep_for(std::chrono::milliseconds(delay));
   }
   pool::SpawnSpec spec;
-  spec.program = flight->program;
+  spec.program = plan.run_program.empty() ? flight->program : plan.run_program;
   spec.argv = plan.run_argv;
   spec.env = plan.run_env;
   spec.cwd = plan.run_cwd;

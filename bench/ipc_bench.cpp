@@ -3,10 +3,12 @@
 //     and a 4 KiB environment (bytes/s).
 //   BM_PingRoundTrip: ping -> pong over a socketpair with an echo thread.
 //   BM_ClientProcessHit / BM_SpawnTrue: a whole `ccpool-client` process served
-//     a 16 KiB "hit" by an in-process fake service, against exec'ing /bin/true.
+//     a 16 KiB "hit" by an in-process fake service, against exec'ing /bin/true;
+//     child_cpu_us is the CPU the child process itself used per run.
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -86,6 +88,20 @@ void BM_PingRoundTrip(benchmark::State& state) {
 }
 BENCHMARK(BM_PingRoundTrip)->UseRealTime();
 
+// CPU seconds (user + system) used by reaped children so far: the child's own
+// work, independent of how loaded the machine's run queue is.
+double children_cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_CHILDREN, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
+}
+
+void report_child_cpu(benchmark::State& state, double before) {
+  state.counters["child_cpu_us"] =
+      benchmark::Counter((children_cpu_seconds() - before) * 1e6 / static_cast<double>(state.iterations()));
+}
+
 int spawn_and_wait(const char* const* argv, char* const* envp) {
   pid_t pid = ::fork();
   if (pid == 0) {
@@ -128,9 +144,11 @@ void BM_ClientProcessHit(benchmark::State& state) {
   std::string socket_env = "CCPOOL_SOCKET=" + socket;
   char* envp[] = {const_cast<char*>(socket_env.c_str()), const_cast<char*>("CCPOOL_NO_AUTOSTART=1"),
                   const_cast<char*>("PATH=/usr/bin:/bin"), nullptr};
+  double cpu_before = children_cpu_seconds();
   for (auto _ : state) {
     if (spawn_and_wait(argv, envp) != 0) state.SkipWithError("ccpool-client failed");
   }
+  report_child_cpu(state, cpu_before);
   ::shutdown(listen_fd, SHUT_RDWR);
   service.join();
   listener->reset();
@@ -141,7 +159,9 @@ BENCHMARK(BM_ClientProcessHit)->UseRealTime()->Unit(benchmark::kMicrosecond);
 void BM_SpawnTrue(benchmark::State& state) {
   const char* argv[] = {"/bin/true", nullptr};
   char* envp[] = {nullptr};
+  double cpu_before = children_cpu_seconds();
   for (auto _ : state) spawn_and_wait(argv, envp);
+  report_child_cpu(state, cpu_before);
 }
 BENCHMARK(BM_SpawnTrue)->UseRealTime()->Unit(benchmark::kMicrosecond);
 

@@ -2,8 +2,8 @@
 // oneTBB worker.
 //
 // One reaper thread per runner owns an epoll set over, per child, a pidfd and
-// the read ends of its stdout/stderr pipes, plus one timerfd (timeouts) and one
-// eventfd (wake-ups from other threads). spawn() is non-blocking for the caller:
+// the read ends of its stdout/stderr pipes, plus one eventfd (wake-ups from
+// other threads); timeouts are the epoll_wait timeout to the earliest deadline. spawn() is non-blocking for the caller:
 // it runs posix_spawn and hands the fds to the reaper. A child's result is
 // reported once its pidfd is readable AND both pipes have reached EOF (a child
 // may exit before its pipes are read; grandchildren may keep them open, in which

@@ -18,7 +18,10 @@
 // default_estimate. A sample of 0 (start failed, unknown) is not learned.
 //
 // Thread-safety: every member may be called from any thread, including from
-// inside `start` and from ProcessRunner's on_exit.
+// inside `start` and from ProcessRunner's on_exit. `start` and arena work must
+// not throw (an escaping exception is swallowed and a job's slot would never be
+// freed). Destroy or terminate_all() the ProcessRunner before the Scheduler, so
+// no on_exit calls finish() on a destroyed scheduler.
 #pragma once
 
 #include <cstdint>

@@ -41,7 +41,8 @@ TEST_F(FrontTest, PipelinedCommandsAnswerInOrder) {
   ASSERT_TRUE(fd);
   std::string request, expected;
   for (int i = 0; i < 1000; ++i) {
-    std::string key = "k" + std::to_string(i);
+    std::string key = std::to_string(i);
+    key.insert(key.begin(), 'k');
     request += command({"SET", key, std::to_string(i)}) + command({"GET", key});
     expected += "+OK\r\n";
     expected += bulk(std::to_string(i));

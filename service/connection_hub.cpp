@@ -83,7 +83,17 @@ void ConnectionHub::stop_accepting() {
 }
 
 void ConnectionHub::send(uint64_t conn_id, const ipc::Message& message, bool close_after) {
-  std::string bytes = ipc::encode(message);
+  auto encoded = ipc::encode_checked(message);
+  if (!encoded) {
+    // A result over the frame bound: the client runs the tool itself.
+    spdlog::warn("reply to connection {} not sendable: {}", conn_id, encoded.error().message);
+    ipc::ExecReply reply;
+    reply.status = ipc::ExecStatus::kFailed;
+    reply.message = "result too large for the protocol: " + encoded.error().message;
+    encoded = ipc::encode_checked(reply);
+    if (!encoded) return;
+  }
+  std::string bytes = std::move(*encoded);
   {
     std::lock_guard lock(m_outbox_mutex);
     m_outbox.push_back({conn_id, std::move(bytes), close_after});
@@ -208,15 +218,9 @@ void ConnectionHub::handle_frame(Connection& conn, ipc::Message message) {
                   true);
       return;
     }
-    if (hello->version != ipc::kProtocolVersion) {
+    if (auto checked = ipc::check_hello(*hello); !checked) {
       ++m_counters.protocol_errors;
-      queue_bytes(conn,
-                  ipc::encode(ipc::ErrorFrame{
-                      static_cast<uint16_t>(ErrorCode::kUnsupported),
-                      "protocol version " + std::to_string(hello->version) +
-                          " is not supported; this service speaks version " +
-                          std::to_string(ipc::kProtocolVersion) + ": use a matching ccpool"}),
-                  true);
+      queue_bytes(conn, ipc::encode(ipc::to_error_frame(checked.error())), true);
       return;
     }
     conn.greeted = true;

@@ -1,6 +1,246 @@
-// Placeholder until this command group lands.
+// `ccpool cache ...`: inspect and maintain the store. Exit codes: 0 OK,
+// 1 operational error (missing/corrupt store, corruption found, I/O),
+// 2 usage error (malformed key, size or duration). JSON keys: docs/cli.md.
+#include <cstdio>
+#include <memory>
+
+#include "base/paths.h"
+#include "base/units.h"
+#include "cache/store.h"
+#include "cli/cache_format.h"
 #include "cli/commands.h"
 
 namespace ccpool::cli {
-void register_cache_commands(CLI::App&) {}
+namespace {
+
+using cache::Store;
+
+struct CacheArgs {
+  std::string dir;
+  bool json = false;
+  std::string sort = "used";
+  size_t limit = 0;
+  std::vector<std::string> keys;
+  std::string output_name, out_file, file;
+  std::string max_size, older_than;
+  bool fix = false;
+};
+
+int exit_code_for(const Error& e) { return e.code == ErrorCode::kInvalidArgument ? kExitUsage : kExitError; }
+
+std::unique_ptr<Store> open_store(const CacheArgs& a, bool create) {
+  cache::StoreOptions options;
+  options.dir = default_store_dir(a.dir);
+  options.create_if_missing = create;
+  auto store = Store::open(options);
+  if (!store) fail(kExitError, store.error().message);
+  return std::move(*store);
+}
+
+template <typename T>
+T check(Result<T> r) {
+  if (!r) fail(exit_code_for(r.error()), r.error().message);
+  return std::move(*r);
+}
+void check(Result<void> r) {
+  if (!r) fail(exit_code_for(r.error()), r.error().message);
+}
+
+// A full key or a unique hex prefix; an ambiguous prefix lists the candidates.
+Digest resolve_key(Store& store, const std::string& text) {
+  auto matches = store.find_prefix(text, 8);
+  if (!matches) fail(kExitUsage, matches.error().message);
+  if (matches->empty()) {
+    fail(kExitError, "no entry matches key '" + text + "' in '" + store.dir() + "'; list keys with 'ccpool cache ls'");
+  }
+  if (matches->size() > 1) {
+    std::string list;
+    for (const Digest& d : *matches) list += "\n  " + d.hex();
+    fail(kExitError, "key prefix '" + text + "' is ambiguous; give more digits. Candidates:" + list);
+  }
+  return (*matches)[0];
+}
+
+CLI::App* add_command(CLI::App* group, const std::shared_ptr<CacheArgs>& a, const std::string& name,
+                      const std::string& help, bool json) {
+  CLI::App* sub = group->add_subcommand(name, help);
+  sub->add_option("--dir", a->dir, "store directory (default: $CCPOOL_DIR, else ${XDG_CACHE_HOME:-~/.cache}/ccpool)");
+  if (json) sub->add_flag("--json", a->json, "print JSON (stable keys, see docs/cli.md)");
+  return sub;
+}
+
+void cmd_stats(const CacheArgs& a) {
+  auto store = open_store(a, false);
+  auto s = check(store->stats());
+  if (a.json) print_json(stats_json(s, store->dir()));
+  else print_stats(s, store->dir());
+}
+
+void cmd_ls(const CacheArgs& a) {
+  cache::SortBy sort = a.sort == "size" ? cache::SortBy::kSize : a.sort == "hits" ? cache::SortBy::kHits
+                                                                                   : cache::SortBy::kUsed;
+  auto store = open_store(a, false);
+  auto entries = check(store->list(sort, a.limit));
+  if (a.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& e : entries) arr.push_back(summary_json(e));
+    print_json(arr);
+    return;
+  }
+  for (const auto& e : entries) {
+    std::printf("%s  %-7s %10s  %5llu hits  %s  %s%s%s\n", e.key.hex().c_str(), kind_name(e.kind).c_str(),
+                format_size(e.logical_bytes).c_str(), static_cast<unsigned long long>(e.hits),
+                format_time(e.last_used_ms).c_str(), e.tool.c_str(), e.label.empty() ? "" : "  ",
+                e.label.c_str());
+  }
+}
+
+void cmd_show(const CacheArgs& a) {
+  auto store = open_store(a, false);
+  Digest key = resolve_key(*store, a.keys.at(0));
+  auto e = check(store->peek(key, true));
+  if (!e) fail(kExitError, "entry " + key.hex() + " was removed meanwhile");
+  if (a.json) print_json(entry_json(key, *e));
+  else print_entry(key, *e);
+}
+
+void cmd_cat(const CacheArgs& a) {
+  auto store = open_store(a, false);
+  Digest key = resolve_key(*store, a.keys.at(0));
+  auto e = check(store->peek(key, true));
+  if (!e) fail(kExitError, "entry " + key.hex() + " was removed meanwhile");
+  std::string names;
+  for (const auto& o : e->outputs) {
+    if (o.name != a.output_name) {
+      names += (names.empty() ? "" : ", ") + o.name;
+      continue;
+    }
+    if (!a.out_file.empty()) {
+      check(write_file_atomic(a.out_file, o.data, o.mode & 07777));
+    } else {
+      std::fwrite(o.data.data(), 1, o.data.size(), stdout);
+      std::fflush(stdout);
+    }
+    return;
+  }
+  fail(kExitError, "entry " + key.hex() + " has no output named '" + a.output_name + "'; it has: " +
+                       (names.empty() ? "(none)" : names));
+}
+
+void cmd_rm(const CacheArgs& a) {
+  auto store = open_store(a, false);
+  nlohmann::json removed = nlohmann::json::array();
+  for (const auto& text : a.keys) {
+    Digest key = resolve_key(*store, text);
+    if (check(store->remove(key))) removed.push_back(key.hex());
+  }
+  if (a.json) print_json({{"removed", removed}});
+  else std::printf("removed %zu entries\n", removed.size());
+}
+
+void cmd_clear(const CacheArgs& a) {
+  auto store = open_store(a, false);
+  uint64_t n = check(store->clear());
+  if (a.json) print_json({{"removed", n}});
+  else std::printf("removed %llu entries from %s\n", static_cast<unsigned long long>(n), store->dir().c_str());
+}
+
+void cmd_gc(const CacheArgs& a) {
+  cache::GcOptions options;
+  if (!a.max_size.empty()) options.max_size = check(parse_size(a.max_size));
+  if (!a.older_than.empty()) options.older_than_ms = check(parse_duration(a.older_than)).count();
+  auto store = open_store(a, false);
+  cache::GcResult r;
+  {
+    ProgressBar bar("gc");
+    r = check(store->gc(options, bar.fn()));
+  }
+  if (a.json) {
+    print_json({{"removed_entries", r.removed_entries}, {"expired", r.expired}, {"freed_bytes", r.freed_bytes}});
+  } else {
+    std::printf("removed %llu entries (%llu expired), freed %s\n", static_cast<unsigned long long>(r.removed_entries),
+                static_cast<unsigned long long>(r.expired), format_size(r.freed_bytes).c_str());
+  }
+}
+
+void cmd_verify(const CacheArgs& a) {
+  auto store = open_store(a, false);
+  cache::VerifyResult r;
+  {
+    ProgressBar bar("verify");
+    r = check(store->verify(a.fix, bar.fn()));
+  }
+  if (a.json) {
+    nlohmann::json corrupt = nlohmann::json::array();
+    for (const auto& c : r.corrupt) corrupt.push_back({{"key", c.key.hex()}, {"problem", c.problem}});
+    print_json({{"checked_entries", r.checked_entries}, {"checked_bodies", r.checked_bodies},
+                {"corrupt", corrupt}, {"removed", r.removed}});
+  } else {
+    for (const auto& c : r.corrupt) std::printf("corrupt %s: %s\n", c.key.hex().c_str(), c.problem.c_str());
+    std::printf("checked %llu entries, %llu corrupt, %llu removed\n",
+                static_cast<unsigned long long>(r.checked_entries), static_cast<unsigned long long>(r.corrupt.size()),
+                static_cast<unsigned long long>(r.removed));
+  }
+  if (!r.corrupt.empty() && !a.fix) {
+    fail(kExitError, std::to_string(r.corrupt.size()) + " corrupt entries in '" + store->dir() +
+                         "'; run 'ccpool cache verify --fix' to remove them");
+  }
+}
+
+void cmd_archive(const CacheArgs& a, bool do_export) {
+  auto store = open_store(a, !do_export);
+  cache::ArchiveResult r;
+  {
+    ProgressBar bar(do_export ? "export" : "import");
+    r = check(do_export ? store->export_to(a.file, bar.fn()) : store->import_from(a.file, bar.fn()));
+  }
+  if (a.json) {
+    print_json({{"path", a.file}, {"entries", r.entries}, {"skipped", r.skipped}, {"bytes", r.bytes}});
+  } else {
+    std::printf("%s %llu entries (%s), skipped %llu\n", do_export ? "exported" : "imported",
+                static_cast<unsigned long long>(r.entries), format_size(r.bytes).c_str(),
+                static_cast<unsigned long long>(r.skipped));
+  }
+}
+
+}  // namespace
+
+void register_cache_commands(CLI::App& app) {
+  CLI::App* group = app.add_subcommand("cache", "inspect and maintain the node-local store");
+  group->require_subcommand(1);
+  auto a = std::make_shared<CacheArgs>();
+
+  add_command(group, a, "stats", "entries, sizes, compression, hits, misses, time saved, map use", true)
+      ->callback([a] { cmd_stats(*a); });
+  CLI::App* ls = add_command(group, a, "ls", "one line per entry", true);
+  ls->add_option("--sort", a->sort, "used, size or hits")->check(CLI::IsMember({"used", "size", "hits"}));
+  ls->add_option("--limit", a->limit, "show at most N entries");
+  ls->callback([a] { cmd_ls(*a); });
+  CLI::App* show = add_command(group, a, "show", "every field of one entry (KEY may be a unique hex prefix)", true);
+  show->add_option("KEY", a->keys, "key or unique hex prefix")->required()->expected(1);
+  show->callback([a] { cmd_show(*a); });
+  CLI::App* cat = add_command(group, a, "cat", "write one output of an entry, byte-exact", false);
+  cat->add_option("KEY", a->keys, "key or unique hex prefix")->required()->expected(1);
+  cat->add_option("OUTPUT", a->output_name, "output name")->required();
+  cat->add_option("-o,--output", a->out_file, "write to FILE instead of stdout");
+  cat->callback([a] { cmd_cat(*a); });
+  CLI::App* rm = add_command(group, a, "rm", "remove entries", true);
+  rm->add_option("KEY", a->keys, "keys or unique hex prefixes")->required();
+  rm->callback([a] { cmd_rm(*a); });
+  add_command(group, a, "clear", "remove every entry", true)->callback([a] { cmd_clear(*a); });
+  CLI::App* gc = add_command(group, a, "gc", "evict down to a size bound, by age, and expired entries", true);
+  gc->add_option("--max-size", a->max_size, "evict least-recently-used entries down to SIZE (e.g. 5G)");
+  gc->add_option("--older-than", a->older_than, "evict entries unused for DURATION (e.g. 7d, 12h)");
+  gc->callback([a] { cmd_gc(*a); });
+  CLI::App* verify = add_command(group, a, "verify", "decompress and checksum everything", true);
+  verify->add_flag("--fix", a->fix, "remove corrupt entries");
+  verify->callback([a] { cmd_verify(*a); });
+  CLI::App* exp = add_command(group, a, "export", "write a portable, checksummed archive", true);
+  exp->add_option("FILE", a->file, "archive path")->required();
+  exp->callback([a] { cmd_archive(*a, true); });
+  CLI::App* imp = add_command(group, a, "import", "add the entries of an archive (present keys are skipped)", true);
+  imp->add_option("FILE", a->file, "archive path")->required();
+  imp->callback([a] { cmd_archive(*a, false); });
+}
+
 }  // namespace ccpool::cli

@@ -219,17 +219,20 @@ Result<SuperviseResult> run_supervised(const std::vector<std::string>& argv,
   }
 
   // Phase 2: SIGKILL every remaining descendant until none is left, reaping all.
+  std::set<int> killed;
   while (true) {
     reap();
     std::vector<int> left = descendants_except(exclude);
     if (left.empty()) break;
     ::kill(-job, SIGKILL);
     for (int pid : left) {
-      if (::kill(pid, SIGKILL) == 0) ++result.killed;
+      if (::kill(pid, SIGKILL) == 0) killed.insert(pid);
     }
     gate.wait(20);
   }
   reap();
+  killed.erase(job);
+  result.killed = static_cast<int>(killed.size());
   if (!job_done) result.exit_code = 128 + SIGKILL;
   // A job we had to kill after forwarding a signal reports that signal, as a
   // shell would have had the job honoured it.

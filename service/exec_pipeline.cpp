@@ -230,8 +230,16 @@ bool ExecPipeline::complete_from_store(const std::shared_ptr<Flight>& flight) {
 }
 
 void ExecPipeline::schedule(const std::shared_ptr<Flight>& flight) {
-  m_deps.scheduler.submit(flight->fairness_id, flight->plan.job_class,
-                          [this, flight](pool::JobId job) { start(flight, job); });
+  pool::JobId job = m_deps.scheduler.submit(
+      flight->fairness_id, flight->plan.job_class,
+      [this, flight](pool::JobId id) { start(flight, id); });
+  // start() may already have run; recording the same id again is harmless. If
+  // every waiter left before the id was known, drop the queued job here.
+  if (!m_flights.set_job(flight, job) && m_deps.scheduler.cancel_queued(job)) {
+    ++m_deps.counters.cancelled;
+    m_flights.complete(flight);
+    if (flight->lease_held) m_deps.tier->release_lease(flight->key);
+  }
 }
 
 void ExecPipeline::start(const std::shared_ptr<Flight>& flight, pool::JobId job) {
@@ -247,9 +255,6 @@ void ExecPipeline::start(const std::shared_ptr<Flight>& flight, pool::JobId job)
     m_deps.scheduler.finish(job, 0);
     fail_flight(flight, "ccpool cannot create its work dir '" + flight->work_dir + "'");
     return;
-  }
-  if (int64_t delay = FaultInjector::instance().exec_delay_ms(); delay > 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
   }
   pool::SpawnSpec spec;
   spec.program = plan.run_program.empty() ? flight->program : plan.run_program;

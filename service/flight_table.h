@@ -47,8 +47,8 @@ struct Flight {
   // guarded by FlightTable::m_mutex
   State state = State::kQueued;
   std::vector<Waiter> waiters;
-  pool::JobId job = 0;
-  pid_t pid = 0;
+  std::atomic<pool::JobId> job{0};  // written under the mutex, read anywhere
+  std::atomic<pid_t> pid{0};
   bool cancelled = false;
 };
 

@@ -90,9 +90,10 @@ class ServiceFlightTest(ServiceCase):
         leader = s["running_jobs"][0]["client_pid"]
         by_pid = {p.pid: p for p in procs}
         self.assertIn(leader, by_pid, "running_jobs[0].client_pid is not one of the clients")
+        clients = s["clients"]  # includes the status client itself
         by_pid[leader].send_signal(signal.SIGKILL)
         by_pid[leader].wait(30)
-        self.wait_status(lambda s: s["clients"] == N - 1, "the service to see the disconnect")
+        self.wait_status(lambda s: s["clients"] == clients - 1, "the service to see the disconnect")
         open(self.gate, "w").close()
         rest = [p for p in procs if p.pid != leader]
         for rc, out, err in self.finish(rest):

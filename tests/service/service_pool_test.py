@@ -6,10 +6,11 @@ start order) in files under the test directory; the tests assert those
 records and the service's counters, never durations.
 """
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
-from harness import ServiceCase, main, wait_until  # noqa: E402
+from harness import CCPOOL, ServiceCase, main, wait_until  # noqa: E402
 
 # Records its own concurrency: under an flock, bump cur, log the level, and
 # log its label in start order; optionally waits for a gate file; then leaves.
@@ -134,7 +135,7 @@ class ServicePoolTest(ServiceCase):
         self.assertEqual(s["peak_running"], 1)
         self.assertEqual((s["running"], s["queued"]), (0, 0))
 
-    def fairness(self, a_env, b_env, launch_a):
+    def fairness(self, b_env, launch_a):
         """A queues 50 jobs behind a gated first one (--jobs 1), then B sends
         one. Returns B's position in the start order."""
         tool = self.conc_tool()
@@ -159,7 +160,7 @@ class ServicePoolTest(ServiceCase):
         def launch_a(tool, gate):
             self.a = [self.spawn(["/bin/sh", tool, self.rec, f"A{i}", gate], env={"RANK": "0"})
                       for i in range(50)]
-        pos = self.fairness({"RANK": "0"}, {"RANK": "1"}, launch_a)
+        pos = self.fairness({"RANK": "1"}, launch_a)
         self.assertLessEqual(pos, 2, f"B started {pos}th of 51: behind A's queue")
         for rc, _, _ in self.finish(self.a):
             self.assertEqual(rc, 0)
@@ -170,12 +171,11 @@ class ServicePoolTest(ServiceCase):
         def launch_a(tool, gate):
             loop = (f'for i in $(seq 0 49); do "$0" exec --socket "$1" -- /bin/sh "$2" "$3" A$i "$4" & '
                     'done; wait')
-            import subprocess
-            self.shell = subprocess.Popen(["/bin/sh", "-c", loop, self.exec_cmd([])[0], self.sock,
+            self.shell = subprocess.Popen(["/bin/sh", "-c", loop, CCPOOL, self.sock,
                                            tool, self.rec, gate], env=self.env,
                                           stdout=subprocess.DEVNULL)
             self.clients.append(self.shell)
-        pos = self.fairness({}, {}, launch_a)
+        pos = self.fairness({}, launch_a)
         self.assertLessEqual(pos, 2, f"B started {pos}th of 51: behind A's queue")
         self.assertEqual(self.shell.wait(60), 0)
 

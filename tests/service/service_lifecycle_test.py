@@ -33,6 +33,16 @@ echo "ran $1"
 """
 
 
+# A declared job that never finishes by itself (for --job-timeout); records
+# its pid and its background child's.
+SLOW_DECLARED_TOOL = r"""#!/bin/sh
+sleep 120 >/dev/null 2>&1 &
+echo "$$ $!" > "runs/$$"
+wait
+echo done > out.txt
+"""
+
+
 class ServiceLifecycleTest(ServiceCase):
     def test_second_serve_reports_running_instance(self):
         service = self.start_service()
@@ -59,6 +69,19 @@ class ServiceLifecycleTest(ServiceCase):
     def test_sigterm_with_running_jobs(self):
         """SIGTERM during 4 running jobs: their process groups are gone, the
         waiters get "stopping" and run the tool locally, the service exits 0."""
+        self.shutdown_with_running_jobs(lambda service: service.send_signal(signal.SIGTERM))
+
+    def test_sigint_with_running_jobs(self):
+        self.shutdown_with_running_jobs(lambda service: service.send_signal(signal.SIGINT))
+
+    def test_stop_with_running_jobs(self):
+        def stop(_):
+            r = subprocess.run([CCPOOL, "stop", "--socket", self.sock], env=self.env,
+                               capture_output=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        self.shutdown_with_running_jobs(stop)
+
+    def shutdown_with_running_jobs(self, stop):
         tool = self.write("work/long.sh", LONG_TOOL, 0o755)
         pid_dir = os.path.join(self.work, "pids")
         os.makedirs(pid_dir)
@@ -72,7 +95,7 @@ class ServiceLifecycleTest(ServiceCase):
         pids = self.recorded_pids()
         self.assertEqual(len(pids), 8)
         open(os.path.join(self.work, "stopped"), "w").close()
-        service.send_signal(signal.SIGTERM)
+        stop(service)
         self.assertEqual(service.wait(60), 0)
         for pid in pids:
             wait_until(lambda: pid_gone(pid), f"job process {pid} to be gone")
@@ -81,6 +104,44 @@ class ServiceLifecycleTest(ServiceCase):
         self.assertEqual(serve_pids(self.sock), [])
         fallbacks = self.lines("run/fallbacks.log")
         self.assertEqual(len(fallbacks), 4, fallbacks)
+
+    def test_status_keys(self):
+        """`ccpool status --json` carries every key the issue and docs name."""
+        self.start_service("--mem-budget", "1G", jobs=3)
+        s = self.status()
+        for key in ("jobs", "mem_budget", "running", "queued", "peak_running", "requests", "hits",
+                    "misses", "joins", "executions", "failures", "cancelled", "passthrough",
+                    "clients", "running_jobs", "fallbacks", "refused_peers", "protocol_errors",
+                    "not_stored", "store_errors", "service_errors"):
+            self.assertIn(key, s)
+        self.assertEqual((s["jobs"], s["mem_budget"]), (3, 1 << 30))
+        self.assertEqual(s["running_jobs"], [])
+        self.assertGreaterEqual(s["clients"], 1)  # this status request itself
+        for key in ("running", "queued", "peak_running", "requests", "executions"):
+            self.assertEqual(s[key], 0, key)
+
+    def test_job_timeout_shared_failure(self):
+        """--job-timeout kills the job's process group; every waiter gets the
+        same failure with a message, and nothing is cached."""
+        self.write("work/slow.sh", SLOW_DECLARED_TOOL, 0o755)
+        self.write("work/in.txt", "one")
+        os.makedirs(os.path.join(self.work, "runs"))
+        self.pid_files.append(os.path.join(self.work, "runs"))
+        service = self.start_service("--job-timeout", "1s", jobs=2)
+        env = {"CCPOOL_NO_AUTOSTART": "1"}
+        procs = [self.spawn(["/bin/sh", "slow.sh"], inputs=["in.txt"], outputs=["out.txt"], env=env)
+                 for _ in range(4)]
+        results = self.finish(procs)
+        self.assertEqual(len(set(results)), 1, f"waiters got different results: {results}")
+        rc, out, err = results[0]
+        self.assertNotEqual(rc, 0)
+        self.assertRegex(err.decode(), r"(?i)time")
+        self.assertFalse(os.path.exists(os.path.join(self.work, "out.txt")))
+        s = self.status()
+        self.assertEqual((s["executions"], s["failures"], s["hits"]), (1, 1, 0))
+        self.assertEqual(s["joins"], 3)
+        for pid in self.recorded_pids():
+            wait_until(lambda: pid_gone(pid, service.pid), f"timed-out job process {pid} to die")
 
     def test_stop_command(self):
         service = self.start_service()

@@ -149,6 +149,27 @@ class ServiceFlightTest(ServiceCase):
         self.assertEqual((s["executions"], s["misses"], s["hits"]), (2, 2, 1))
         self.assertEqual(self.runs_count(), 2)
 
+    def test_cache_key_covers_cwd_and_keeps_mode(self):
+        """The same command in another cwd misses; a hit restores the mode."""
+        self.start_service(jobs=2)
+        open(self.gate, "w").close()
+        self.assertEqual(self.finish([self.request()])[0][0], 0)
+        os.remove(os.path.join(self.work, "out.txt"))
+        self.assertEqual(self.finish([self.request()])[0][0], 0)
+        self.assertEqual(self.status()["hits"], 1)
+        self.assertEqual(os.stat(os.path.join(self.work, "out.txt")).st_mode & 0o777, 0o644)
+        other = self.path("work2")
+        os.makedirs(os.path.join(other, "runs"))
+        for name in ("tool.sh", "in.txt"):
+            with open(os.path.join(self.work, name)) as f:
+                self.write(os.path.join("work2", name), f.read(), 0o755)
+        rc, out, _ = self.finish([self.spawn(["/bin/sh", "tool.sh", "ok", self.gate],
+                                             inputs=["in.txt"], outputs=["out.txt"], cwd=other)])[0]
+        self.assertEqual((rc, out), (0, b"stdout of the tool\n"))
+        s = self.status()
+        self.assertEqual((s["executions"], s["hits"], s["misses"]), (2, 1, 2))
+        self.assertEqual(self.read("work2/out.txt"), "result of input-1\n")
+
 
 if __name__ == "__main__":
     main()

@@ -143,6 +143,37 @@ class ServiceLifecycleTest(ServiceCase):
         for pid in self.recorded_pids():
             wait_until(lambda: pid_gone(pid, service.pid), f"timed-out job process {pid} to die")
 
+    def test_relay_byte_exact(self):
+        """Exit code, stdout and stderr (binary, 1 MiB) relayed byte-exact, for
+        a pass-through run, a miss and a hit."""
+        blob = bytes(range(256)) * 4096 + b"\0\r\n\xff"
+        with open(self.path("work/blob"), "wb") as f:
+            f.write(blob)
+        self.write("work/emit.sh", 'cat blob; printf "err\\0\\377" >&2; cat in.txt > out.txt; exit 42\n',
+                   0o755)
+        self.write("work/in.txt", "x")
+        self.start_service()
+        expected = (42, blob, b"err\0\xff")
+        self.assertEqual(self.run_exec(["/bin/sh", "emit.sh"]), expected)
+        for _ in range(2):  # a failing declared job is never cached: runs twice
+            self.assertEqual(self.run_exec(["/bin/sh", "emit.sh"], inputs=["in.txt"],
+                                           outputs=["out.txt"]), expected)
+        self.write("work/ok.sh", "cat blob; printf 'e\\377' >&2; cat in.txt > out.txt\n", 0o755)
+        for _ in range(2):  # a miss, then a hit
+            self.assertEqual(self.run_exec(["/bin/sh", "ok.sh"], inputs=["in.txt"],
+                                           outputs=["out.txt"]), (0, blob, b"e\xff"))
+        s = self.status()
+        self.assertEqual((s["executions"], s["passthrough"], s["hits"], s["failures"]), (4, 1, 1, 3))
+
+    def test_no_autostart_falls_back(self):
+        """CCPOOL_NO_AUTOSTART=1 with no service: the client runs the tool
+        itself, logs the fallback, and no service is started."""
+        rc, out, _ = self.run_exec(["/bin/sh", "-c", "echo local; exit 7"],
+                                   env={"CCPOOL_NO_AUTOSTART": "1"})
+        self.assertEqual((rc, out), (7, b"local\n"))
+        self.assertEqual(serve_pids(self.sock), [])
+        self.assertEqual(len(self.lines("run/fallbacks.log")), 1)
+
     def test_stop_command(self):
         service = self.start_service()
         r = subprocess.run([CCPOOL, "stop", "--socket", self.sock], env=self.env,

@@ -179,6 +179,19 @@ class ServicePoolTest(ServiceCase):
         self.assertLessEqual(pos, 2, f"B started {pos}th of 51: behind A's queue")
         self.assertEqual(self.shell.wait(60), 0)
 
+    def test_ccpool_client_argv_contract(self):
+        """`ccpool-client <program> <argv0> <args...>` (what the shim execs)
+        runs through the pool with argv[0] preserved."""
+        self.start_service(jobs=2)
+        client = os.path.join(os.path.dirname(CCPOOL), "ccpool-client")
+        script = 'tr "\\0" " " < /proc/$$/cmdline; echo "$0"; exit 5'
+        r = subprocess.run([client, "/bin/sh", "custom-name", "-c", script, "arg1"],
+                           env=self.env, cwd=self.work, capture_output=True, timeout=90)
+        self.assertEqual((r.returncode, r.stdout, r.stderr),
+                         (5, f"custom-name -c {script} arg1 arg1\n".encode(), b""))
+        s = self.status()
+        self.assertEqual((s["requests"], s["executions"], s["passthrough"]), (1, 1, 1))
+
 
 if __name__ == "__main__":
     main()

@@ -59,6 +59,7 @@ class ConnectionHub {
   size_t connection_count() const { return m_connection_count.load(); }
   std::chrono::steady_clock::time_point last_activity() const;
   const HubCounters& counters() const { return m_counters; }
+  void note_protocol_error() { ++m_counters.protocol_errors; }
   int wake_fd() const { return m_wake_fd.get(); }
 
  private:

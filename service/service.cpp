@@ -173,6 +173,7 @@ void Service::Impl::on_message(uint64_t conn_id, const ipc::PeerCred& peer, ipc:
     hub->send(conn_id, ipc::StopReply{});
     stop = true;
   } else {
+    hub->note_protocol_error();
     hub->send(conn_id,
               ipc::ErrorFrame{static_cast<uint16_t>(ErrorCode::kProtocol),
                               "unexpected message from a client"},

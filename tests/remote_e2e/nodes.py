@@ -1,0 +1,358 @@
+"""Real-process harness for the cluster tier tests (issue 7, tests/remote_e2e/).
+
+A "node" is one `ccpool serve --foreground` with its own store dir and its own
+socket; every node of a test points at one Debian redis-server that the test
+starts on a free loopback port with its own dir (`--save "" --appendonly no`).
+All nodes' clients run in one shared work dir: generic keys hash the cwd and
+the absolute input/output paths, so nodes share results only when paths match
+(as on a cluster with identical paths).
+
+Each test gets /tmp/ccpool-tests/<test>.XXXX, removed on success, kept (and
+printed) on failure. tearDown always stops every node (SIGTERM, then SIGKILL),
+every auto-started service on a node socket, every pid a tool recorded, and
+the redis-server, so cases can run in parallel (`ctest -j2`).
+
+Run one case:  CCPOOL_BIN=<build>/bin /usr/bin/python3 remote_e2e_test.py Class.test_x
+Exit codes: 0 pass, 1 fail, 125 skip (no redis-server; CTest SKIP_RETURN_CODE).
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+BIN = os.environ.get("CCPOOL_BIN", "")
+CCPOOL = os.path.join(BIN, "ccpool")
+REDIS_SERVER = "/usr/bin/redis-server"
+TESTS_ROOT = "/tmp/ccpool-tests"
+HANG_GUARD_S = 90  # generous: only catches hangs, never measures speed
+
+_kept_dirs = []
+
+
+def wait_until(predicate, what, timeout=HANG_GUARD_S, step=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def pid_gone(pid):
+    """True when `pid` is not running (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return stat[stat.rfind(")") + 2] in ("Z", "X")
+
+
+def serve_pids(sock):
+    """Pids of live `ccpool serve` processes whose argv names `sock`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"serve" in argv and sock.encode() in argv and not pid_gone(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def free_loopback_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Redis:
+    """A private redis-server plus a minimal RESP client (no python3-redis
+    needed): planting values, listing keys, reading INFO."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        self.proc = None
+        self.port = None
+
+    def start(self):
+        for _ in range(5):
+            self.port = free_loopback_port()
+            self.log = open(os.path.join(self.dir, "redis.out"), "wb")
+            self.proc = subprocess.Popen(
+                [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                 "--appendonly", "no", "--dir", self.dir, "--daemonize", "no",
+                 "--logfile", os.path.join(self.dir, "redis.log")],
+                stdout=self.log, stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                try:
+                    if self.command("PING") == "PONG":
+                        return self
+                except OSError:
+                    pass
+                time.sleep(0.02)
+            self.kill()
+        raise AssertionError(f"redis-server did not start; see {self.dir}/redis.log")
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}"
+
+    def pause(self):   # SIGSTOP: accepts connections, never answers (slow)
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self):
+        self.proc.send_signal(signal.SIGCONT)
+
+    def kill(self):    # SIGKILL: down (connection refused)
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait(10)
+
+    # --- RESP ------------------------------------------------------------
+    def command(self, *args):
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
+            out = b"*%d\r\n" % len(args)
+            for a in args:
+                a = a if isinstance(a, bytes) else str(a).encode()
+                out += b"$%d\r\n%s\r\n" % (len(a), a)
+            s.sendall(out)
+            return _read_reply(s.makefile("rb"))
+
+    def keys(self, pattern):
+        return sorted(k.decode() for k in self.command("KEYS", pattern))
+
+    def get(self, key):
+        return self.command("GET", key)
+
+    def set(self, key, value):
+        assert self.command("SET", key, value) == "OK"
+
+    def eval_calls(self):
+        """How many EVALs Redis has run: the lease poll is an EVAL every
+        poll_interval (50 ms), renewal one per lease per lease_ttl/3."""
+        info = self.command("INFO", "commandstats").decode()
+        for line in info.splitlines():
+            if line.startswith("cmdstat_eval:"):
+                return int(line.split("calls=")[1].split(",")[0])
+        return 0
+
+
+def _read_reply(f):
+    line = f.readline()
+    if not line:
+        raise OSError("redis closed the connection")
+    kind, rest = line[:1], line[1:-2]
+    if kind == b"+":
+        return rest.decode()
+    if kind == b"-":
+        raise AssertionError(f"redis error: {rest.decode()}")
+    if kind == b":":
+        return int(rest)
+    if kind == b"$":
+        n = int(rest)
+        if n < 0:
+            return None
+        data = f.read(n + 2)
+        return data[:-2]
+    if kind == b"*":
+        n = int(rest)
+        return None if n < 0 else [_read_reply(f) for _ in range(n)]
+    raise OSError(f"bad RESP line {line!r}")
+
+
+class Node:
+    """One simulated node: `ccpool serve` with its own store and socket."""
+
+    def __init__(self, case, name):
+        self.case = case
+        self.name = name
+        self.root = case.path(name)
+        self.store = os.path.join(self.root, "store")
+        self.sock = os.path.join(self.root, "run", "sock")
+        self.proc = None
+
+    def start(self, *args, jobs=2, remote=True):
+        cmd = [CCPOOL, "serve", "--foreground", "--no-resp", "--socket", self.sock,
+               "--dir", self.store, "--jobs", str(jobs), "--idle-timeout", "10m"]
+        if remote:
+            cmd += ["--remote", self.case.redis.url]
+        cmd += list(args)
+        os.makedirs(self.root, exist_ok=True)
+        self.log = open(os.path.join(self.root, "serve.out"), "wb")
+        self.proc = subprocess.Popen(cmd, env=self.case.env, stdout=self.log,
+                                     stderr=subprocess.STDOUT, cwd=self.root)
+
+        def answers():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"node {self.name}: ccpool serve exited "
+                                     f"{self.proc.returncode}; see {self.root}/serve.out")
+            return self.try_status() is not None
+        wait_until(answers, f"node {self.name} to answer status")
+        return self
+
+    def try_status(self):
+        r = subprocess.run([CCPOOL, "status", "--socket", self.sock, "--json"],
+                           env=self.case.env, capture_output=True, timeout=30)
+        return json.loads(r.stdout) if r.returncode == 0 else None
+
+    def status(self):
+        s = self.try_status()
+        assert s is not None, f"ccpool status --json failed on node {self.name}"
+        return s
+
+    def wait_status(self, predicate, what):
+        return wait_until(lambda: (lambda s: s if s and predicate(s) else None)(self.try_status()),
+                          f"node {self.name}: {what}")
+
+    def spawn(self, program_args, inputs=(), outputs=()):
+        cmd = [CCPOOL, "exec", "--socket", self.sock]
+        for i in inputs:
+            cmd += ["--input", i]
+        for o in outputs:
+            cmd += ["--output", o]
+        env = dict(self.case.env, CCPOOL_NO_AUTOSTART="1")
+        p = subprocess.Popen(cmd + ["--", *program_args], env=env, cwd=self.case.work,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.case.clients.append(p)
+        return p
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        for pid in serve_pids(self.sock):  # a service auto-started by a fallback
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+class NodesCase(unittest.TestCase):
+    """Base class: a private dir, a private redis-server, nodes on demand."""
+
+    def setUp(self):
+        if not os.access(REDIS_SERVER, os.X_OK):
+            raise unittest.SkipTest(f"{REDIS_SERVER} is not installed; install Debian's "
+                                    "redis-server (scripts/setup-deps.sh does)")
+        if not os.access(CCPOOL, os.X_OK):
+            self.fail(f"CCPOOL_BIN must name the build's bin dir; '{CCPOOL}' is not executable")
+        os.makedirs(TESTS_ROOT, mode=0o755, exist_ok=True)
+        self.dir = tempfile.mkdtemp(prefix=self._testMethodName + ".", dir=TESTS_ROOT)
+        _kept_dirs.append(self.dir)
+        self.work = self.path("work")
+        os.makedirs(self.work)
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("CCPOOL_") and k not in ("LD_PRELOAD", "RANK", "LOCAL_RANK")}
+        self.env.update(CCPOOL_SERVICE_BINARY=CCPOOL, PATH="/usr/local/bin:/usr/bin:/bin",
+                        LANG="C", LC_ALL="C")
+        self.clients = []
+        self.nodes = []
+        self.pid_dirs = []
+        self.redis = Redis(self.path())
+        self.addCleanup(self.cleanup)
+        self.redis.start()
+
+    def cleanup(self):
+        for p in self.clients:
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+        for p in self.clients:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        for n in self.nodes:
+            n.stop()
+        for pid in self.recorded_pids():
+            if not pid_gone(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        self.redis.kill()
+
+    def node(self, name, *args, **kw):
+        n = Node(self, name)
+        self.nodes.append(n)
+        return n.start(*args, **kw)
+
+    # --- files -----------------------------------------------------------
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    def write(self, rel, data, mode=0o644):
+        p = self.path(rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb" if isinstance(data, bytes) else "w") as f:
+            f.write(data)
+        os.chmod(p, mode)
+        return p
+
+    def read_bytes(self, rel):
+        with open(self.path(rel), "rb") as f:
+            return f.read()
+
+    def recorded_pids(self):
+        pids = []
+        for d in self.pid_dirs:
+            for name in os.listdir(d) if os.path.isdir(d) else []:
+                try:
+                    with open(os.path.join(d, name)) as fh:
+                        pids += [int(x) for x in fh.read().split() if x.isdigit()]
+                except OSError:
+                    pass
+        return pids
+
+    def finish(self, procs, timeout=HANG_GUARD_S):
+        """[(rc, stdout, stderr)] per client; a client past `timeout` fails the test."""
+        out = []
+        deadline = time.monotonic() + timeout
+        for p in procs:
+            try:
+                o, e = p.communicate(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                raise AssertionError(f"client {p.args} hung past {timeout} s")
+            out.append((p.returncode, o, e))
+        return out
+
+
+def main():
+    """Runs the test named on the command line; exit 125 when it skipped."""
+    loader = unittest.TestLoader()
+    module = sys.modules["__main__"]
+    suite = loader.loadTestsFromNames(sys.argv[1:], module) if sys.argv[1:] \
+        else loader.loadTestsFromModule(module)
+    result = unittest.TextTestRunner(verbosity=2, stream=sys.stderr).run(suite)
+    if not result.wasSuccessful():
+        for d in _kept_dirs:
+            print(f"kept test directory: {d}", file=sys.stderr)
+        sys.exit(1)
+    for d in _kept_dirs:
+        shutil.rmtree(d, ignore_errors=True)
+    if result.skipped:
+        for _, why in result.skipped:
+            print(f"SKIPPED: {why}", file=sys.stderr)
+        sys.exit(125)
+    sys.exit(0)

@@ -1,0 +1,259 @@
+"""Real-process harness for the Redis-protocol front through the service (tests/resp_e2e/).
+
+Each test gets /tmp/ccpool-tests/resp_e2e.<test>.XXXX. A node is one
+`ccpool serve --foreground` with its own socket dir (<node>/run: sock,
+resp.sock, ccpool.log) and store (<node>/store). Tests may start several nodes
+and a redis-server (the cluster tier). tearDown always stops every node, every
+daemon whose argv names one of the test's sockets (`ccpool run` auto-starts
+one), and every redis-server it started, so cases run in parallel under
+`ctest -j2`. The directory is removed on success and kept (and printed) on
+failure.
+
+Run one case:  CCPOOL_BIN=<build>/bin /usr/bin/python3 <file>.py Class.test_x
+Exit codes: 0 pass, 1 fail, 125 skip (a missing tool; CTest SKIP_RETURN_CODE).
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+try:
+    import redis  # python3-redis, for Debian's /usr/bin/python3
+except ImportError:  # reported as a skip by require_redis_py()
+    redis = None
+
+BIN = os.environ.get("CCPOOL_BIN", "")
+CCPOOL = os.path.join(BIN, "ccpool")
+TESTS_ROOT = "/tmp/ccpool-tests"
+HANG_GUARD_S = 60  # only catches hangs; no assertion measures speed
+REDIS_CLI = shutil.which("redis-cli", path="/usr/local/bin:/usr/bin:/bin")
+REDIS_SERVER = shutil.which("redis-server", path="/usr/local/bin:/usr/bin:/bin:/usr/sbin")
+SETPRIV = "/usr/bin/setpriv"
+AS_NOBODY = [SETPRIV, "--reuid=65534", "--regid=65534", "--clear-groups"]
+# Variables a job environment may carry in from the developer's shell.
+FOREIGN_PREFIXES = ("CCPOOL_", "TORCHINDUCTOR_", "TRITON_")
+
+_kept_dirs = []
+
+
+def wait_until(predicate, what, timeout=HANG_GUARD_S, step=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def pids_naming(path):
+    """Live pids whose argv contains `path` exactly (a ccpool serve or redis-server)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if stat[stat.rfind(")") + 2] != "Z" and path.encode() in argv:
+            found.append(int(entry))
+    return found
+
+
+def free_port():
+    """A loopback port nobody listens on now (the kernel's pick)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Node:
+    """One `ccpool serve --foreground` with its own socket dir and store."""
+
+    def __init__(self, case, name):
+        self.name = name
+        self.root = os.path.join(case.dir, name)
+        self.run_dir = os.path.join(self.root, "run")
+        self.sock = os.path.join(self.run_dir, "sock")
+        self.resp_sock = os.path.join(self.run_dir, "resp.sock")
+        self.store = os.path.join(self.root, "store")
+        self.port = None
+        self.proc = None
+
+
+class RespCase(unittest.TestCase):
+    """Base class: a private directory, nodes on private sockets, clients."""
+
+    def setUp(self):
+        if not os.access(CCPOOL, os.X_OK):
+            self.fail(f"CCPOOL_BIN must name the build's bin dir; '{CCPOOL}' is not executable "
+                      "(build the ccpool, ccpool-client and ccpool-shim targets first)")
+        os.makedirs(TESTS_ROOT, mode=0o755, exist_ok=True)
+        self.dir = tempfile.mkdtemp(prefix=f"resp_e2e.{self._testMethodName}.", dir=TESTS_ROOT)
+        _kept_dirs.append(self.dir)
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith(FOREIGN_PREFIXES) and k not in ("LD_PRELOAD", "RANK", "LOCAL_RANK")}
+        self.env.update(PATH="/usr/local/bin:/usr/bin:/bin", CCPOOL_NO_AUTOSTART="1")
+        self.nodes = []
+        self.redis_servers = []  # (Popen, port)
+        self.logs = []
+
+    def tearDown(self):
+        for node in self.nodes:
+            self.stop_node(node)
+        for node in self.nodes:  # daemons auto-started on the same socket
+            for pid in pids_naming(node.sock):
+                os.kill(pid, signal.SIGKILL)
+        for proc, _ in self.redis_servers:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(10)
+        for f in self.logs:
+            f.close()
+
+    # --- nodes ------------------------------------------------------------
+    def start_node(self, name="a", resp_port=None, remote=None, extra=()):
+        node = next((n for n in self.nodes if n.name == name), None) or Node(self, name)
+        if node not in self.nodes:
+            self.nodes.append(node)
+        os.makedirs(node.root, exist_ok=True)
+        cmd = [CCPOOL, "serve", "--foreground", "--socket", node.sock, "--dir", node.store,
+               "--jobs", "2", "--idle-timeout", "10m", *extra]
+        if resp_port is not None:
+            cmd += ["--resp-port", str(resp_port)]
+        if remote is not None:
+            cmd += ["--remote", remote]
+        log = open(os.path.join(node.root, "serve.out"), "ab")
+        self.logs.append(log)
+        node.proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=node.root)
+        node.port = resp_port
+
+        def up():
+            if node.proc.poll() is not None:
+                raise AssertionError(f"ccpool serve exited {node.proc.returncode}; "
+                                     f"see {node.root}/serve.out")
+            s = self.try_status(node)
+            return s if s and os.path.exists(node.resp_sock) else None
+        wait_until(up, f"node {name} to answer status and create resp.sock")
+        return node
+
+    def stop_node(self, node):
+        if node.proc is None or node.proc.poll() is not None:
+            return
+        node.proc.send_signal(signal.SIGTERM)
+        try:
+            node.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            node.proc.kill()
+            node.proc.wait(10)
+
+    def try_status(self, node):
+        r = subprocess.run([CCPOOL, "status", "--socket", node.sock, "--json"], env=self.env,
+                           capture_output=True, timeout=30)
+        return json.loads(r.stdout) if r.returncode == 0 else None
+
+    def status(self, node):
+        s = self.try_status(node)
+        self.assertIsNotNone(s, f"ccpool status --json failed for node {node.name}")
+        return s
+
+    # --- clients ----------------------------------------------------------
+    def require_redis_cli(self):
+        if REDIS_CLI is None:
+            self.skipTest("redis-cli (redis-tools) is not installed; scripts/setup-deps.sh installs it")
+
+    def require_redis_py(self):
+        if redis is None:
+            self.skipTest("python3-redis is missing for /usr/bin/python3; scripts/setup-deps.sh installs it")
+
+    def require_root_setpriv(self):
+        if os.geteuid() != 0:
+            self.skipTest("cross-uid tests need root to run a client as uid 65534")
+        if not os.access(SETPRIV, os.X_OK):
+            self.skipTest("setpriv (util-linux) is not installed")
+
+    def cli_target(self, node, tcp=False):
+        return ["-h", "127.0.0.1", "-p", str(node.port)] if tcp else ["-s", node.resp_sock]
+
+    def cli(self, node, *args, tcp=False, stdin=None, prefix=()):
+        """redis-cli's stdout (bytes; raw format, as it is not on a tty). With a
+        `prefix` (setpriv) stderr is appended: refusals may arrive on either."""
+        cmd = [*prefix, REDIS_CLI, *self.cli_target(node, tcp), *args]
+        r = subprocess.run(cmd, input=stdin, capture_output=True, timeout=HANG_GUARD_S)
+        return r.stdout + r.stderr if prefix else r.stdout
+
+    def client(self, node, tcp=False, **kw):
+        if tcp:
+            return redis.Redis(host="127.0.0.1", port=node.port, socket_timeout=HANG_GUARD_S, **kw)
+        return redis.Redis(unix_socket_path=node.resp_sock, socket_timeout=HANG_GUARD_S, **kw)
+
+    def cache(self, node, *args, json_out=True):
+        cmd = [CCPOOL, "cache", *args, "--dir", node.store] + (["--json"] if json_out else [])
+        r = subprocess.run(cmd, env=self.env, capture_output=True, timeout=HANG_GUARD_S)
+        self.assertEqual(r.returncode, 0, f"{' '.join(cmd)} failed: {r.stderr.decode(errors='replace')}")
+        return json.loads(r.stdout) if json_out else r.stdout
+
+    def assert_cat(self, node, key, expected):
+        """`ccpool cache cat KEY value` is the value, byte-exact. Checked in a
+        subTest so a failure here does not hide the test's later checks."""
+        with self.subTest(check=f"ccpool cache cat {key[:12]}... value"):
+            got = self.cache(node, "cat", key, "value", json_out=False)
+            self.assertEqual(len(got), len(expected))
+            self.assertTrue(got == expected, "ccpool cache cat returned other bytes")
+
+    def entries_by_label(self, node):
+        return {e["label"]: e for e in self.cache(node, "ls")}
+
+    # --- the cluster tier -------------------------------------------------
+    def start_redis_server(self):
+        if REDIS_SERVER is None:
+            self.skipTest("redis-server is not installed; scripts/setup-deps.sh installs it")
+        port = free_port()
+        data = os.path.join(self.dir, f"redis-{port}")
+        os.makedirs(data)
+        log = open(os.path.join(data, "redis.out"), "wb")
+        self.logs.append(log)
+        proc = subprocess.Popen([REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                 "--appendonly", "no", "--dir", data], stdout=log, stderr=subprocess.STDOUT)
+        self.redis_servers.append((proc, port))
+        probe = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+
+        def pings():
+            if proc.poll() is not None:
+                raise AssertionError(f"redis-server exited {proc.returncode}; see {data}/redis.out")
+            try:
+                return probe.ping()
+            except redis.exceptions.ConnectionError:
+                return False
+        wait_until(pings, f"redis-server on port {port}")
+        return port
+
+
+def main():
+    """Runs the tests named on the command line; exit 125 when one skipped."""
+    loader = unittest.TestLoader()
+    module = sys.modules["__main__"]
+    suite = loader.loadTestsFromNames(sys.argv[1:], module) if sys.argv[1:] \
+        else loader.loadTestsFromModule(module)
+    result = unittest.TextTestRunner(verbosity=2, stream=sys.stderr).run(suite)
+    if not result.wasSuccessful():
+        for d in _kept_dirs:
+            print(f"kept test directory: {d}", file=sys.stderr)
+        sys.exit(1)
+    for d in _kept_dirs:
+        shutil.rmtree(d, ignore_errors=True)
+    if result.skipped:
+        for _, why in result.skipped:
+            print(f"SKIPPED: {why}", file=sys.stderr)
+        sys.exit(125)
+    sys.exit(0)

@@ -243,6 +243,10 @@ class RespServiceTest(RespCase):
         again = self.cache(node, "gc")
         self.assertEqual((again["expired"], again["removed_entries"]), (0, 0))
         self.assertEqual(r.get("long"), b"an hour")
+        # DEL of an expired key deletes nothing, as in Redis: 0.
+        self.assertTrue(r.set("late", b"x", px=200))
+        wait_until(lambda: r.get("late") is None, "'late' to expire")
+        self.assertEqual(r.delete("late", "keep"), 1)
 
     def test_values_survive_restart(self):
         self.require_redis_py()

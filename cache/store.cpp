@@ -177,6 +177,10 @@ Result<PreparedEntry> Store::Impl::prepare_packed(const Digest& key, std::string
 }
 
 Result<uint64_t> Store::Impl::write_entries(const std::vector<PreparedEntry>& batch, bool skip_existing) {
+  if (FaultInjector::instance().should_fail_store_write()) {
+    return make_error(ErrorCode::kIo, "store write to '" + dir +
+                                          "' failed (injected by CCPOOL_FAULT=fail_store_write); unset CCPOOL_FAULT");
+  }
   uint64_t skipped = 0;
   std::unordered_set<Digest> keys;
   for (const auto& e : batch) keys.insert(e.key);
@@ -290,10 +294,6 @@ Result<std::optional<Entry>> Store::peek(const Digest& key, bool with_bodies) {
 }
 
 Result<void> Store::put(const Digest& key, const Entry& entry) {
-  if (FaultInjector::instance().should_fail_store_write()) {
-    return make_error(ErrorCode::kIo, "store write to '" + m_impl->dir +
-                                          "' failed (injected by CCPOOL_FAULT=fail_store_write); unset CCPOOL_FAULT");
-  }
   CCPOOL_TRY_ASSIGN(PreparedEntry p, m_impl->prepare(key, entry));
   CCPOOL_TRY(m_impl->write_entries({std::move(p)}, false));
   return ok();
@@ -333,10 +333,6 @@ Result<std::optional<std::string>> Store::get_packed(const Digest& key) {
 }
 
 Result<void> Store::put_packed(const Digest& key, std::string_view packed) {
-  if (FaultInjector::instance().should_fail_store_write()) {
-    return make_error(ErrorCode::kIo, "store write to '" + m_impl->dir +
-                                          "' failed (injected by CCPOOL_FAULT=fail_store_write); unset CCPOOL_FAULT");
-  }
   CCPOOL_TRY_ASSIGN(PreparedEntry p, m_impl->prepare_packed(key, packed));
   CCPOOL_TRY(m_impl->write_entries({std::move(p)}, false));
   return ok();

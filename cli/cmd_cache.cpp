@@ -20,6 +20,7 @@ struct CacheArgs {
   bool json = false;
   std::string sort = "used";
   size_t limit = 0;
+  std::string key;
   std::vector<std::string> keys;
   std::string output_name, out_file, file;
   std::string max_size, older_than;
@@ -97,7 +98,7 @@ void cmd_ls(const CacheArgs& a) {
 
 void cmd_show(const CacheArgs& a) {
   auto store = open_store(a, false);
-  Digest key = resolve_key(*store, a.keys.at(0));
+  Digest key = resolve_key(*store, a.key);
   auto e = check(store->peek(key, true));
   if (!e) fail(kExitError, "entry " + key.hex() + " was removed meanwhile");
   if (a.json) print_json(entry_json(key, *e));
@@ -106,7 +107,7 @@ void cmd_show(const CacheArgs& a) {
 
 void cmd_cat(const CacheArgs& a) {
   auto store = open_store(a, false);
-  Digest key = resolve_key(*store, a.keys.at(0));
+  Digest key = resolve_key(*store, a.key);
   auto e = check(store->peek(key, true));
   if (!e) fail(kExitError, "entry " + key.hex() + " was removed meanwhile");
   std::string names;
@@ -192,7 +193,9 @@ void cmd_archive(const CacheArgs& a, bool do_export) {
   cache::ArchiveResult r;
   {
     ProgressBar bar(do_export ? "export" : "import");
-    r = check(do_export ? store->export_to(a.file, bar.fn()) : store->import_from(a.file, bar.fn()));
+    auto done = do_export ? store->export_to(a.file, bar.fn()) : store->import_from(a.file, bar.fn());
+    if (!done) fail(kExitError, done.error().message);  // a bad archive is an operational error
+    r = *done;
   }
   if (a.json) {
     print_json({{"path", a.file}, {"entries", r.entries}, {"skipped", r.skipped}, {"bytes", r.bytes}});
@@ -217,10 +220,10 @@ void register_cache_commands(CLI::App& app) {
   ls->add_option("--limit", a->limit, "show at most N entries");
   ls->callback([a] { cmd_ls(*a); });
   CLI::App* show = add_command(group, a, "show", "every field of one entry (KEY may be a unique hex prefix)", true);
-  show->add_option("KEY", a->keys, "key or unique hex prefix")->required()->expected(1);
+  show->add_option("KEY", a->key, "key or unique hex prefix")->required();
   show->callback([a] { cmd_show(*a); });
   CLI::App* cat = add_command(group, a, "cat", "write one output of an entry, byte-exact", false);
-  cat->add_option("KEY", a->keys, "key or unique hex prefix")->required()->expected(1);
+  cat->add_option("KEY", a->key, "key or unique hex prefix")->required();
   cat->add_option("OUTPUT", a->output_name, "output name")->required();
   cat->add_option("-o,--output", a->out_file, "write to FILE instead of stdout");
   cat->callback([a] { cmd_cat(*a); });

@@ -1,0 +1,245 @@
+// Runs the real `ccpool cache ...` binary: every subcommand, --json parsing,
+// exit codes (0/1/2), export/import between two stores and the bad-input list.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "base/fs.h"
+#include "tests/cache/store_fixture.h"
+
+namespace ccpool::cache {
+namespace {
+
+using nlohmann::json;
+
+struct CliRun {
+  int code;
+  std::string out, err;
+};
+
+// `env` is a prefix such as "CCPOOL_FAULT=fail_store_write=0".
+CliRun ccpool(const std::string& args, const std::string& env = "") {
+  const std::string& dir = ccpool::testing::scratch_dir();
+  std::string cmd = "env -u CCPOOL_DIR -u CCPOOL_FAULT " + env + " " + ccpool::testing::build_binary("ccpool") +
+                    " " + args + " >" + dir + "/out 2>" + dir + "/err";
+  int status = std::system(cmd.c_str());
+  CliRun r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, *read_file(dir + "/out"), *read_file(dir + "/err")};
+  return r;
+}
+
+json parse(const CliRun& r) {
+  EXPECT_EQ(r.code, 0) << r.err;
+  return json::parse(r.out);  // throws (fails the test) on invalid JSON
+}
+
+std::string dir_of(const std::string& name) { return ccpool::testing::scratch_dir() + "/" + name; }
+
+// Fills a store with `n` entries of distinct sizes; returns their keys.
+std::vector<Digest> fill(const std::string& dir, int n) {
+  StoreOptions o = testing::options();
+  o.dir = dir;
+  auto store = testing::open_store(o);
+  std::vector<Digest> keys;
+  for (int i = 0; i < n; ++i) {
+    Entry e = testing::make_entry("out.o", 1000 * (i + 1), i);
+    e.label = "label-" + std::to_string(i);
+    EXPECT_TRUE(store->put(testing::test_key(i), e));
+    keys.push_back(testing::test_key(i));
+  }
+  return keys;
+}
+
+TEST(CacheCliTest, StatsJsonOnAnEmptyDirectory) {
+  std::string dir = dir_of("empty");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  json j = parse(ccpool("cache stats --json --dir " + dir));
+  EXPECT_EQ(j["entries"], 0);
+  EXPECT_EQ(j["stored_bytes"], 0);
+  for (const char* key : {"dir", "logical_bytes", "compression_ratio", "hits", "misses", "time_saved_ms",
+                          "oldest_ms", "newest_ms", "map_size", "map_used", "max_size", "schema_version"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  CliRun human = ccpool("cache stats --dir " + dir);
+  EXPECT_EQ(human.code, 0);
+  EXPECT_NE(human.out.find("max size        10.0 GiB"), std::string::npos) << human.out;
+  EXPECT_EQ(ccpool("cache --help").code, 0);
+  EXPECT_EQ(ccpool("cache ls --help").code, 0);
+}
+
+TEST(CacheCliTest, LsShowCatRm) {
+  std::string dir = dir_of("s");
+  auto keys = fill(dir, 3);
+  json ls = parse(ccpool("cache ls --json --dir " + dir));
+  ASSERT_EQ(ls.size(), 3u);
+  json biggest = parse(ccpool("cache ls --json --sort size --limit 1 --dir " + dir));
+  ASSERT_EQ(biggest.size(), 1u);
+  EXPECT_EQ(biggest[0]["key"], keys[2].hex());
+  EXPECT_EQ(biggest[0]["logical_bytes"], 3000);
+  EXPECT_NE(ccpool("cache ls --dir " + dir).out.find("label-1"), std::string::npos);
+
+  std::string prefix = keys[1].hex().substr(0, 10);
+  json show = parse(ccpool("cache show --json " + prefix + " --dir " + dir));
+  EXPECT_EQ(show["key"], keys[1].hex());
+  EXPECT_EQ(show["label"], "label-1");
+  EXPECT_EQ(show["outputs"][0]["size"], 2000);
+  EXPECT_EQ(show["outputs"][0]["checksum"], hash_bytes(testing::random_bytes(2000, 1)).hex());
+  EXPECT_EQ(show["argv"][1], "-c");
+  CliRun human = ccpool("cache show " + keys[1].hex() + " --dir " + dir);
+  EXPECT_NE(human.out.find("out.o"), std::string::npos);
+
+  std::string file = dir_of("extracted.o");
+  EXPECT_EQ(ccpool("cache cat " + prefix + " out.o -o " + file + " --dir " + dir).code, 0);
+  EXPECT_EQ(*read_file(file), testing::random_bytes(2000, 1));
+  EXPECT_EQ(ccpool("cache cat " + prefix + " out.o --dir " + dir).out, testing::random_bytes(2000, 1));
+  CliRun wrong = ccpool("cache cat " + prefix + " nope.o --dir " + dir);
+  EXPECT_EQ(wrong.code, 1);
+  EXPECT_NE(wrong.err.find("out.o"), std::string::npos);  // lists what exists
+
+  json rm = parse(ccpool("cache rm --json " + keys[0].hex() + " " + keys[2].hex() + " --dir " + dir));
+  EXPECT_EQ(rm["removed"].size(), 2u);
+  EXPECT_EQ(parse(ccpool("cache stats --json --dir " + dir))["entries"], 1);
+  EXPECT_EQ(ccpool("cache rm " + keys[0].hex() + " --dir " + dir).code, 1);  // gone already
+}
+
+TEST(CacheCliTest, AmbiguousPrefixListsCandidates) {
+  std::string dir = dir_of("s");
+  auto keys = fill(dir, 40);
+  std::string prefix;
+  for (size_t i = 0; i < keys.size() && prefix.empty(); ++i) {
+    for (size_t j = i + 1; j < keys.size(); ++j) {
+      if (keys[i].hex()[0] == keys[j].hex()[0]) prefix = keys[i].hex().substr(0, 1);
+    }
+  }
+  ASSERT_FALSE(prefix.empty());
+  CliRun r = ccpool("cache show " + prefix + " --dir " + dir);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("ambiguous"), std::string::npos);
+  EXPECT_NE(r.err.find("\n  " + prefix), std::string::npos) << r.err;
+}
+
+TEST(CacheCliTest, UsageErrorsExitTwo) {
+  std::string dir = dir_of("s");
+  fill(dir, 1);
+  CliRun bad_key = ccpool("cache show not-a-key --dir " + dir);
+  EXPECT_EQ(bad_key.code, 2);
+  EXPECT_NE(bad_key.err.find("malformed key 'not-a-key'"), std::string::npos) << bad_key.err;
+  EXPECT_EQ(std::count(bad_key.err.begin(), bad_key.err.end(), '\n'), 1);  // one line
+  EXPECT_EQ(ccpool("cache show " + std::string(40, 'a') + " --dir " + dir).code, 2);
+  CliRun bad_size = ccpool("cache gc --max-size 10Q --dir " + dir);
+  EXPECT_EQ(bad_size.code, 2);
+  EXPECT_NE(bad_size.err.find("10Q"), std::string::npos);
+  EXPECT_EQ(ccpool("cache gc --older-than soon --dir " + dir).code, 2);
+  EXPECT_EQ(ccpool("cache frobnicate").code, 2);
+  EXPECT_EQ(ccpool("cache ls --sort color --dir " + dir).code, 2);
+  EXPECT_EQ(parse(ccpool("cache stats --json --dir " + dir))["entries"], 1);  // nothing lost
+}
+
+TEST(CacheCliTest, MissingCorruptAndForeignStoresExitOne) {
+  CliRun missing = ccpool("cache stats --dir " + dir_of("absent"));
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.err.find(dir_of("absent")), std::string::npos);
+  std::string corrupt = dir_of("corrupt");
+  ASSERT_TRUE(ensure_private_dir(corrupt));
+  ASSERT_TRUE(write_file_atomic(corrupt + "/data.mdb", std::string(16384, 'z'), 0600));
+  CliRun bad = ccpool("cache ls --dir " + corrupt);
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("corrupt"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find(corrupt), std::string::npos);
+  // A directory that is not ours (root runs tests too: ownership, not mode bits).
+  std::string foreign = dir_of("foreign");
+  ASSERT_EQ(::mkdir(foreign.c_str(), 0700), 0);
+  ASSERT_EQ(::chown(foreign.c_str(), ::geteuid() == 0 ? 65534 : 0, static_cast<gid_t>(-1)) == 0 || ::geteuid() != 0, true);
+  if (::geteuid() == 0) {
+    CliRun denied = ccpool("cache stats --dir " + foreign);
+    EXPECT_EQ(denied.code, 1);
+    EXPECT_NE(denied.err.find("owned by uid 65534"), std::string::npos) << denied.err;
+  }
+  std::string locked = dir_of("locked");
+  ASSERT_EQ(::mkdir(locked.c_str(), 0500), 0);
+  if (::geteuid() != 0) {
+    CliRun denied = ccpool("cache stats --dir " + locked);
+    EXPECT_EQ(denied.code, 1);
+    EXPECT_NE(denied.err.find(locked), std::string::npos) << denied.err;
+  }
+}
+
+TEST(CacheCliTest, ClearGcAndVerify) {
+  std::string dir = dir_of("s");
+  auto keys = fill(dir, 6);
+  {
+    StoreOptions o = testing::options();
+    o.dir = dir;
+    auto store = testing::open_store(o);
+    ASSERT_TRUE(store->corrupt_body_for_testing(keys[4], 0));
+  }
+  CliRun found = ccpool("cache verify --dir " + dir);
+  EXPECT_EQ(found.code, 1);
+  EXPECT_NE(found.out.find("corrupt " + keys[4].hex()), std::string::npos) << found.out;
+  EXPECT_NE(found.err.find("verify --fix"), std::string::npos);
+  json fixed = parse(ccpool("cache verify --fix --json --dir " + dir));
+  EXPECT_EQ(fixed["corrupt"].size(), 1u);
+  EXPECT_EQ(fixed["corrupt"][0]["key"], keys[4].hex());
+  EXPECT_EQ(fixed["removed"], 1);
+  EXPECT_EQ(parse(ccpool("cache verify --json --dir " + dir))["corrupt"].size(), 0u);
+
+  json none = parse(ccpool("cache gc --older-than 1h --json --dir " + dir));
+  EXPECT_EQ(none["removed_entries"], 0);
+  json gc = parse(ccpool("cache gc --max-size 8K --json --dir " + dir));
+  EXPECT_GE(gc["removed_entries"], 3);
+  EXPECT_LE(parse(ccpool("cache stats --json --dir " + dir))["stored_bytes"], 8192);
+  json cleared = parse(ccpool("cache clear --json --dir " + dir));
+  EXPECT_GE(cleared["removed"], 1);
+  EXPECT_EQ(parse(ccpool("cache stats --json --dir " + dir))["entries"], 0);
+}
+
+TEST(CacheCliTest, ExportImportBetweenTwoStores) {
+  std::string a = dir_of("a"), b = dir_of("b"), archive = dir_of("seed.ccpool");
+  auto keys = fill(a, 5);
+  json exp = parse(ccpool("cache export " + archive + " --json --dir " + a));
+  EXPECT_EQ(exp["entries"], 5);
+  json imp = parse(ccpool("cache import " + archive + " --json --dir " + b));
+  EXPECT_EQ(imp["entries"], 5);
+  EXPECT_EQ(imp["skipped"], 0);
+  std::string file = dir_of("x.o");
+  EXPECT_EQ(ccpool("cache cat " + keys[3].hex() + " out.o -o " + file + " --dir " + b).code, 0);
+  EXPECT_EQ(*read_file(file), testing::random_bytes(4000, 3));
+  json again = parse(ccpool("cache import " + archive + " --json --dir " + b));
+  EXPECT_EQ(again["entries"], 0);
+  EXPECT_EQ(again["skipped"], 5);
+}
+
+TEST(CacheCliTest, BadArchivesAreRejectedWithoutImportingAnything) {
+  std::string a = dir_of("a"), c = dir_of("c"), archive = dir_of("seed.ccpool");
+  fill(a, 5);
+  ASSERT_EQ(ccpool("cache export " + archive + " --dir " + a).code, 0);
+  std::string good = *read_file(archive);
+  ASSERT_EQ(::mkdir(c.c_str(), 0700), 0);
+  auto try_import = [&](const std::string& bytes, const std::string& env = "") {
+    std::string path = dir_of("bad.ccpool");
+    EXPECT_TRUE(write_file_atomic(path, bytes, 0600));
+    CliRun r = ccpool("cache import " + path + " --dir " + c, env);
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(parse(ccpool("cache stats --json --dir " + c))["entries"], 0);  // nothing half-imported
+    return r.err;
+  };
+  std::string damaged = good;
+  damaged[good.size() - 40] ^= 0x20;  // inside the last entry
+  EXPECT_NE(try_import(damaged).find("bad.ccpool"), std::string::npos);
+  EXPECT_NE(try_import(good.substr(0, good.size() * 2 / 3)).find("truncated"), std::string::npos);
+  EXPECT_NE(try_import("just some text file\n").find("not a ccpool archive"), std::string::npos);
+  std::string newer = good;
+  newer[8] = 99;  // archive format version
+  EXPECT_NE(try_import(newer).find("newer"), std::string::npos);
+  std::string full = try_import(good, "CCPOOL_FAULT=fail_store_write=0");
+  EXPECT_NE(full.find("CCPOOL_FAULT"), std::string::npos) << full;
+}
+
+}  // namespace
+}  // namespace ccpool::cache

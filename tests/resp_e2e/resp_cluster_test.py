@@ -20,7 +20,7 @@ class RespClusterTest(RespCase):
         self.require_redis_py()
         port = self.start_redis_server()
         self.tier = resp_harness.redis.Redis(host="127.0.0.1", port=port)
-        url = f"redis://127.0.0.1:{port}"
+        url = self.tier_url = f"redis://127.0.0.1:{port}"
         return self.start_node("a", remote=url), self.start_node("b", remote=url)
 
     def wait_remote_writes(self, node, n):
@@ -62,7 +62,7 @@ class RespClusterTest(RespCase):
         self.assertTrue(rb.set("shared", b"two"))
         wait_until(lambda: self.status(b)["remote_writes"] >= 1, "node b's write")
         # A third node with an empty store sees the newest value.
-        c = self.start_node("c", remote=a.proc.args[a.proc.args.index("--remote") + 1])
+        c = self.start_node("c", remote=self.tier_url)
         self.assertEqual(self.client(c).get("shared"), b"two")
 
     def test_expired_value_misses_through_the_tier(self):

@@ -291,6 +291,33 @@ class RespServiceTest(RespCase):
         client = resp_harness.redis.Redis.from_url(f"unix://{node.resp_sock}")
         self.assertEqual(client.get("pt2:unix-run::fxgraph-3f1e2d:c1")[:1], b"{")
 
+    def test_password_file(self):
+        """--resp-password-file: the file's trailing newline is not part of the
+        password; AUTH is required on both listeners; with it, another uid may
+        use the TCP listener."""
+        self.require_redis_py()
+        pw_file = os.path.join(self.dir, "resp.pw")
+        with open(pw_file, "w") as f:
+            f.write("s3cret pass\n")
+        os.chmod(pw_file, 0o600)
+        node = self.start_node(resp_port=free_port(), extra=("--resp-password-file", pw_file))
+        for tcp in (False, True):
+            errors = resp_harness.redis.exceptions
+            refused = (errors.AuthenticationError, errors.ResponseError)  # redis-py 4.3 vs later
+            with self.assertRaisesRegex(refused, "Authentication required"):
+                self.client(node, tcp=tcp).set("k", "v")
+            with self.assertRaisesRegex(refused, "WRONGPASS"):
+                self.client(node, tcp=tcp, password="s3cret pass\n").set("k", "v")
+            r = self.client(node, tcp=tcp, password="s3cret pass")
+            self.assertTrue(r.set("k", b"tcp" if tcp else b"unix"))
+            self.assertEqual(r.get("k"), b"tcp" if tcp else b"unix")
+        self.assertEqual([e["label"] for e in self.cache(node, "ls")], ["k"])
+        if os.geteuid() == 0 and os.access(resp_harness.SETPRIV, os.X_OK):
+            py = subprocess.run([*AS_NOBODY, "/usr/bin/python3", "-c",
+                                 "import redis, sys; r = redis.Redis(port=int(sys.argv[1]), password='s3cret pass');"
+                                 "print(r.get('k'))", str(node.port)], capture_output=True, timeout=HANG_GUARD_S)
+            self.assertEqual((py.returncode, py.stdout), (0, b"b'tcp'\n"), py.stderr)
+
     def _open_to_nobody(self, node):
         # Let uid 65534 reach resp.sock so the front's own uid check (not file
         # permissions) is what refuses it.

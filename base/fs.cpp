@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <random>
+#include <atomic>
 
 namespace ccpool {
 namespace {
@@ -71,8 +71,9 @@ Result<void> write_all(int fd, std::string_view data) {
 }
 
 Result<void> write_file_atomic(const std::string& path, std::string_view data, mode_t mode) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                    std::to_string(std::random_device{}());
+  // Unique per process (pid) and per call (counter); O_EXCL catches the rest.
+  static std::atomic<uint64_t> counter{0};
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++counter);
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!fd) {
     return make_error(errno == ENOSPC ? ErrorCode::kFull : ErrorCode::kIo,

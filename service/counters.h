@@ -20,6 +20,8 @@ struct Counters {
   std::atomic<uint64_t> store_errors{0}; // store writes that failed (result still served)
   std::atomic<uint64_t> service_errors{0};  // requests answered "failed": the client ran the tool itself
   std::atomic<uint64_t> stopping_replies{0};
+  // Service-side time of local hits, from frame decoded to reply queued.
+  std::atomic<uint64_t> hit_time_ns{0};
 };
 
 }  // namespace ccpool::service

@@ -103,13 +103,16 @@ void ExecPipeline::submit(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
     return;
   }
   ++m_pending;
-  m_deps.scheduler.run_in_arena([this, conn_id, peer_pid, request = std::move(request)]() mutable {
-    handle(conn_id, peer_pid, std::move(request));
+  auto received = std::chrono::steady_clock::now();
+  m_deps.scheduler.run_in_arena([this, conn_id, peer_pid, received,
+                                 request = std::move(request)]() mutable {
+    handle(conn_id, peer_pid, std::move(request), received);
     --m_pending;
   });
 }
 
-void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request) {
+void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request,
+                          std::chrono::steady_clock::time_point received) {
   compiler::Request creq;
   creq.program = std::move(request.program);
   creq.argv = std::move(request.argv);
@@ -134,6 +137,8 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
     ++m_deps.counters.passthrough;
     spdlog::debug("pass-through {}: {}", plan->tool, plan->reason);
   } else if (serve_from_store(*plan, waiter, true)) {
+    m_deps.counters.hit_time_ns += static_cast<uint64_t>(
+        (std::chrono::steady_clock::now() - received).count());
     return;
   }
 

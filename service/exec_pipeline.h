@@ -61,7 +61,8 @@ class ExecPipeline {
   size_t pending() const { return m_pending.load(); }
 
  private:
-  void handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request);
+  void handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request,
+              std::chrono::steady_clock::time_point received);
   bool serve_from_store(const compiler::Plan& plan, const Waiter& waiter, bool remote_allowed);
   void lead(const std::shared_ptr<Flight>& flight);
   bool complete_from_store(const std::shared_ptr<Flight>& flight);

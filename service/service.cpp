@@ -199,6 +199,8 @@ nlohmann::json Service::Impl::status() {
   j["hits"] = counters.hits.load();
   j["misses"] = counters.misses.load();
   j["joins"] = counters.joins.load();
+  uint64_t served = counters.hits.load() + counters.remote_hits.load();
+  j["hit_service_us"] = served ? counters.hit_time_ns.load() / served / 1000.0 : 0.0;
   j["executions"] = counters.executions.load();
   j["failures"] = counters.failures.load();
   j["cancelled"] = counters.cancelled.load();

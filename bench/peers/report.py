@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Turns bench/results/raw.json + meta.json into the tables and PNG plots that
+BENCHMARKS.md embeds. Each table replaces the text between `<!-- bench:X -->`
+and `<!-- /bench:X -->` in BENCHMARKS.md, so re-running the script replaces the
+numbers and nothing else. Several repetitions of a row are reduced to the median.
+   report.py RESULTS_DIR BENCHMARKS.md"""
+import json
+import os
+import re
+import statistics
+import sys
+
+ORDER = ["plain", "capped", "ccache", "sccache", "ccpool"]
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def group(rows, keys):
+    out = {}
+    for r in rows:
+        out.setdefault(tuple(r.get(k) for k in keys), []).append(r)
+    return out
+
+
+def fmt_s(x):
+    return "—" if x is None else f"{x:.2f} s"
+
+
+def fmt_x(x):
+    return "—" if x is None else f"{x:.2f}×"
+
+
+def gib(b):
+    return "—" if b is None else f"{b / 2**30:.2f} GiB"
+
+
+def mib(b):
+    return "—" if b is None else f"{b / 2**20:.1f} MiB"
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def cache_note(r):
+    c = r.get("counters", {})
+    name = r["contender"]
+    if name == "ccache":
+        hits = c.get("direct_cache_hit", 0) + c.get("preprocessed_cache_hit", 0)
+        return f"hits {hits}, misses {c.get('cache_miss', 0)}, called for link {c.get('called_for_link', 0)}"
+    if name == "sccache":
+        return (f"hits {c.get('cache_hits', 0)}, misses {c.get('cache_misses', 0)}, "
+                f"not a compile (link) {c.get('requests_not_compile', 0)}")
+    if name == "ccpool":
+        return (f"hits {c.get('hits', 0)}, joins {c.get('joins', 0)}, executions {c.get('executions', 0)}, "
+                f"fallbacks {c.get('fallbacks', 0)}")
+    return "no cache"
+
+
+def section_a(rows, plots_dir, meta):
+    rows = [r for r in rows if r["workload"] == "a"]
+    out, plots = [], []
+    for (variant, k), rs in sorted(group(rows, ["variant", "K"]).items(), key=lambda kv: (kv[0][0] != "so", kv[0][1])):
+        uniq = med(r["wall_s"] for r in rs if r["contender"] == "unique")
+        kind = "one-step `-shared -o k.so`" if variant == "so" else "`-c -o k.o`"
+        out.append(f"\n**{kind}, K = {k} kernels.** Physical limit (the {k} unique kernels, "
+                   f"{meta['cores']} at a time, plain g++): **{fmt_s(uniq)}**.\n")
+        body = []
+        cells = group([r for r in rs if r["contender"] != "unique"], ["R", "phase", "contender"])
+        for rr in sorted({key[0] for key in cells}):
+            for phase in ("cold", "warm"):
+                present = [c for c in ORDER if (rr, phase, c) in cells]
+                walls = {c: med(x["wall_s"] for x in cells[(rr, phase, c)]) for c in present}
+                peers = [walls[c] for c in present if c != "ccpool"]
+                best_peer = min(peers) if peers else None
+                for c in present:
+                    xs = cells[(rr, phase, c)]
+                    w = walls[c]
+                    ident = f"{sum(x['identical'] for x in xs) // len(xs)}/{rr * k}"
+                    body.append([
+                        rr, phase, c, fmt_x(w / uniq if uniq else None),
+                        fmt_x(w / best_peer if best_peer and c == "ccpool" else None) if c == "ccpool" else "",
+                        fmt_s(w), int(med(x["compilers_seen"] for x in xs)), int(med(x["peak_concurrent"] for x in xs)),
+                        gib(med(x["peak_rss_bytes"] for x in xs)), f"{med(x['cpu_s'] for x in xs):.1f} s",
+                        ident, cache_note(xs[0]) + ("" if all(x["rc"] == 0 for x in xs) else " **FAILED**")])
+        out.append(table(["R", "run", "contender", "wall / limit", "ccpool / best peer", "wall",
+                          "compiler processes", "peak concurrent", "peak compiler RSS", "CPU", "outputs = unique's",
+                          "counters"], body))
+        plots.append(plot_a(rs, variant, k, uniq, plots_dir))
+    out.append("")
+    for p in plots:
+        if p:
+            out.append(f"![workload a: {p}](bench/results/{p})")
+    return "\n".join(out)
+
+
+def plot_a(rs, variant, k, uniq, plots_dir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for c in ORDER:
+        for phase, style in (("cold", "-o"), ("warm", "--x")):
+            pts = group([r for r in rs if r["contender"] == c and r["phase"] == phase], ["R"])
+            if not pts:
+                continue
+            xs = sorted(x[0] for x in pts)
+            ax1.plot(xs, [med(r["wall_s"] for r in pts[(x,)]) for x in xs], style, label=f"{c} {phase}")
+            ax2.plot(xs, [med(r["peak_rss_bytes"] for r in pts[(x,)]) / 2**30 for x in xs], style,
+                     label=f"{c} {phase}")
+    if uniq:
+        ax1.axhline(uniq, color="k", linestyle=":", label="physical limit (unique work / cores)")
+    ax1.set_xlabel("ranks R")
+    ax1.set_ylabel("wall (s)")
+    ax1.set_title(f"{variant}, K={k}: wall")
+    ax2.set_xlabel("ranks R")
+    ax2.set_ylabel("peak summed compiler RSS (GiB)")
+    ax2.set_title(f"{variant}, K={k}: peak RSS")
+    ax1.legend(fontsize=7)
+    ax1.grid(alpha=0.3)
+    ax2.grid(alpha=0.3)
+    fig.tight_layout()
+    name = f"a-{variant}-k{k}.png"
+    fig.savefig(os.path.join(plots_dir, name), dpi=90)
+    plt.close(fig)
+    return name
+
+
+def section_b(rows):
+    rows = [r for r in rows if r["workload"] == "b" and r.get("tu") in ("tiny", "big")]
+    out = []
+    for tu in ("tiny", "big"):
+        rs = {r["contender"]: r for r in rows if r["tu"] == tu}
+        if not rs:
+            continue
+        floor = rs.get("true", {}).get("mean_ms")
+        cc = rs.get("ccache", {}).get("mean_ms")
+        body = []
+        for name in ("true", "plain", "ccache", "sccache", "ccpool exec", "ccpool shim"):
+            if name in rs:
+                r = rs[name]
+                body.append([f"`/bin/true` (floor)" if name == "true" else
+                             "real compile (plain g++)" if name == "plain" else name,
+                             fmt_x(r["mean_ms"] / cc) if cc else "—",
+                             fmt_x(r["mean_ms"] / floor) if floor else "—",
+                             f"{r['mean_ms']:.2f} ms", f"{r['p50_ms']:.2f} ms", f"{r['p99_ms']:.2f} ms", r["runs"]])
+        label = "tiny TU (one function)" if tu == "tiny" else "2k-line TU (`<vector>`, `<string>`, 330 functions)"
+        out.append(f"\n**{label}**, `-O2 -c`, warm cache, sequential:\n")
+        out.append(table(["contender", "mean / ccache", "mean / floor", "mean", "p50", "p99", "runs"], body))
+    return "\n".join(out)
+
+
+def section_c(rows):
+    rows = [r for r in rows if r["workload"] == "c"]
+    out = []
+    for proj, rs in group(rows, ["project"]).items():
+        cells = group(rs, ["phase", "contender"])
+        plain_cold = med(r["wall_s"] for r in cells.get(("cold", "plain"), []))
+        plain_warm = med(r["wall_s"] for r in cells.get(("warm", "plain"), []))
+        body = []
+        for phase in ("cold", "warm"):
+            present = [c for c in ORDER if (phase, c) in cells]
+            walls = {c: med(r["wall_s"] for r in cells[(phase, c)]) for c in present}
+            peers = [walls[c] for c in present if c not in ("ccpool", "plain")]
+            for c in present:
+                xs = cells[(phase, c)]
+                ref = plain_cold if phase == "cold" else plain_warm
+                ratio = walls[c] / ref if ref else None
+                x = xs[0]
+                body.append([phase, c, fmt_x(ratio), fmt_x(walls[c] / min(peers)) if c == "ccpool" and peers else "",
+                             fmt_s(walls[c]), f"{med(r['cpu_s'] for r in xs):.1f} s",
+                             f"{x['identical']}/{x['objects']}" + (f" (different: {', '.join(x['different_names'])})"
+                                                                    if x["different"] else ""),
+                             cache_note(x) + ("" if all(r["rc"] == 0 for r in xs) else " **FAILED**")])
+        out.append(f"\n**{proj}** ({cells.get(('cold', 'plain'), [{}])[0].get('objects', '?')} objects; "
+                   "warm = `cmake --build --target clean` then build again, same build dir):\n")
+        out.append(table(["build", "contender", "wall / plain", "ccpool / best cache", "wall", "CPU",
+                          "objects identical to plain cold", "counters"], body))
+    return "\n".join(out)
+
+
+def section_d(rows):
+    rows = [r for r in rows if r["workload"] == "d"]
+    if not rows:
+        return ""
+    body = []
+    for n in sorted({r["clients"] for r in rows}):
+        rs = {r["contender"]: r for r in rows if r["clients"] == n}
+        best_peer = max((rs[c]["hits_per_s"] for c in rs if c != "ccpool"), default=None)
+        for c in ("ccpool", "ccache", "sccache"):
+            if c in rs:
+                r = rs[c]
+                body.append([n, c, fmt_x(r["hits_per_s"] / best_peer) if c == "ccpool" and best_peer else "",
+                             f"{r['hits_per_s']:.0f}", r["requests"],
+                             mib(r.get("server_rss")) if c != "ccache" else "— (no server)",
+                             mib(r.get("server_hwm")) if c != "ccache" else "",
+                             cache_note(r) + (f" **{r['failed_clients']} clients failed**" if r["failed_clients"] else "")])
+    return "\n" + table(["clients", "contender", "ccpool / best peer", "hits/s", "requests", "server RSS after",
+                         "server peak RSS", "counters"], body)
+
+
+def section_e(rows):
+    rows = [r for r in rows if r["workload"] == "e" and "bytes" in r]
+    out = []
+    for proj, rs in group(rows, ["project"]).items():
+        sizes = {r["contender"]: r["bytes"] for r in rs}
+        raw = sizes.get("raw objects")
+        body = [[name, fmt_x(b / raw) if raw else "—",
+                 fmt_x(b / sizes["ccpool"]) if sizes.get("ccpool") else "—", mib(b)]
+                for name, b in sizes.items()]
+        out.append(f"\n**{proj}** ({rs[0].get('objects', '?')} objects), after the cold + warm builds of c:\n")
+        out.append(table(["", "bytes / raw objects", "bytes / ccpool", "bytes on disk"], body))
+    return "\n".join(out)
+
+
+def section_machine(meta):
+    return "\n".join([
+        "",
+        f"- run: {meta['date']}, ccpool commit `{meta['ccpool_commit']}`, "
+        f"{'`--quick`' if meta['quick'] else 'full'} run, {meta['reps']} repetition(s)",
+        f"- cores: {meta['cores']} ({meta['cpu']}), memory {meta['mem_bytes'] / 2**30:.1f} GiB, "
+        f"kernel {meta['kernel']}, load average at start {', '.join(f'{x:.1f}' for x in meta['load_at_start'])}",
+        f"- {meta['gxx']}; {meta['ccache']}; {meta['sccache']}; {meta['hyperfine']}; {meta['cmake']}; "
+        f"ninja {meta['ninja']}",
+        f"- command: `{meta['command']}`",
+    ])
+
+
+def section_targets(rows, meta):
+    """Issue 6's acceptance table, measured."""
+    a = [r for r in rows if r["workload"] == "a" and r["variant"] == "so" and r["K"] == 16]
+    def cell(rr, phase, c):
+        xs = [r for r in a if r["R"] == rr and r["phase"] == phase and r["contender"] == c]
+        return xs
+    uniq = med(r["wall_s"] for r in a if r["contender"] == "unique")
+    body = []
+    cold = cell(8, "cold", "ccpool")
+    if cold and uniq:
+        w = med(r["wall_s"] for r in cold)
+        body.append(["cold 8 × 16 `.so`", "≤ 1.15× the unique-work time", f"{w / uniq:.2f}× ({fmt_s(w)} vs {fmt_s(uniq)})",
+                     "met" if w / uniq <= 1.15 else f"missed by {(w / uniq / 1.15 - 1) * 100:.0f}%"])
+        ex = int(med(r["counters"].get("executions", 0) for r in cold))
+        body.append(["executions", "= unique kernels (16)", str(ex), "met" if ex == 16 else "missed"])
+        pk = int(med(r["peak_concurrent"] for r in cold))
+        jobs = int(med(r["counters"].get("jobs", 0) for r in cold) or 0) or meta["cores"]
+        body.append(["peak concurrent", f"≤ jobs ({meta['cores']})", str(pk),
+                     "met" if pk <= meta["cores"] else "missed"])
+    warm = cell(8, "warm", "ccpool")
+    if warm:
+        w = med(r["wall_s"] for r in warm)
+        body.append(["warm 8 × 16", "≤ 0.15 s", fmt_s(w), "met" if w <= 0.15 else f"missed by {fmt_s(w - 0.15)}"])
+    b = {r["contender"]: r for r in rows if r["workload"] == "b" and r.get("tu") == "tiny"}
+    for path in ("ccpool shim", "ccpool exec"):
+        if path in b and "ccache" in b:
+            m = b[path]["mean_ms"]
+            ratio = m / b["ccache"]["mean_ms"]
+            ok = m <= 1.0 and ratio <= 0.35
+            body.append([f"sequential hit ({path})", "≤ 1.0 ms, ≤ 0.35× ccache", f"{m:.2f} ms, {ratio:.2f}× ccache",
+                         "met" if ok else "missed"])
+    c = [r for r in rows if r["workload"] == "c"]
+    for proj in sorted({r["project"] for r in c}):
+        def w(phase, name):
+            return med(r["wall_s"] for r in c if r["project"] == proj and r["phase"] == phase and r["contender"] == name)
+        if w("warm", "ccpool") and w("warm", "ccache"):
+            body.append([f"real-project warm rebuild ({proj})", "faster than ccache",
+                         f"{w('warm', 'ccpool') / w('warm', 'ccache'):.2f}× ccache",
+                         "met" if w("warm", "ccpool") < w("warm", "ccache") else "missed"])
+        if w("cold", "ccpool") and w("cold", "plain"):
+            ov = w("cold", "ccpool") / w("cold", "plain") - 1
+            body.append([f"cold overhead ({proj})", "≤ 5%", f"{ov * 100:+.1f}%", "met" if ov <= 0.05 else "missed"])
+    return "\n" + table(["measure", "target", "measured", "verdict"], body)
+
+
+def replace(doc, key, text):
+    pat = re.compile(rf"(<!-- bench:{key} -->)(.*?)(<!-- /bench:{key} -->)", re.S)
+    if not pat.search(doc):
+        print(f"report: marker bench:{key} missing in BENCHMARKS.md", file=sys.stderr)
+        return doc
+    return pat.sub(lambda m: m.group(1) + "\n" + text.strip("\n") + "\n" + m.group(3), doc)
+
+
+def main():
+    res_dir, doc_path = sys.argv[1], sys.argv[2]
+    with open(os.path.join(res_dir, "raw.json")) as f:
+        rows = json.load(f)["rows"]
+    with open(os.path.join(res_dir, "meta.json")) as f:
+        meta = json.load(f)
+    with open(doc_path) as f:
+        doc = f.read()
+    doc = replace(doc, "machine", section_machine(meta))
+    doc = replace(doc, "targets", section_targets(rows, meta))
+    doc = replace(doc, "a", section_a(rows, res_dir, meta))
+    doc = replace(doc, "b", section_b(rows))
+    doc = replace(doc, "c", section_c(rows))
+    doc = replace(doc, "d", section_d(rows))
+    doc = replace(doc, "e", section_e(rows))
+    with open(doc_path + ".tmp", "w") as f:
+        f.write(doc)
+    os.replace(doc_path + ".tmp", doc_path)
+    print(f"report: updated {doc_path} from {len(rows)} rows")
+
+
+if __name__ == "__main__":
+    main()

@@ -7,7 +7,7 @@ All nodes' clients run in one shared work dir: generic keys hash the cwd and
 the absolute input/output paths, so nodes share results only when paths match
 (as on a cluster with identical paths).
 
-Each test gets /tmp/ccpool-tests/<test>.XXXX, removed on success, kept (and
+Each test gets /tmp/ccpool-tests/remote_e2e.<test>.XXXX, removed on success, kept (and
 printed) on failure. tearDown always stops every node (SIGTERM, then SIGKILL),
 every auto-started service on a node socket, every pid a tool recorded, and
 the redis-server, so cases can run in parallel (`ctest -j2`).
@@ -257,7 +257,8 @@ class NodesCase(unittest.TestCase):
         if not os.access(CCPOOL, os.X_OK):
             self.fail(f"CCPOOL_BIN must name the build's bin dir; '{CCPOOL}' is not executable")
         os.makedirs(TESTS_ROOT, mode=0o755, exist_ok=True)
-        self.dir = tempfile.mkdtemp(prefix=self._testMethodName + ".", dir=TESTS_ROOT)
+        self.dir = tempfile.mkdtemp(prefix="remote_e2e." + self._testMethodName + ".",
+                                    dir=TESTS_ROOT)
         _kept_dirs.append(self.dir)
         self.work = self.path("work")
         os.makedirs(self.work)

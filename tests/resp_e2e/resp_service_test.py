@@ -376,7 +376,11 @@ class RespServiceTest(RespCase):
         self.assertNotEqual(py.returncode, 0)
         self.assertIn(b"redis.exceptions", py.stderr)
         self.assertEqual(self.cli(node, "EXISTS", "owned", "stolen2", tcp=True), b"0\n")
-        self.assertEqual(self.status(node)["resp_refused_peers"], before + 3)
+        # One refusal per connection: the raw read, redis-cli, and redis-py's one
+        # or two (its pool reconnects once when a fresh connection already has
+        # data waiting, which the refusal line may be).
+        refused = self.status(node)["resp_refused_peers"] - before
+        self.assertIn(refused, (3, 4))
         self.assertEqual(self.cache(node, "ls"), [])
 
 if __name__ == "__main__":

@@ -68,6 +68,7 @@ void run_command(const LaunchFlags& flags) {
   settings.socket = default_socket_path(flags.socket);
   settings.store_dir = flags.dir;
   settings.jobs = flags.jobs;
+  settings.resp_port = flags.resp_port;
   if (!flags.mem_budget.empty()) {
     auto budget = parse_size(flags.mem_budget);
     if (!budget) fail(kExitUsage, "--mem-budget: " + budget.error().message);

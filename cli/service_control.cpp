@@ -1,5 +1,6 @@
 #include "cli/service_control.h"
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -7,6 +8,8 @@
 #include <cstring>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "ipc/client.h"
 
@@ -28,30 +31,53 @@ bool answers(const std::string& socket) {
   return client && client->ping(ipc::deadline_in(std::chrono::milliseconds(1000)));
 }
 
+// The running service must serve the Redis front on the port the job is told.
+Result<void> check_resp_port(const ServiceSettings& settings) {
+  if (settings.resp_port <= 0) return ok();
+  auto client = ipc::Client::connect(settings.socket, ipc::deadline_in(std::chrono::seconds(2)));
+  if (!client) return make_error(client.error().code, client.error().message);
+  auto status = client->status_json(ipc::deadline_in(std::chrono::seconds(5)));
+  if (!status) return make_error(status.error().code, status.error().message);
+  auto port = nlohmann::json::parse(*status, nullptr, false).value("resp_port", 0);
+  if (port == settings.resp_port) return ok();
+  return make_error(ErrorCode::kInvalidArgument,
+                    "the service on '" + settings.socket + "' serves the Redis front on port " +
+                        std::to_string(port) + ", not " + std::to_string(settings.resp_port) +
+                        "; run 'ccpool stop --socket " + settings.socket +
+                        "' so it restarts with --resp-port, or use its port");
+}
+
 }  // namespace
 
 Result<void> ensure_service(const ServiceSettings& settings) {
-  if (answers(settings.socket)) return ok();
+  if (answers(settings.socket)) return check_resp_port(settings);
   std::vector<std::string> args = {self_executable(), "serve", "--socket", settings.socket};
   if (!settings.store_dir.empty()) args.insert(args.end(), {"--dir", settings.store_dir});
   if (settings.jobs > 0) args.insert(args.end(), {"--jobs", std::to_string(settings.jobs)});
   if (settings.mem_budget > 0) {
     args.insert(args.end(), {"--mem-budget", std::to_string(settings.mem_budget)});
   }
+  if (settings.resp_port > 0) args.insert(args.end(), {"--resp-port", std::to_string(settings.resp_port)});
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   // `serve` daemonizes (setsid + double fork) and exits once the socket
   // listens, or at once when another instance holds the lock.
+  // Its "serving on ..." line must not land in the output of the job we launch.
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   pid_t pid;
-  if (int rc = ::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ); rc != 0) {
+  int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
     return make_error(ErrorCode::kIo, "cannot start '" + args[0] + " serve': " + std::strerror(rc));
   }
   int status = 0;
   ::waitpid(pid, &status, 0);
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (std::chrono::steady_clock::now() < until) {
-    if (answers(settings.socket)) return ok();
+    if (answers(settings.socket)) return check_resp_port(settings);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return make_error(ErrorCode::kUnreachable,

@@ -14,7 +14,7 @@ struct ServiceSettings {
   std::string store_dir;   // empty: the service's own default
   int jobs = 0;            // 0: the service's default
   uint64_t mem_budget = 0; // 0: the service's default
-  std::string extra_args;  // reserved
+  int resp_port = 0;       // > 0: the Redis front also listens on 127.0.0.1:PORT
 };
 
 // Absolute path of the running ccpool executable (/proc/self/exe).
@@ -22,7 +22,9 @@ std::string self_executable();
 
 // Returns once a service answers ping on settings.socket, starting one
 // (detached, in its own session, so a launcher's process hygiene never kills
-// it) if none answers. Several callers racing get exactly one service.
+// it) if none answers. Several callers racing get exactly one service. A
+// service that already runs keeps its settings; a requested resp_port it does
+// not serve is reported as an error naming the fix.
 Result<void> ensure_service(const ServiceSettings& settings);
 
 }  // namespace ccpool::cli

@@ -193,22 +193,39 @@ void ExecPipeline::lead(const std::shared_ptr<Flight>& flight) {
     return;
   }
   // Cross-node single-flight: waiting on another node's lease must not park
-  // an arena worker, so the lease dance runs on a thread of its own.
+  // an arena worker, so the lease dance runs on a thread of its own. It waits
+  // in short slices so that shutdown never waits on it for long.
+  ++m_lease_threads;
   std::thread([this, flight] {
-    auto state = m_deps.tier->acquire_lease(flight->key);
-    flight->lease_held = state == remote::LeaseState::kAcquired;
-    if (state == remote::LeaseState::kHeldByOther) {
-      // The other node writes the result (and, in direct mode, the manifest
-      // under the flight key) before it releases the lease.
-      auto value = m_deps.tier->wait_for_result(flight->key, std::chrono::minutes(10));
-      if (value && m_deps.store.put_packed(flight->key, *value) && complete_from_store(flight)) {
-        return;
-      }
-      // The holder died or its result does not validate here: compile locally.
-      flight->lease_held = m_deps.tier->acquire_lease(flight->key) == remote::LeaseState::kAcquired;
-    }
-    schedule(flight);
+    lease_then_schedule(flight);
+    --m_lease_threads;
   }).detach();
+}
+
+void ExecPipeline::lease_then_schedule(const std::shared_ptr<Flight>& flight) {
+  auto state = m_deps.tier->acquire_lease(flight->key);
+  while (state == remote::LeaseState::kHeldByOther && !m_stopping &&
+         !m_flights.is_cancelled(flight)) {
+    // The holder writes the result (and, in direct mode, the manifest under
+    // the flight key) before it releases the lease.
+    auto value = m_deps.tier->wait_for_result(flight->key, std::chrono::milliseconds(500));
+    if (value) {
+      if (m_deps.store.put_packed(flight->key, *value) && complete_from_store(flight)) return;
+      break;  // not usable here (e.g. the manifest does not validate): compile locally
+    }
+    // No value yet: the wait slice ended, or the holder died and its lease expired.
+    state = m_deps.tier->acquire_lease(flight->key);
+  }
+  if (m_stopping || m_flights.is_cancelled(flight)) {
+    if (state == remote::LeaseState::kAcquired) m_deps.tier->release_lease(flight->key);
+    m_flights.complete(flight);  // waiters, if any, were answered by stop_all()
+    return;
+  }
+  if (state != remote::LeaseState::kAcquired) {
+    state = m_deps.tier->acquire_lease(flight->key);
+  }
+  flight->lease_held = state == remote::LeaseState::kAcquired;
+  schedule(flight);
 }
 
 bool ExecPipeline::complete_from_store(const std::shared_ptr<Flight>& flight) {

@@ -58,13 +58,14 @@ class ExecPipeline {
   void stop_all();
   nlohmann::json running_jobs();
   size_t active_flights() { return m_flights.size(); }
-  size_t pending() const { return m_pending.load(); }
+  size_t pending() const { return m_pending.load() + m_lease_threads.load(); }
 
  private:
   void handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request,
               std::chrono::steady_clock::time_point received);
   bool serve_from_store(const compiler::Plan& plan, const Waiter& waiter, bool remote_allowed);
   void lead(const std::shared_ptr<Flight>& flight);
+  void lease_then_schedule(const std::shared_ptr<Flight>& flight);
   bool complete_from_store(const std::shared_ptr<Flight>& flight);
   void schedule(const std::shared_ptr<Flight>& flight);
   void start(const std::shared_ptr<Flight>& flight, pool::JobId job);
@@ -78,6 +79,7 @@ class ExecPipeline {
   std::atomic<uint64_t> m_work_seq{0};
   std::atomic<size_t> m_pending{0};  // requests posted but not yet answered or parked
   std::atomic<bool> m_stopping{false};
+  std::atomic<size_t> m_lease_threads{0};  // cross-node lease waits in progress
 };
 
 }  // namespace ccpool::service

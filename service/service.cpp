@@ -216,7 +216,7 @@ nlohmann::json Service::Impl::status() {
   remote::RemoteCounters rc{};
   if (tier) rc = tier->counters();
   j["remote"] = tier != nullptr;
-  j["remote_hits"] = counters.remote_hits.load();
+  j["remote_hits"] = counters.remote_hits.load() + (kv ? kv->remote_hits() : 0);
   j["remote_misses"] = rc.misses;
   j["remote_errors"] = rc.errors;
   j["remote_writes"] = rc.writes;
@@ -266,7 +266,7 @@ void Service::Impl::shutdown() {
   pipeline->stop_all();           // waiters get "stopping" and run the tool themselves
   hub->flush_pending(std::chrono::milliseconds(500));
   runner->terminate_all(kKillGrace);  // SIGTERM, then SIGKILL; reaps every group
-  for (int i = 0; i < 200 && (pipeline->pending() > 0 || pipeline->active_flights() > 0); ++i) {
+  for (int i = 0; i < 500 && (pipeline->pending() > 0 || pipeline->active_flights() > 0); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   scheduler.reset();  // waits for arena work (finishing flights) to end

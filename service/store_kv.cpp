@@ -24,6 +24,7 @@ std::optional<cache::Entry> StoreKv::load(const Digest& key, bool with_bodies) {
   if (entry && !*entry && m_tier != nullptr) {
     if (auto packed = m_tier->get(key); packed && m_store.put_packed(key, *packed)) {
       entry = with_bodies ? m_store.get(key) : m_store.peek(key, false);
+      if (entry && *entry && live(**entry)) ++m_remote_hits;
     }
   }
   if (!entry || !*entry || !live(**entry)) return std::nullopt;
@@ -60,8 +61,19 @@ bool StoreKv::set(std::string_view key, std::string_view value, int64_t expires_
 }
 
 bool StoreKv::del(std::string_view key) {
-  auto removed = m_store.remove(store_key(key));
-  return removed && *removed;
+  Digest digest = store_key(key);
+  bool existed = load(digest, false).has_value();
+  if (m_tier == nullptr) {
+    (void)m_store.remove(digest);
+    return existed;
+  }
+  cache::Entry tombstone;
+  tombstone.kind = cache::EntryKind::kBlob;
+  tombstone.label = std::string(key);
+  tombstone.tool = "redis";
+  tombstone.expires_ms = 1;  // expired: reads as missing everywhere, gc removes it
+  (void)save(digest, tombstone);
+  return existed;
 }
 
 bool StoreKv::exists(std::string_view key) { return load(store_key(key), false).has_value(); }

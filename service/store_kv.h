@@ -1,8 +1,12 @@
 // The Redis-protocol front's storage: plain key/value entries (kind kBlob) in
 // the node store, read and written through the cluster tier when configured.
 // Store key = XXH3-128("resp\0" + redis key); the Redis key is kept as the
-// entry's label so `ccpool cache ls/show` display it.
+// entry's label so `ccpool cache ls/show` display it. With a cluster tier, DEL
+// writes a tombstone (an entry that expired at once) locally and to Redis, so
+// neither this node nor another fetches the old value back.
 #pragma once
+
+#include <atomic>
 
 #include "cache/store.h"
 #include "remote/tier.h"
@@ -22,6 +26,7 @@ class StoreKv : public resp::KvBackend {
   int64_t expires_at(std::string_view key) override;
 
   static Digest store_key(std::string_view redis_key);
+  uint64_t remote_hits() const { return m_remote_hits.load(); }
 
  private:
   std::optional<cache::Entry> load(const Digest& key, bool with_bodies);
@@ -29,6 +34,7 @@ class StoreKv : public resp::KvBackend {
 
   cache::Store& m_store;
   remote::Tier* m_tier;
+  std::atomic<uint64_t> m_remote_hits{0};
 };
 
 }  // namespace ccpool::service

@@ -52,10 +52,11 @@ if [[ $report_only -eq 0 ]]; then
   scripts/setup-deps.sh
 
   build=${BUILD_DIR:-$root/build}
-  if [[ ! -x $build/bin/ccpool || ! -x $build/bin/ccpool-client || ! -f $build/lib/libccpool-shim.so ]]; then
-    echo "== building ccpool (Release) in $build"
-    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$build" -j "$(nproc)" --target ccpool ccpool-client ccpool-shim >/dev/null
+  echo "== building ccpool (Release) in $build (a no-op when up to date)"
+  if ! { cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+         cmake --build "$build" -j "$(nproc)" --target ccpool ccpool-client ccpool-shim >/dev/null; }; then
+    [[ -x $build/bin/ccpool && -x $build/bin/ccpool-client && -f $build/lib/libccpool-shim.so ]] || exit 1
+    echo "bench.sh: the build failed; benchmarking the binaries already in $build" >&2
   fi
 
   work=$(mktemp -d /tmp/ccpool-bench.XXXXXX)

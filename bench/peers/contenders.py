@@ -193,6 +193,19 @@ class Ccpool(Contender):
         except ValueError:
             return {"error": r.stdout + r.stderr}
 
+    def logical_by_kind(self):
+        """Uncompressed bytes per entry kind (compile results vs manifest blobs)."""
+        r = subprocess.run([self.ctx.ccpool, "cache", "ls", "--dir", self.dir, "--json"],
+                           capture_output=True, text=True)
+        out = {}
+        try:
+            for e in json.loads(r.stdout):
+                kind = "manifests" if e.get("kind") == "blob" else "results"
+                out[kind] = out.get(kind, 0) + int(e.get("logical_bytes", 0))
+        except (ValueError, TypeError, AttributeError):
+            pass
+        return out
+
     def stop(self):
         if self.socket and self.server_pid() is not None:
             subprocess.run([self.ctx.ccpool, "stop", "--socket", self.socket], capture_output=True)

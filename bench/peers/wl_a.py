@@ -54,6 +54,14 @@ def unique_work(ctx, kdir, variant, out):
             **sampler.result()}
 
 
+def mem_available():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def compare_outputs(ref_dir, out_root, ranks):
     same = diff = missing = 0
     for r in range(ranks):
@@ -73,7 +81,7 @@ def plan(ctx):
     if ctx.tiny:
         return [("so", 2, [1, 2]), ("obj", 2, [2])]
     if ctx.quick:
-        return [("so", 16, [1, 4, 8]), ("obj", 16, [4])]
+        return [("so", 16, [1, 4, 8]), ("obj", 16, [2])]
     return [("so", k, [1, 2, 4, 8, 16]) for k in (16, 64)] + [("obj", k, [1, 2, 4, 8, 16]) for k in (16, 64)]
 
 
@@ -94,6 +102,7 @@ def workload_a(ctx, contenders, results):
             ref = os.path.join(base, f"unique-{variant}-{k}")
             u = unique_work(ctx, kdir, variant, ref)
             log(f"a {variant} K={k}: unique work {u['wall_s']:.2f}s")
+            per_compiler = u["peak_rss_bytes"] / max(1, u["peak_concurrent"])
             results.append({"workload": "a", "rep": rep, "variant": variant, "K": k, "R": 0,
                             "contender": "unique", "phase": "cold", **u})
             for r in rs:
@@ -102,6 +111,14 @@ def workload_a(ctx, contenders, results):
                         if phase == "cold":
                             c.reset()
                         elif not wants_warm(ctx, c, variant, r, rs):
+                            continue
+                        need = r * min(k, c.threads(32)) * per_compiler
+                        if c.name != "ccpool" and need > 0.8 * mem_available():
+                            # Running it would OOM the machine: say so instead of measuring.
+                            results.append({"workload": "a", "rep": rep, "variant": variant, "K": k, "R": r,
+                                            "contender": c.name, "phase": phase, "skipped": True,
+                                            "reason": f"needs ~{need / 2**30:.0f} GiB of compiler RSS at once"})
+                            log(f"a {variant} K={k} R={r} {phase} {c.name}: skipped, needs {need / 2**30:.0f} GiB")
                             continue
                         out = os.path.join(base, "out", c.name)
                         shutil.rmtree(out, ignore_errors=True)
@@ -115,5 +132,17 @@ def workload_a(ctx, contenders, results):
                             f"cpu {row['cpu_s']:7.1f}s compilers {row['compilers_seen']:4} "
                             f"peak {row['peak_concurrent']:3} identical {row['identical']}/{r * k}")
                         ctx.save()
+                        if c.name == "ccpool" and phase == "warm":
+                            # The harness alone (ccpool run + R python ranks with no kernel) bounds
+                            # from below what any warm run can take.
+                            empty = os.path.join(base, "no-kernels")
+                            os.makedirs(empty, exist_ok=True)
+                            cmd = [PY, LAUNCH, str(r), empty, out + "-floor", "32", variant]
+                            row = measure(ctx, c, cmd, {}, empty, ranks=r)
+                            row.update({"workload": "a", "rep": rep, "variant": variant, "K": k, "R": r,
+                                        "contender": "harness floor", "phase": "warm", "identical": 0})
+                            results.append(row)
+                            log(f"a {variant} K={k} R={r} warm harness floor (ccpool run + {r} ranks, no kernel) "
+                                f"{row['wall_s']:.2f}s")
             for c in contenders:
                 c.stop()

@@ -62,7 +62,7 @@ def workload_b(ctx, contenders, results):
                 if name == "plain" and rnd > 0:
                     continue  # a real compile is the reference, not a contender here
                 out = os.path.join(base, f"hf-{tu}-{name.replace(' ', '_')}-{rnd}.json")
-                times[name] += hyperfine(line, n, 3, out, env, base, wrap)
+                times[name] += hyperfine(line, n, 0 if name == "plain" else 3, out, env, base, wrap)
         for name, ts in times.items():
             ts = sorted(ts)
             row = {"workload": "b", "tu": tu, "contender": name, "runs": len(ts),

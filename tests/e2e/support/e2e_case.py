@@ -2,7 +2,7 @@
 the real service, the shim and `ccpool run`.
 
 It extends the service harness (tests/service/support/harness.py: a private
-directory /tmp/ccpool-tests/<test>.XXXX with store/, run/sock and work/, a
+directory /tmp/ccpool-tests/e2e/<test>.XXXX with store/, run/sock and work/, a
 private `ccpool serve --foreground`, cleanup of every service on that socket)
 with what the compiler and launcher cases need: direct reference compiles,
 compiles through `ccpool exec` under a chosen umask, counter deltas, a "gate"
@@ -22,7 +22,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.environ.get("CCPOOL_SOURCE_DIR",
                             os.path.abspath(os.path.join(HERE, "..", "..", "..")))
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "service", "support"))
-from harness import (CCPOOL, HANG_GUARD_S, ServiceCase, main, pid_gone,  # noqa: E402,F401
+import harness  # noqa: E402
+from harness import (CCPOOL, HANG_GUARD_S, TESTS_ROOT, ServiceCase, main, pid_gone,  # noqa: E402,F401
                      serve_pids, wait_until)
 
 LIB = os.environ.get("CCPOOL_LIB", os.path.join(os.path.dirname(CCPOOL), "..", "lib"))
@@ -65,6 +66,9 @@ class E2ECase(ServiceCase):
     CXX = "g++"
 
     def setUp(self):
+        # Our directories live apart from the service suite's (same method-name
+        # prefixes): /tmp/ccpool-tests/e2e/<test>.XXXX.
+        harness.TESTS_ROOT = os.path.join(TESTS_ROOT, "e2e")
         super().setUp()
         self.strays = []  # pids to SIGKILL in tearDown if still alive
         self.need_tool(self.CC)

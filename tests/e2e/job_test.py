@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
-from e2e_case import (CCPOOL, GATE_JOB, GEN_KERNELS, HANG_GUARD_S, PYTHON, RANK, SHIM,  # noqa: E402
+from e2e_case import (CCPOOL, GEN_KERNELS, PYTHON, RANK, SHIM,  # noqa: E402
                       E2ECase, descendants, main, serve_pids)
 
 RANKS = 8

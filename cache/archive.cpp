@@ -57,7 +57,7 @@ Result<uint64_t> read_archive(const std::string& path, const std::function<Resul
   char magic[8];
   uint32_t version = 0, schema = 0;
   if (!read_exact(f.get(), hasher, magic, 8) || std::string_view(magic, 8) != kArchiveMagic) {
-    return make_error(ErrorCode::kInvalidArgument,
+    return make_error(ErrorCode::kUnsupported,
                       "'" + path + "' is not a ccpool archive (no CCPOOLAR header); create one with 'ccpool cache export'");
   }
   if (!read_exact(f.get(), hasher, &version, 4) || !read_exact(f.get(), hasher, &schema, 4)) {

@@ -1,7 +1,14 @@
 // The ccpool binary: a thin shell over the libraries. Each command group
 // lives in its own cmd_*.cpp.
-#include <cstdio>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "base/shim_env.h"
 #include "cli/commands.h"
 
 namespace ccpool::cli {
@@ -13,7 +20,26 @@ void fail(int code, const std::string& message) {
 
 }  // namespace ccpool::cli
 
+namespace {
+
+// A service with the shim preloaded would redirect its own helper spawns
+// (compiler probes) back into itself and wait forever. `serve` therefore
+// re-execs itself without the shim before it starts any thread.
+void reexec_serve_without_shim(char** argv) {
+  const char* preload = std::getenv("LD_PRELOAD");
+  if (preload == nullptr) return;
+  std::string kept = ccpool::strip_shim_from_preload(preload);
+  if (kept == preload) return;
+  if (kept.empty()) ::unsetenv("LD_PRELOAD");
+  else ::setenv("LD_PRELOAD", kept.c_str(), 1);
+  ::execv("/proc/self/exe", argv);
+  std::fprintf(stderr, "ccpool: cannot restart without the shim: %s\n", std::strerror(errno));
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "serve") == 0) reexec_serve_without_shim(argv);
   CLI::App app{"ccpool: one bounded, deduplicating compile pool per node", "ccpool"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "ccpool 0.1.0");

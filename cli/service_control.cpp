@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/shim_env.h"
 #include "ipc/client.h"
 
 extern char** environ;
@@ -67,8 +68,14 @@ Result<void> ensure_service(const ServiceSettings& settings) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  std::vector<std::string> env_storage;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) env_storage.emplace_back(*e);
+  env_storage = environment_without_shim(env_storage);
+  std::vector<char*> envp;
+  for (auto& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
   pid_t pid;
-  int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     return make_error(ErrorCode::kIo, "cannot start '" + args[0] + " serve': " + std::strerror(rc));

@@ -8,20 +8,10 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/shim_env.h"
 #include "ipc/protocol.h"
 
 namespace ccpool::client {
-
-inline constexpr std::string_view kShimName = "libccpool-shim.so";
-
-// The LD_PRELOAD value with every entry naming libccpool-shim.so removed.
-// Entries are separated by ':' or ' ' (ld.so accepts both); the others are
-// kept in order, joined by ':'.
-std::string strip_shim_from_preload(std::string_view value);
-
-// `env` ("NAME=value" entries) with the shim removed from LD_PRELOAD; an
-// LD_PRELOAD left empty is dropped altogether.
-std::vector<std::string> environment_without_shim(const std::vector<std::string>& env);
 
 // Sets NAME=value in `env`, replacing any earlier entry for NAME.
 void set_env_entry(std::vector<std::string>& env, std::string_view name, std::string_view value);

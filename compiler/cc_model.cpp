@@ -178,7 +178,7 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   plan.job_class = job_class(plan.tool, a);
   plan.run_program = request.program;
   plan.run_cwd = request.cwd;
-  plan.run_env = strip_shim(request.env);
+  plan.run_env = environment_without_shim(request.env);
   plan.uses_work_dir = true;
   plan.inputs.push_back(source_abs);
   plan.run_argv.push_back(request.argv[0]);

@@ -105,7 +105,7 @@ std::string resolve_in_path(const std::string& name, const std::vector<std::stri
 
 std::vector<std::string> helper_env(const std::vector<std::string>& env) {
   std::vector<std::string> out;
-  for (const std::string& kv : strip_shim(env)) {
+  for (const std::string& kv : environment_without_shim(env)) {
     if (kv.rfind("LC_", 0) == 0 || kv.rfind("LANG=", 0) == 0 || kv.rfind("LANGUAGE=", 0) == 0) continue;
     out.push_back(kv);
   }

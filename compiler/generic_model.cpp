@@ -71,7 +71,7 @@ Result<Plan> Planner::Impl::plan_generic(const Request& request, const ToolIdent
   plan.run_program = request.program;
   plan.run_argv = request.argv;
   plan.run_cwd = request.cwd;
-  plan.run_env = strip_shim(request.env);
+  plan.run_env = environment_without_shim(request.env);
   plan.detail = std::move(detail);
   return plan;
 }

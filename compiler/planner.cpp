@@ -46,7 +46,7 @@ Plan passthrough_plan(const Request& request, std::string reason) {
   plan.run_program = request.program;
   plan.run_argv = request.argv;
   plan.run_cwd = request.cwd;
-  plan.run_env = strip_shim(request.env);
+  plan.run_env = environment_without_shim(request.env);
   return plan;
 }
 
@@ -105,7 +105,7 @@ Result<HelperOutput> Planner::Impl::memo_helper(const Digest& key,
     auto it = helper_memo.find(key);
     if (it != helper_memo.end()) return it->second;
   }
-  CCPOOL_TRY_ASSIGN(HelperOutput out, run_helper(argv, strip_shim(env), cwd, std::chrono::seconds(30), program));
+  CCPOOL_TRY_ASSIGN(HelperOutput out, run_helper(argv, environment_without_shim(env), cwd, std::chrono::seconds(30), program));
   std::lock_guard<std::mutex> lock(mutex);
   if (helper_memo.size() >= kMaxHelperMemo) helper_memo.clear();
   helper_memo.emplace(key, out);

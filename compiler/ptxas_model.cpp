@@ -72,7 +72,7 @@ Result<Plan> Planner::Impl::plan_ptxas(const Request& request, const ToolIdentit
   plan.run_program = request.program;
   plan.run_argv = argv;
   plan.run_cwd = request.cwd;
-  plan.run_env = strip_shim(request.env);
+  plan.run_env = environment_without_shim(request.env);
   std::string out_abs = absolute_path(output, request.cwd);
   plan.outputs.push_back({"out", out_abs, out_abs, false});
   plan.inputs.push_back(input);

@@ -117,32 +117,6 @@ Result<HelperOutput> run_helper(const std::vector<std::string>& argv,
   return result;
 }
 
-std::vector<std::string> strip_shim(const std::vector<std::string>& env) {
-  std::vector<std::string> out;
-  out.reserve(env.size());
-  for (const std::string& kv : env) {
-    if (kv.rfind("LD_PRELOAD=", 0) != 0) {
-      out.push_back(kv);
-      continue;
-    }
-    // LD_PRELOAD entries are separated by spaces and/or colons.
-    std::string kept;
-    std::string value = kv.substr(11);
-    size_t i = 0;
-    while (i < value.size()) {
-      size_t j = value.find_first_of(" :", i);
-      if (j == std::string::npos) j = value.size();
-      std::string entry = value.substr(i, j - i);
-      if (!entry.empty() && entry.find("libccpool-shim") == std::string::npos) {
-        if (!kept.empty()) kept += ':';
-        kept += entry;
-      }
-      i = j + 1;
-    }
-    if (!kept.empty()) out.push_back("LD_PRELOAD=" + kept);
-  }
-  return out;
-}
 
 std::optional<std::string> env_value(const std::vector<std::string>& env, std::string_view name) {
   for (const std::string& kv : env) {

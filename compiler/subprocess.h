@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/shim_env.h"
 
 namespace ccpool::compiler {
 
@@ -27,10 +28,6 @@ Result<HelperOutput> run_helper(const std::vector<std::string>& argv,
                                 std::chrono::milliseconds timeout = std::chrono::seconds(30),
                                 const std::string& program = "");
 
-// The caller's environment without the ccpool shim: every LD_PRELOAD entry
-// containing "libccpool-shim" is dropped (LD_PRELOAD itself when it empties),
-// so helpers and tools never loop back into the service.
-std::vector<std::string> strip_shim(const std::vector<std::string>& env);
 
 // Value of NAME in a "K=V" list, or nullptr.
 std::optional<std::string> env_value(const std::vector<std::string>& env, std::string_view name);

@@ -7,33 +7,6 @@
 
 namespace ccpool::service {
 
-std::vector<std::string> strip_shim(const std::vector<std::string>& env) {
-  std::vector<std::string> out;
-  out.reserve(env.size());
-  for (const auto& entry : env) {
-    if (entry.rfind("LD_PRELOAD=", 0) != 0 || entry.find("libccpool-shim") == std::string::npos) {
-      out.push_back(entry);
-      continue;
-    }
-    // Keep every other preload, in order. Entries are separated by ':' or ' '.
-    std::string kept, item;
-    std::string value = entry.substr(11);
-    for (size_t i = 0; i <= value.size(); ++i) {
-      if (i == value.size() || value[i] == ':' || value[i] == ' ') {
-        if (!item.empty() && item.find("libccpool-shim") == std::string::npos) {
-          if (!kept.empty()) kept += ':';
-          kept += item;
-        }
-        item.clear();
-      } else {
-        item += value[i];
-      }
-    }
-    if (!kept.empty()) out.push_back("LD_PRELOAD=" + kept);
-  }
-  return out;
-}
-
 uint32_t delivered_mode(uint32_t stored_mode, uint32_t umask) {
   uint32_t base = (stored_mode & 0111) ? 0777 : 0666;
   return base & ~umask & 0777;

@@ -9,12 +9,6 @@
 
 namespace ccpool::service {
 
-// The environment minus the ccpool shim: an LD_PRELOAD entry naming
-// libccpool-shim is removed (the whole variable when it was the only entry),
-// so the pool's own compiler children are never intercepted again (a bounded
-// pool that waits on its own children deadlocks).
-std::vector<std::string> strip_shim(const std::vector<std::string>& env);
-
 // Mode bits the tool itself would have produced under the caller's umask:
 // compilers and linkers create files 0666 (0777 for executables and shared
 // objects) masked by the umask.

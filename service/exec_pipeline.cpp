@@ -117,7 +117,7 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   creq.program = std::move(request.program);
   creq.argv = std::move(request.argv);
   creq.cwd = std::move(request.cwd);
-  creq.env = strip_shim(request.env);
+  creq.env = std::move(request.env);  // the planner removes the shim from run_env
   creq.declared_inputs = std::move(request.inputs);
   creq.declared_outputs = std::move(request.outputs);
 

@@ -105,9 +105,9 @@ TEST(Generic, InputChangedAfterPlanIsNotStored) {
 }
 
 TEST(Generic, ShimIsStrippedFromTheEnvironment) {
-  auto env = strip_shim({"A=1", "LD_PRELOAD=/x/libccpool-shim.so:/y/libother.so", "B=2"});
+  auto env = environment_without_shim({"A=1", "LD_PRELOAD=/x/libccpool-shim.so:/y/libother.so", "B=2"});
   EXPECT_EQ(env, (std::vector<std::string>{"A=1", "LD_PRELOAD=/y/libother.so", "B=2"}));
-  EXPECT_EQ(strip_shim({"LD_PRELOAD=/lib/libccpool-shim.so"}), std::vector<std::string>{});
+  EXPECT_EQ(environment_without_shim({"LD_PRELOAD=/lib/libccpool-shim.so"}), std::vector<std::string>{});
 }
 
 TEST(Ptxas, StandInScriptIsKeyedOnIdentityArgsAndInput) {

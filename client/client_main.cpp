@@ -1,5 +1,6 @@
 #include "client/client_main.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -73,7 +74,9 @@ int run_client(const ClientInvocation& inv) {
   auto client = connect_or_start(socket, ccpool_binary, !env_flag(env, "CCPOOL_NO_AUTOSTART"), env,
                                  kStartupBudget);
   if (!client) return run_fallback(state_dir, client.error().message, *program, argv, env);
-  auto reply = client->exec(*request, ipc::deadline_in(reply_timeout(env)));
+  // Our stdin goes along: a pass-through tool (e.g. `gcc -x c -`) reads it.
+  int stdin_fd = ::fcntl(0, F_GETFD) >= 0 ? 0 : -1;
+  auto reply = client->exec(*request, ipc::deadline_in(reply_timeout(env)), stdin_fd);
   if (!reply) return run_fallback(state_dir, reply.error().message, *program, argv, env);
   if (reply->status != ipc::ExecStatus::kCompleted) {
     return run_fallback(state_dir, status_reason(*reply), *program, argv, env);

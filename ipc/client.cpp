@@ -31,8 +31,8 @@ Result<Client> Client::connect(const std::string& socket, Deadline deadline, uin
   return client;
 }
 
-Result<Message> Client::round_trip(const Message& request, Deadline deadline) {
-  CCPOOL_TRY(send_message(m_fd.get(), request, deadline));
+Result<Message> Client::round_trip(const Message& request, Deadline deadline, int pass_fd) {
+  CCPOOL_TRY(send_message(m_fd.get(), request, deadline, pass_fd));
   CCPOOL_TRY_ASSIGN(Message reply, recv_message(m_fd.get(), m_reader, deadline));
   if (const auto* error = std::get_if<ErrorFrame>(&reply)) {
     return tl::unexpected<Error>(from_error_frame(*error));
@@ -40,8 +40,8 @@ Result<Message> Client::round_trip(const Message& request, Deadline deadline) {
   return reply;
 }
 
-Result<ExecReply> Client::exec(const ExecRequest& request, Deadline deadline) {
-  CCPOOL_TRY_ASSIGN(Message reply, round_trip(request, deadline));
+Result<ExecReply> Client::exec(const ExecRequest& request, Deadline deadline, int stdin_fd) {
+  CCPOOL_TRY_ASSIGN(Message reply, round_trip(request, deadline, stdin_fd));
   if (auto* r = std::get_if<ExecReply>(&reply)) return std::move(*r);
   return tl::unexpected<Error>(unexpected_reply("exec", reply));
 }

@@ -31,14 +31,16 @@ class Client {
 
   // The reply as the service sent it; kStopping/kFailed replies are returned
   // as values (the caller decides to fall back), an ErrorFrame is an error.
-  Result<ExecReply> exec(const ExecRequest& request, Deadline deadline);
+  // stdin_fd >= 0 travels with the request (the tool's stdin if the service
+  // runs it as a pass-through).
+  Result<ExecReply> exec(const ExecRequest& request, Deadline deadline, int stdin_fd = -1);
   Result<std::string> status_json(Deadline deadline);
   Result<void> stop(Deadline deadline);
   Result<void> ping(Deadline deadline);
 
  private:
   Client(UniqueFd fd) : m_fd(std::move(fd)) {}
-  Result<Message> round_trip(const Message& request, Deadline deadline);
+  Result<Message> round_trip(const Message& request, Deadline deadline, int pass_fd = -1);
 
   UniqueFd m_fd;
   FrameReader m_reader;

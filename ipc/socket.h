@@ -43,8 +43,10 @@ struct PeerCred {
 };
 Result<PeerCred> peer_credentials(int fd);  // SO_PEERCRED
 
-// Writes one whole frame, polling for POLLOUT until `deadline`.
-Result<void> send_message(int fd, const Message& m, Deadline deadline);
+// Writes one whole frame, polling for POLLOUT until `deadline`. With pass_fd
+// >= 0, that descriptor travels with the frame's first bytes (SCM_RIGHTS):
+// an exec frame carries the client's stdin this way (PROTOCOL.md).
+Result<void> send_message(int fd, const Message& m, Deadline deadline, int pass_fd = -1);
 // Reads until `reader` yields one message, polling for POLLIN until `deadline`.
 // EOF before a whole frame is kProtocol ("connection closed by peer").
 Result<Message> recv_message(int fd, FrameReader& reader, Deadline deadline);

@@ -35,6 +35,8 @@ struct SpawnSpec {
   std::string cwd;                     // empty: the service's cwd
   std::chrono::milliseconds timeout{0};  // 0 = none; on expiry SIGKILL the whole process group
   size_t max_output_bytes = 64u << 20;   // per stream; beyond it the job fails with a clear message
+  int stdin_fd = -1;  // the tool's stdin (dup'd in the child; the caller keeps it open until
+                      // spawn() returns); -1: /dev/null
 };
 
 struct ProcessResult {
@@ -64,7 +66,7 @@ class ProcessRunner {
   ProcessRunner& operator=(const ProcessRunner&) = delete;
 
   // posix_spawn with POSIX_SPAWN_SETPGROUP (own process group), chdir to cwd,
-  // stdin=/dev/null, stdout/stderr to pipes, every other fd closed.
+  // stdin from spec.stdin_fd or /dev/null, stdout/stderr to pipes, every other fd closed.
   // On success on_exit runs on the reaper thread exactly once; on error it never runs.
   // A program that cannot be executed (ENOENT, EACCES, bad cwd) is an error (kNotFound/kIo).
   Result<pid_t> spawn(const SpawnSpec& spec, uint64_t tag, std::function<void(ProcessResult)> on_exit);

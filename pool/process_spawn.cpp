@@ -67,7 +67,9 @@ struct SpawnSetup {
 };
 
 int configure(SpawnSetup& setup, const SpawnSpec& spec, int out_w, int err_w) {
-  int rc = posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0);
+  int rc = spec.stdin_fd >= 0
+               ? posix_spawn_file_actions_adddup2(&setup.actions, spec.stdin_fd, 0)
+               : posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0);
   if (rc == 0) rc = posix_spawn_file_actions_adddup2(&setup.actions, out_w, 1);
   if (rc == 0) rc = posix_spawn_file_actions_adddup2(&setup.actions, err_w, 2);
   if (rc == 0 && !spec.cwd.empty()) {

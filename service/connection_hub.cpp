@@ -15,6 +15,30 @@ namespace {
 constexpr size_t kMaxConnections = 4096;
 constexpr uint64_t kListenTag = 0;
 constexpr uint64_t kWakeTag = ~0ull;
+constexpr size_t kMaxPassedFds = 4;  // per connection, unclaimed; more is a protocol error
+
+// recv() that also collects SCM_RIGHTS descriptors (close-on-exec) into `fds`.
+ssize_t recv_with_fds(int fd, char* buf, size_t len, std::deque<UniqueFd>& fds) {
+  iovec iov{buf, len};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  if (n < 0) return n;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int passed;
+      std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      fds.emplace_back(passed);
+    }
+  }
+  return n;
+}
 
 int64_t now_ns() {
   return std::chrono::steady_clock::now().time_since_epoch().count();
@@ -32,6 +56,7 @@ struct ConnectionHub::Connection {
   bool want_out = false;
   std::string out;
   size_t out_pos = 0;
+  std::deque<UniqueFd> passed_fds;  // SCM_RIGHTS fds received, not yet claimed by a frame
 };
 
 Result<std::unique_ptr<ConnectionHub>> ConnectionHub::create(const std::string& socket_path,
@@ -180,7 +205,15 @@ void ConnectionHub::handle_readable(Connection& conn) {
   char buf[64 * 1024];
   uint64_t id = conn.id;
   for (;;) {
-    ssize_t n = ::recv(conn.fd.get(), buf, sizeof buf, 0);
+    ssize_t n = recv_with_fds(conn.fd.get(), buf, sizeof buf, conn.passed_fds);
+    if (conn.passed_fds.size() > kMaxPassedFds) {
+      ++m_counters.protocol_errors;
+      conn.passed_fds.clear();
+      queue_bytes(conn, ipc::encode(ipc::ErrorFrame{static_cast<uint16_t>(ErrorCode::kProtocol),
+                                                    "too many file descriptors passed"}),
+                  true);
+      return;
+    }
     if (n > 0) {
       m_last_activity_ns = now_ns();
       if (conn.closing) continue;  // discard input after an error
@@ -227,7 +260,14 @@ void ConnectionHub::handle_frame(Connection& conn, ipc::Message message) {
     queue_bytes(conn, ipc::encode(ipc::HelloOk{ipc::kProtocolVersion, 0, ::getpid()}), false);
     return;
   }
-  m_callbacks.on_message(conn.id, conn.peer, std::move(message));
+  // Only an exec frame may carry a descriptor (its stdin); any other is dropped.
+  UniqueFd passed;
+  if (std::holds_alternative<ipc::ExecRequest>(message) && !conn.passed_fds.empty()) {
+    passed = std::move(conn.passed_fds.front());
+    conn.passed_fds.pop_front();
+  }
+  conn.passed_fds.clear();
+  m_callbacks.on_message(conn.id, conn.peer, std::move(message), std::move(passed));
 }
 
 void ConnectionHub::queue_bytes(Connection& conn, std::string bytes, bool close_after) {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <vector>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -32,7 +33,11 @@ class ConnectionHub {
  public:
   struct Callbacks {
     // I/O thread; must return quickly. Handshake frames never reach it.
-    std::function<void(uint64_t conn_id, const ipc::PeerCred& peer, ipc::Message message)> on_message;
+    // `passed_fd` is the descriptor the frame carried (an exec frame's stdin),
+    // or empty.
+    std::function<void(uint64_t conn_id, const ipc::PeerCred& peer, ipc::Message message,
+                       UniqueFd passed_fd)>
+        on_message;
     // I/O thread; the connection is gone (closed by the peer or by us).
     std::function<void(uint64_t conn_id)> on_disconnect;
   };

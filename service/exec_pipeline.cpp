@@ -92,7 +92,8 @@ void ExecPipeline::send(const Waiter& waiter, ipc::ExecReply reply) {
   m_deps.reply(waiter.conn_id, std::move(reply));
 }
 
-void ExecPipeline::submit(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request) {
+void ExecPipeline::submit(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request,
+                          UniqueFd stdin_fd) {
   ++m_deps.counters.requests;
   if (m_stopping) {
     ++m_deps.counters.stopping_replies;
@@ -104,14 +105,16 @@ void ExecPipeline::submit(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   }
   ++m_pending;
   auto received = std::chrono::steady_clock::now();
-  m_deps.scheduler.run_in_arena([this, conn_id, peer_pid, received,
+  auto shared_stdin = std::make_shared<UniqueFd>(std::move(stdin_fd));
+  m_deps.scheduler.run_in_arena([this, conn_id, peer_pid, received, shared_stdin,
                                  request = std::move(request)]() mutable {
-    handle(conn_id, peer_pid, std::move(request), received);
+    handle(conn_id, peer_pid, std::move(request), std::move(shared_stdin), received);
     --m_pending;
   });
 }
 
 void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request,
+                          std::shared_ptr<UniqueFd> stdin_fd,
                           std::chrono::steady_clock::time_point received) {
   compiler::Request creq;
   creq.program = std::move(request.program);
@@ -151,6 +154,7 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   joined.flight->program = creq.program;
   joined.flight->work_dir = work_dir;
   joined.flight->waiters_argv = creq.argv;
+  if (!cacheable) joined.flight->stdin_fd = std::move(stdin_fd);
   lead(joined.flight);
 }
 
@@ -284,6 +288,7 @@ void ExecPipeline::start(const std::shared_ptr<Flight>& flight, pool::JobId job)
   spec.env = plan.run_env;
   spec.cwd = plan.run_cwd;
   spec.timeout = m_deps.job_timeout;
+  if (flight->stdin_fd && *flight->stdin_fd) spec.stdin_fd = flight->stdin_fd->get();
   flight->started = std::chrono::system_clock::now();
   auto pid = m_deps.runner.spawn(spec, flight->id, [this, flight, job](pool::ProcessResult result) {
     m_deps.scheduler.finish(job, result.max_rss_kb);

@@ -51,7 +51,10 @@ class ExecPipeline {
   ExecPipeline(const ExecPipeline&) = delete;
   ExecPipeline& operator=(const ExecPipeline&) = delete;
 
-  void submit(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request);
+  // stdin_fd: the client's stdin, given to the tool when the request runs as
+  // a pass-through (cacheable jobs run with an empty stdin: their keys do not
+  // cover it).
+  void submit(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request, UniqueFd stdin_fd);
   void on_disconnect(uint64_t conn_id);
   // Shutdown: every waiter gets "stopping", queued jobs are dropped; running
   // processes are killed by the caller through the runner.
@@ -62,7 +65,7 @@ class ExecPipeline {
 
  private:
   void handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request,
-              std::chrono::steady_clock::time_point received);
+              std::shared_ptr<UniqueFd> stdin_fd, std::chrono::steady_clock::time_point received);
   bool serve_from_store(const compiler::Plan& plan, const Waiter& waiter, bool remote_allowed);
   void lead(const std::shared_ptr<Flight>& flight);
   void lease_then_schedule(const std::shared_ptr<Flight>& flight);

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/fs.h"
 #include "base/hash.h"
 #include "compiler/planner.h"
 #include "pool/scheduler.h"
@@ -41,6 +42,7 @@ struct Flight {
   std::string work_dir; // private dir for redirected outputs (when plan.uses_work_dir)
   std::vector<std::string> waiters_argv;  // the leader's original argv (record metadata)
   std::atomic<bool> lease_held{false};    // cross-node lease taken by this node
+  std::shared_ptr<UniqueFd> stdin_fd;     // pass-through only: the leader's stdin
   uint64_t fairness_id = 0;
   std::chrono::system_clock::time_point started;  // set when the tool is spawned
 

@@ -62,7 +62,8 @@ struct Service::Impl {
   uint64_t last_front_commands = 0;
   std::chrono::steady_clock::time_point last_front_activity = std::chrono::steady_clock::now();
 
-  void on_message(uint64_t conn_id, const ipc::PeerCred& peer, ipc::Message message);
+  void on_message(uint64_t conn_id, const ipc::PeerCred& peer, ipc::Message message,
+                  UniqueFd passed_fd);
   nlohmann::json status();
   void tick();
   void shutdown();
@@ -102,8 +103,9 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
 
   Impl* raw = impl.get();
   ConnectionHub::Callbacks callbacks;
-  callbacks.on_message = [raw](uint64_t conn, const ipc::PeerCred& peer, ipc::Message message) {
-    raw->on_message(conn, peer, std::move(message));
+  callbacks.on_message = [raw](uint64_t conn, const ipc::PeerCred& peer, ipc::Message message,
+                               UniqueFd passed_fd) {
+    raw->on_message(conn, peer, std::move(message), std::move(passed_fd));
   };
   callbacks.on_disconnect = [raw](uint64_t conn) {
     if (raw->pipeline) raw->pipeline->on_disconnect(conn);
@@ -161,9 +163,10 @@ int Service::run() {
   return 0;
 }
 
-void Service::Impl::on_message(uint64_t conn_id, const ipc::PeerCred& peer, ipc::Message message) {
+void Service::Impl::on_message(uint64_t conn_id, const ipc::PeerCred& peer, ipc::Message message,
+                               UniqueFd passed_fd) {
   if (auto* exec = std::get_if<ipc::ExecRequest>(&message)) {
-    pipeline->submit(conn_id, peer.pid, std::move(*exec));
+    pipeline->submit(conn_id, peer.pid, std::move(*exec), std::move(passed_fd));
   } else if (std::holds_alternative<ipc::Ping>(message)) {
     hub->send(conn_id, ipc::Pong{});
   } else if (std::holds_alternative<ipc::StatusRequest>(message)) {

@@ -304,6 +304,23 @@ class RemoteTierTest(NodesCase):
         s = a.wait_status(lambda s: s["remote_writes"] >= 1, "the small value to be written")
         self.assertEqual(s["remote_skipped"], 1)
 
+    # --- keys across nodes ------------------------------------------------------------
+    def test_dash_arguments_reach_tool_and_key(self):
+        """A declared job's argv is part of its key on every node: `-x` on
+        node a must not be served for `-y` on node b, and the tool must see
+        its dash arguments."""
+        a, b = self.node("a"), self.node("b")
+        self.write("work/args.sh", 'printf "%s\\n" "$*" > out.bin\n')
+        self.set_input(b"same input")
+        for node, flag in ((a, "-x"), (b, "-y")):
+            rc, _, err = self.finish([node.spawn(["/bin/sh", "args.sh", "one", flag, "-c", "two"],
+                                                 inputs=["in.bin"], outputs=["out.bin"])])[0]
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(self.read_bytes("work/out.bin"), b"one %s -c two\n" % flag.encode())
+            a.wait_status(lambda s: s["remote_writes"] >= 1, "node a's write")
+        s = b.status()
+        self.assertEqual((s["remote_hits"], s["executions"]), (0, 1))
+
 
 if __name__ == "__main__":
     main()

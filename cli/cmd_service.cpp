@@ -292,22 +292,20 @@ void register_stop(CLI::App& app) {
   });
 }
 
+// `exec` runs from main() through client::parse_exec_args, which keeps every
+// argument after PROGRAM verbatim. CLI11 only sees the forms that parser
+// refuses (--help, an unknown option, no program), so its callback never runs
+// a command: CLI11 would treat dash arguments after PROGRAM as its own.
 void register_exec(CLI::App& app) {
-  auto inv = std::make_shared<client::ClientInvocation>();
-  auto command = std::make_shared<std::vector<std::string>>();
   auto* cmd = app.add_subcommand("exec", "Run PROGRAM through the service (cached when it can be)");
-  cmd->add_option("--socket", inv->socket, "Socket path");
-  cmd->add_option("--input", inv->inputs, "A file the command reads (declared jobs are cached)");
-  cmd->add_option("--output", inv->outputs, "A file the command writes");
-  cmd->add_option("command", *command, "-- PROGRAM ARGS...")->required();
-  cmd->prefix_command();
-  cmd->callback([inv, command] {
-    auto args = *command;
-    if (!args.empty() && args.front() == "--") args.erase(args.begin());
-    if (args.empty()) fail(kExitUsage, "exec needs a program: ccpool exec [options] -- PROGRAM ARGS...");
-    inv->program = args.front();
-    inv->argv = args;
-    throw CLI::RuntimeError(client::run_client(*inv));
+  auto unused = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("--socket", "Socket path");
+  cmd->add_option("--input", "A file the command reads (declared jobs are cached)");
+  cmd->add_option("--output", "A file the command writes");
+  cmd->add_option("command", *unused, "-- PROGRAM ARGS...");
+  cmd->callback([] {
+    fail(kExitUsage,
+         "usage: ccpool exec [--socket S] [--input FILE]... [--output FILE]... -- PROGRAM ARGS...");
   });
 }
 

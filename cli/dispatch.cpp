@@ -22,52 +22,12 @@ std::string self_dir() {
   return path.substr(0, path.rfind('/'));
 }
 
-// Matches "--name value" or "--name=value"; advances i past what it used.
-bool take_value(int argc, char** argv, int& i, const char* name, std::string& out) {
-  size_t len = std::strlen(name);
-  if (std::strncmp(argv[i], name, len) != 0) return false;
-  if (argv[i][len] == '=') {
-    out = argv[i] + len + 1;
-    return true;
-  }
-  if (argv[i][len] != '\0' || i + 1 >= argc) return false;
-  out = argv[++i];
-  return true;
-}
-
-// ccpool exec [--socket S] [--input F]... [--output F]... [--] PROGRAM ARGS...
-bool parse_exec(int argc, char** argv, ccpool::client::ClientInvocation& inv) {
-  int i = 2;
-  for (; i < argc; ++i) {
-    std::string value;
-    if (std::strcmp(argv[i], "--") == 0) {
-      ++i;
-      break;
-    }
-    if (take_value(argc, argv, i, "--socket", value)) {
-      inv.socket = value;
-    } else if (take_value(argc, argv, i, "--input", value)) {
-      inv.inputs.push_back(value);
-    } else if (take_value(argc, argv, i, "--output", value)) {
-      inv.outputs.push_back(value);
-    } else if (argv[i][0] == '-') {
-      return false;  // --help or an unknown option: the full CLI explains
-    } else {
-      break;
-    }
-  }
-  if (i >= argc) return false;
-  inv.program = argv[i];
-  inv.argv.assign(argv + i, argv + argc);
-  return true;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "exec") == 0) {
     ccpool::client::ClientInvocation inv;
-    if (parse_exec(argc, argv, inv)) return ccpool::client::run_client(inv);
+    if (ccpool::client::parse_exec_args(argc, argv, 2, inv)) return ccpool::client::run_client(inv);
   }
   std::string cli = self_dir() + "/ccpool-cli";
   ::execv(cli.c_str(), argv);

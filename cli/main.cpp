@@ -10,6 +10,7 @@
 
 #include "base/shim_env.h"
 #include "cli/commands.h"
+#include "client/client_main.h"
 
 namespace ccpool::cli {
 
@@ -40,6 +41,10 @@ void reexec_serve_without_shim(char** argv) {
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "serve") == 0) reexec_serve_without_shim(argv);
+  if (argc >= 2 && std::strcmp(argv[1], "exec") == 0) {
+    ccpool::client::ClientInvocation inv;
+    if (ccpool::client::parse_exec_args(argc, argv, 2, inv)) return ccpool::client::run_client(inv);
+  }
   CLI::App app{"ccpool: one bounded, deduplicating compile pool per node", "ccpool"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "ccpool 0.1.0");

@@ -98,4 +98,47 @@ int client_main(int argc, char** argv) {
   return run_client(inv);
 }
 
+namespace {
+
+// Matches "--name value" or "--name=value"; advances i past what it used.
+bool take_value(int argc, char** argv, int& i, const char* name, std::string& out) {
+  size_t len = std::strlen(name);
+  if (std::strncmp(argv[i], name, len) != 0) return false;
+  if (argv[i][len] == '=') {
+    out = argv[i] + len + 1;
+    return true;
+  }
+  if (argv[i][len] != '\0' || i + 1 >= argc) return false;
+  out = argv[++i];
+  return true;
+}
+
+}  // namespace
+
+bool parse_exec_args(int argc, char** argv, int first, ClientInvocation& inv) {
+  int i = first;
+  for (; i < argc; ++i) {
+    std::string value;
+    if (std::strcmp(argv[i], "--") == 0) {
+      ++i;
+      break;
+    }
+    if (take_value(argc, argv, i, "--socket", value)) {
+      inv.socket = value;
+    } else if (take_value(argc, argv, i, "--input", value)) {
+      inv.inputs.push_back(value);
+    } else if (take_value(argc, argv, i, "--output", value)) {
+      inv.outputs.push_back(value);
+    } else if (argv[i][0] == '-') {
+      return false;  // --help or an unknown option: the caller explains the usage
+    } else {
+      break;
+    }
+  }
+  if (i >= argc) return false;
+  inv.program = argv[i];
+  inv.argv.assign(argv + i, argv + argc);
+  return true;
+}
+
 }  // namespace ccpool::client

@@ -38,6 +38,12 @@ struct ClientInvocation {
 //   RANK / LOCAL_RANK         the rank sent with the request
 int run_client(const ClientInvocation& invocation);
 
+// Parses `[--socket S] [--input F]... [--output F]... [--] PROGRAM ARGS...`
+// starting at argv[first] (both "--opt value" and "--opt=value"). Everything
+// from PROGRAM on is kept verbatim, dashes included. False for anything else
+// (--help, an unknown option, no program): the caller reports usage.
+bool parse_exec_args(int argc, char** argv, int first, ClientInvocation& inv);
+
 // `ccpool-client` main: parses the argv contract above and calls run_client.
 int client_main(int argc, char** argv);
 

@@ -10,7 +10,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
-from harness import (CCPOOL, E_PERMISSION, E_PROTOCOL, E_UNSUPPORTED, T_HELLO,  # noqa: E402
+from harness import (BIN, CCPOOL, E_PERMISSION, E_PROTOCOL, E_UNSUPPORTED, T_HELLO,  # noqa: E402
                      T_HELLO_OK, T_PONG, T_PING, T_STATUS, ServiceCase, frame, hello_payload,
                      main, pid_gone, raw_connect, read_reply, serve_pids, wait_until)
 
@@ -173,6 +173,27 @@ class ServiceLifecycleTest(ServiceCase):
         self.assertEqual((rc, out), (7, b"local\n"))
         self.assertEqual(serve_pids(self.sock), [])
         self.assertEqual(len(self.lines("run/fallbacks.log")), 1)
+
+    def test_exec_keeps_dash_arguments(self):
+        """Every argument after PROGRAM reaches the tool and the key, dashes
+        included, through both `ccpool exec` and `ccpool-cli exec`: `-x` and
+        `-y` must never share a result."""
+        self.start_service()
+        script = os.path.join(self.dir, "argv.py")
+        with open(script, "w") as f:
+            f.write("import sys\nopen(sys.argv[1], 'w').write(repr(sys.argv[2:]))\n")
+        out = os.path.join(self.dir, "argv.txt")
+        for binary in ("ccpool", "ccpool-cli"):
+            for flag in ("-x", "-y"):
+                args = [os.path.join(BIN, binary), "exec", "--socket", self.sock, "--output", out,
+                        "--", "/usr/bin/python3", script, out, "X", "-c", "-n", "-o", "hi", flag]
+                r = subprocess.run(args, env=self.env, capture_output=True, timeout=60)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                with open(out) as f:
+                    self.assertEqual(f.read(), repr(["X", "-c", "-n", "-o", "hi", flag]), binary)
+        r = subprocess.run([os.path.join(BIN, "ccpool-cli"), "exec", "--bogus"], env=self.env,
+                           capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
 
     def test_stop_command(self):
         service = self.start_service()

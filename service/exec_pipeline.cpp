@@ -134,7 +134,6 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   }
 
   Waiter waiter{conn_id, peer_pid, request.umask, *plan};
-  uint64_t fairness = fairness_id(request.rank, peer_pid);
   bool cacheable = plan->kind != compiler::PlanKind::kPassthrough;
   if (!cacheable) {
     ++m_deps.counters.passthrough;
@@ -145,6 +144,7 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
     return;
   }
 
+  uint64_t fairness = fairness_id(request.rank, peer_pid);  // reads /proc: only for misses
   auto joined = m_flights.join_or_lead(plan->flight_key, cacheable, std::move(waiter), *plan, fairness);
   if (!joined.leader) {
     ++m_deps.counters.joins;

@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import log, machine_info, write_json  # noqa: E402
@@ -55,6 +56,7 @@ def main():
               "TORCHINDUCTOR_COMPILE_THREADS", "CXX", "CC", "MAKEFLAGS"):
         os.environ.pop(v, None)
     contenders = cmod.make_all(ctx, set(a.contenders.split(",")))
+    t_start = time.monotonic()
     try:
         for key, fn in (("a", workload_a), ("b", workload_b), ("c", workload_c), ("d", workload_d)):
             if key in only:
@@ -64,6 +66,9 @@ def main():
         for c in contenders:
             c.stop()
         ctx.save()
+        meta["load_at_end"] = os.getloadavg()
+        meta["duration_s"] = round(time.monotonic() - t_start, 1)
+        write_json(os.path.join(a.out, "meta.json"), meta)
         if not a.work:
             shutil.rmtree(ctx.work, ignore_errors=True)
     log(f"wrote {raw_path} ({len(results)} rows)")

@@ -72,10 +72,16 @@ def section_a(rows, plots_dir, meta):
         out.append(f"- not run: {r['variant']} K={r['K']} R={r['R']} {r['phase']} {r['contender']}: {r['reason']} "
                    "(more than 80% of MemAvailable)")
     for (variant, k), rs in sorted(group(rows, ["variant", "K"]).items(), key=lambda kv: (kv[0][0] != "so", kv[0][1])):
-        uniq = med(r["wall_s"] for r in rs if r["contender"] == "unique")
+        uniq = med(r["wall_s"] for r in rs if r["contender"] == "unique")  # over the rounds, for the plot
+
+        def uniq_at(rr):
+            """The physical limit measured in R's own round (older results: one per variant and K)."""
+            return med(r["wall_s"] for r in rs if r["contender"] == "unique" and r["R"] == rr) or uniq
         kind = "one-step `-shared -o k.so`" if variant == "so" else "`-c -o k.o`"
         out.append(f"\n**{kind}, K = {k} kernels.** Physical limit (the {k} unique kernels, "
-                   f"{meta['cores']} at a time, plain g++): **{fmt_s(uniq)}**.\n")
+                   f"{meta['cores']} at a time, plain g++, measured in every R's round): "
+                   + ", ".join(f"R={rr}: **{fmt_s(uniq_at(rr))}**" for rr in sorted({r['R'] for r in rs if r['R']}))
+                   + ".\n")
         body = []
         cells = group([r for r in rs if r["contender"] != "unique"], ["R", "phase", "contender"])
         for rr in sorted({key[0] for key in cells}):
@@ -89,14 +95,15 @@ def section_a(rows, plots_dir, meta):
                     w = walls[c]
                     ident = f"{sum(x['identical'] for x in xs) // len(xs)}/{rr * k}" if c != "harness floor" else "—"
                     body.append([
-                        rr, phase, c, fmt_x(w / uniq if uniq else None),
+                        rr, phase, c, fmt_x(w / uniq_at(rr) if uniq_at(rr) else None),
                         fmt_x(w / best_peer if best_peer and c == "ccpool" else None) if c == "ccpool" else "",
                         fmt_s(w), int(med(x["compilers_seen"] for x in xs)), int(med(x["peak_concurrent"] for x in xs)),
                         gib(med(x["peak_rss_bytes"] for x in xs)), f"{med(x['cpu_s'] for x in xs):.1f} s",
-                        ident, cache_note(xs[0]) + ("" if all(x["rc"] == 0 for x in xs) else " **FAILED**")])
+                        ident, cache_note(xs[0]) + ("" if all(x["rc"] == 0 for x in xs) else " **FAILED**"),
+                        xs[0].get("load1", "—")])
         out.append(table(["R", "run", "contender", "wall / limit", "ccpool / best peer", "wall",
                           "compiler processes", "peak concurrent", "peak compiler RSS", "CPU", "outputs = unique's",
-                          "counters"], body))
+                          "counters", "load after"], body))
         plots.append(plot_a(rs, variant, k, uniq, plots_dir))
     out.append("")
     for p in plots:
@@ -230,7 +237,7 @@ def section_c(rows):
     for (proj,), rs in group(rows, ["project"]).items():
         cells = group(rs, ["phase", "contender"])
         plain_cold = med(r["wall_s"] for r in cells.get(("cold", "plain"), []))
-        plain_warm = med(r["wall_s"] for r in cells.get(("warm", "plain"), []))
+        plain_warm = med(r["wall_s"] for r in cells.get(("warm", "plain"), [])) or plain_cold  # --quick: not re-run
         body = []
         for phase in ("cold", "warm"):
             present = [c for c in ORDER if (phase, c) in cells]
@@ -303,9 +310,12 @@ def section_machine(meta):
     return "\n".join([
         "",
         f"- run: {meta['date']}, ccpool commit `{meta['ccpool_commit']}`, "
-        f"{'`--quick`' if meta['quick'] else 'full'} run, {meta['reps']} repetition(s)",
+        f"{'`--quick`' if meta['quick'] else 'full'} run, {meta['reps']} repetition(s)"
+        + (f", workloads took {meta['duration_s'] / 60:.1f} min" if "duration_s" in meta else ""),
         f"- cores: {meta['cores']} ({meta['cpu']}), memory {meta['mem_bytes'] / 2**30:.1f} GiB, "
-        f"kernel {meta['kernel']}, load average at start {', '.join(f'{x:.1f}' for x in meta['load_at_start'])}",
+        f"kernel {meta['kernel']}, load average at start {', '.join(f'{x:.1f}' for x in meta['load_at_start'])}"
+        + (f", at end {', '.join(f'{x:.1f}' for x in meta['load_at_end'])}" if "load_at_end" in meta else "")
+        + " (other users' work on a shared machine; `load1` in raw.json gives it per run)",
         f"- {meta['gxx']}; {meta['ccache']}; {meta['sccache']}; {meta['hyperfine']}; {meta['cmake']}; "
         f"ninja {meta['ninja']}",
         f"- command: `{meta['command']}`",
@@ -318,7 +328,8 @@ def section_targets(rows, meta):
     def cell(rr, phase, c):
         xs = [r for r in a if r["R"] == rr and r["phase"] == phase and r["contender"] == c]
         return xs
-    uniq = med(r["wall_s"] for r in a if r["contender"] == "unique")
+    uniq = (med(r["wall_s"] for r in a if r["contender"] == "unique" and r["R"] == 8)
+            or med(r["wall_s"] for r in a if r["contender"] == "unique"))
     body = []
     cold = cell(8, "cold", "ccpool")
     if cold and uniq:

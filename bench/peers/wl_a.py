@@ -33,7 +33,8 @@ def measure(ctx, contender, cmd, env, marker, ranks=None):
         cpu += proc_cpu(pid) - cpu0_server
     after = contender.counters()
     delta = {k: after[k] - before.get(k, 0) for k in after if isinstance(after[k], (int, float))}
-    row = {"wall_s": round(wall, 4), "cpu_s": round(cpu, 3), "rc": r.returncode, "counters": delta, **seen}
+    row = {"wall_s": round(wall, 4), "cpu_s": round(cpu, 3), "rc": r.returncode, "counters": delta,
+           "load1": round(os.getloadavg()[0], 1), **seen}
     if r.returncode != 0:
         row["error"] = r.stdout.decode(errors="replace")[-2000:]
         log(f"  FAILED rc={r.returncode}: {row['error'][-500:]}")
@@ -103,9 +104,14 @@ def workload_a(ctx, contenders, results):
             u = unique_work(ctx, kdir, variant, ref)
             log(f"a {variant} K={k}: unique work {u['wall_s']:.2f}s")
             per_compiler = u["peak_rss_bytes"] / max(1, u["peak_concurrent"])
-            results.append({"workload": "a", "rep": rep, "variant": variant, "K": k, "R": 0,
-                            "contender": "unique", "phase": "cold", **u})
             for r in rs:
+                # The physical limit again, in this round: on a shared machine the load drifts, so each
+                # R's ratios use the unique work measured next to its runs.
+                if r != rs[0]:
+                    u = unique_work(ctx, kdir, variant, ref)
+                    log(f"a {variant} K={k}: unique work {u['wall_s']:.2f}s (before R={r})")
+                results.append({"workload": "a", "rep": rep, "variant": variant, "K": k, "R": r,
+                                "contender": "unique", "phase": "cold", "load1": round(os.getloadavg()[0], 1), **u})
                 for phase in ("cold", "warm"):
                     for c in contenders:
                         if phase == "cold":

@@ -52,7 +52,7 @@ def build_once(ctx, c, build, targets):
     if pid:
         cpu += proc_cpu(pid) - cpu0_server
     after = c.counters()
-    row = {"wall_s": round(wall, 4), "cpu_s": round(cpu, 3), "rc": r.returncode,
+    row = {"wall_s": round(wall, 4), "cpu_s": round(cpu, 3), "rc": r.returncode, "load1": round(os.getloadavg()[0], 1),
            "counters": {k: after[k] - before.get(k, 0) for k in after}}
     if r.returncode:
         row["error"] = r.stdout.decode(errors="replace")[-2000:]
@@ -84,6 +84,8 @@ def workload_c(ctx, contenders, results):
             ref = None
             for phase in ("cold", "warm"):
                 for c in cs:
+                    if phase == "warm" and c.name == "plain" and ctx.quick:
+                        continue  # without a cache a rebuild is the cold build again; --quick saves it
                     build = builds[c.name]
                     if phase == "warm":
                         run(["cmake", "--build", build, "--target", "clean"])

@@ -22,8 +22,11 @@ class ShimTest : public ::testing::Test {
     m_record = m_dir + "/record";
     m_client = m_dir + "/fake-client";
     write_text(m_bin + "/g++", "#!/bin/sh\necho REAL g++ \"$@\"\n", 0755);
+    // One append (one write(2)) per call, so parallel calls (make -j4) never
+    // interleave their lines.
     write_text(m_client,
-               "#!/bin/sh\n{ for a in \"$@\"; do printf '%s\\n' \"$a\"; done; echo ---; } >> '" +
+               "#!/bin/sh\nrec=$(for a in \"$@\"; do printf '%s\\n' \"$a\"; done; echo ---)\n"
+               "printf '%s\\n' \"$rec\" >> '" +
                    m_record + "'\necho CLIENT\n",
                0755);
   }

@@ -107,7 +107,10 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   CcDetail cc;
   cc.family = family;
   cc.cwd = request.cwd;
-  cc.sde_pinned = env_value(request.env, "SOURCE_DATE_EPOCH").has_value();
+  // gcc (>= 7) takes __DATE__/__TIME__ from SOURCE_DATE_EPOCH; clang only
+  // from version 16, and Debian 12 ships 14, so for clang nothing is pinned.
+  cc.sde_pinned =
+      family == Family::kGcc && env_value(request.env, "SOURCE_DATE_EPOCH").has_value();
   cc.source = a.source;
   Result<SearchDirs> dirs = probe_search_dirs(ctx);
   if (!dirs) return passthrough_plan(request, dirs.error().message);

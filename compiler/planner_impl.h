@@ -45,7 +45,7 @@ struct CcDetail {
   std::string cwd;
   std::string dep_path;           // the .d file to parse after the run (absolute)
   SearchDirs dirs;
-  bool sde_pinned = false;        // SOURCE_DATE_EPOCH set: __DATE__/__TIME__ fixed
+  bool sde_pinned = false;        // gcc with SOURCE_DATE_EPOCH: __DATE__/__TIME__ fixed
   std::string source;             // as written: the .d file's first prerequisite
 };
 

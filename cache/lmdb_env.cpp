@@ -41,7 +41,14 @@ int Env::open(const std::string& dir, uint64_t map_size, std::unique_ptr<Env>& o
   int dead = 0;
   mdb_reader_check(raw, &dead);
   MDB_txn* txn = nullptr;
-  if ((rc = mdb_txn_begin(raw, nullptr, 0, &txn)) != 0) return rc;
+  rc = mdb_txn_begin(raw, nullptr, 0, &txn);
+  if (rc == MDB_MAP_RESIZED) {
+    // Another process grew the map between our open and this transaction:
+    // adopt its size (0 = the size recorded in the file) and retry, as LMDB asks.
+    if ((rc = mdb_env_set_mapsize(raw, 0)) != 0) return rc;
+    rc = mdb_txn_begin(raw, nullptr, 0, &txn);
+  }
+  if (rc != 0) return rc;
   for (int i = 0; i < kTableCount; ++i) {
     if ((rc = mdb_dbi_open(txn, kTableNames[i], MDB_CREATE, &env->m_dbi[i])) != 0) {
       mdb_txn_abort(txn);

@@ -120,15 +120,17 @@ def plot_a(rs, variant, k, uniq, plots_dir):
     except ImportError:
         return None
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    colors = dict(zip(ORDER, ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:red"]))
     for c in ORDER:
         for phase, style in (("cold", "-o"), ("warm", "--x")):
             pts = group([r for r in rs if r["contender"] == c and r["phase"] == phase], ["R"])
             if not pts:
                 continue
             xs = sorted(x[0] for x in pts)
-            ax1.plot(xs, [med(r["wall_s"] for r in pts[(x,)]) for x in xs], style, label=f"{c} {phase}")
-            ax2.plot(xs, [med(r["peak_rss_bytes"] for r in pts[(x,)]) / 2**30 for x in xs], style,
+            ax1.plot(xs, [med(r["wall_s"] for r in pts[(x,)]) for x in xs], style, color=colors[c],
                      label=f"{c} {phase}")
+            ax2.plot(xs, [med(r["peak_rss_bytes"] for r in pts[(x,)]) / 2**30 for x in xs], style,
+                     color=colors[c], label=f"{c} {phase}")
     if uniq:
         ax1.axhline(uniq, color="k", linestyle=":", label="physical limit (unique work / cores)")
     ax1.set_xlabel("ranks R")
@@ -199,7 +201,7 @@ def plot_d(rows, plots_dir):
 
 def section_b(rows, plots_dir):
     rows_all = rows
-    rows = [r for r in rows if r["workload"] == "b" and r.get("tu") in ("tiny", "big")]
+    rows = [r for r in rows if r["workload"] == "b" and r.get("tu") in ("tiny", "big") and "mean_ms" in r]
     out = []
     for tu in ("tiny", "big"):
         rs = {r["contender"]: r for r in rows if r["tu"] == tu}
@@ -219,8 +221,14 @@ def section_b(rows, plots_dir):
         label = "tiny TU (one function)" if tu == "tiny" else "2k-line TU (`<vector>`, `<string>`, 330 functions)"
         out.append(f"\n**{label}**, `-O2 -c`, warm cache, sequential:\n")
         out.append(table(["contender", "mean / ccache", "mean / floor", "mean", "p50", "p99", "runs"], body))
+        svc = [r for r in rows_all if r["workload"] == "b" and r.get("tu") == tu
+               and r["contender"] == "ccpool service-side"]
+        if svc:
+            out.append(f"\nccpool's service-side time per hit of this TU (status `hit_service_us`, over "
+                       f"{svc[-1]['hits']} hits): **{svc[-1]['hit_service_us'] / 1000:.3f} ms**.")
     st = [r for r in rows_all if r["workload"] == "b" and r.get("tu") == "status" and r["contender"] == "ccpool"]
-    if st and "hit_service_us" in st[-1].get("counters", {}):
+    per_tu = any(r["workload"] == "b" and r["contender"] == "ccpool service-side" for r in rows_all)
+    if st and "hit_service_us" in st[-1].get("counters", {}) and not per_tu:
         c = st[-1]["counters"]
         out.append(f"\nccpool's service-side share of a hit (status `hit_service_us`, mean over its {c.get('hits', 0)} "
                    f"hits of both TUs): **{c['hit_service_us'] / 1000:.3f} ms**; the rest of the shim row is the "

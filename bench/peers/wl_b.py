@@ -57,12 +57,23 @@ def workload_b(ctx, contenders, results):
                           {}, None, runs))
             cases.append(("ccpool shim", f"g++ -O2 -c {src} -o shim-{tu}.o", {}, ccp.wrap, runs))
         times = {name: [] for name, *_ in cases}
+        svc0 = ccp.counters() if ccp else {}
         for rnd in range(rounds):
             for name, line, env, wrap, n in cases:
                 if name == "plain" and rnd > 0:
                     continue  # a real compile is the reference, not a contender here
                 out = os.path.join(base, f"hf-{tu}-{name.replace(' ', '_')}-{rnd}.json")
                 times[name] += hyperfine(line, n, 0 if name == "plain" else 3, out, env, base, wrap)
+        if ccp:
+            # The service's own mean time per hit for this TU: status keeps a running mean, so
+            # mean = (sum after - sum before) / (hits after - hits before).
+            svc1 = ccp.counters()
+            dh = svc1.get("hits", 0) - svc0.get("hits", 0)
+            if dh > 0 and "hit_service_us" in svc1:
+                total = svc1["hit_service_us"] * svc1["hits"] - svc0.get("hit_service_us", 0) * svc0.get("hits", 0)
+                results.append({"workload": "b", "tu": tu, "contender": "ccpool service-side", "hits": dh,
+                                "hit_service_us": round(total / dh, 1)})
+                log(f"b {tu:4} ccpool service-side mean {total / dh / 1000:.3f} ms over {dh} hits")
         for name, ts in times.items():
             ts = sorted(ts)
             row = {"workload": "b", "tu": tu, "contender": name, "runs": len(ts),

@@ -23,10 +23,18 @@ struct Fixture {
   std::map<Digest, std::string> manifests;
   ManifestStorage storage;
 
-  explicit Fixture(int headers) {
+  // std_headers: also include what an Inductor C++ kernel includes (the
+  // standard library and <omp.h>: ~150 system headers behind a dozen search
+  // directories) and add -fopenmp.
+  explicit Fixture(int headers, bool std_headers = false) {
     dir = *make_temp_dir("/tmp", "ccpool-compiler-bench.");
     std::filesystem::create_directories(dir + "/inc");
     std::ofstream src(dir + "/k.cpp");
+    if (std_headers) {
+      for (const char* h : {"algorithm", "cmath", "cstdint", "functional", "map", "numeric", "string", "vector", "omp.h"}) {
+        src << "#include <" << h << ">\n";
+      }
+    }
     for (int i = 0; i < headers; ++i) {
       std::ofstream(dir + "/inc/h" + std::to_string(i) + ".h") << "inline int f" << i << "() { return " << i << "; }\n";
       src << "#include \"h" << i << ".h\"\n";
@@ -36,6 +44,7 @@ struct Fixture {
     sleep(3);  // let the files age past the stat-memo's racy window
     request.program = "/usr/bin/g++";
     request.argv = {"g++", "k.cpp", "-O2", "-shared", "-fPIC", "-Iinc", "-o", "k.so"};
+    if (std_headers) request.argv.push_back("-fopenmp");
     request.cwd = dir;
     request.env = {"PATH=/usr/bin:/bin"};
     storage.load = [this](const Digest& k) -> std::optional<std::string> {
@@ -71,6 +80,25 @@ void BM_PlanAndLookupHit(benchmark::State& state) {
   state.SetLabel("headers=" + std::to_string(state.range(0)));
 }
 BENCHMARK(BM_PlanAndLookupHit)->Arg(20)->Arg(200)->Unit(benchmark::kMicrosecond);
+
+// The kernel of scripts/lib/gen_kernels.py: standard headers, -fopenmp, plus
+// `range(0)` user headers. Reports the stored manifest size.
+void BM_PlanAndLookupHitStdHeaders(benchmark::State& state) {
+  Fixture f(static_cast<int>(state.range(0)), true);
+  Planner planner;
+  f.prime(planner);
+  for (auto _ : state) {
+    Plan plan = *planner.plan(f.request, f.dir + "/work");
+    auto key = planner.lookup(plan, f.storage);
+    if (!key || !*key) state.SkipWithError("expected a manifest hit");
+    benchmark::DoNotOptimize(key);
+  }
+  size_t bytes = 0;
+  for (const auto& [k, v] : f.manifests) bytes += v.size();
+  state.counters["manifest_bytes"] = static_cast<double>(bytes);
+  state.SetLabel("std headers + " + std::to_string(state.range(0)));
+}
+BENCHMARK(BM_PlanAndLookupHitStdHeaders)->Arg(0)->Arg(200)->Unit(benchmark::kMicrosecond);
 
 void BM_MissOverheadPlanAndFinish(benchmark::State& state) {
   Fixture f(static_cast<int>(state.range(0)));

@@ -3,6 +3,7 @@
 // shadowing, ccache #504) is documented in docs/cache-keys.md.
 #include <sys/stat.h>
 
+#include <map>
 #include <set>
 
 #include "base/fs.h"
@@ -57,23 +58,71 @@ Digest result_key(const Digest& direct, const ManifestEntry& e) {
   return h.digest();
 }
 
-// Every path at which the compiler would have looked for `dep` before finding
-// it where it did. `dep` may be reachable as <dir>/<name> for several search
-// directories; each reading contributes (over-approximation only costs
-// misses). For quote includes the includer's directory comes first, and any
-// file of this compile may have been the includer: all their directories
-// count as earlier.
-void add_negatives(const std::string& dep, const std::vector<std::string>& chain,
-                   const std::set<std::string>& includer_dirs, std::set<std::string>& out) {
+// Every earlier search directory in which the compiler would have looked
+// for `dep` before finding it where it did. `dep` may be reachable as
+// <dir>/<name> for several search directories; each reading contributes
+// (over-approximation only costs misses). Returns the names under which
+// `dep` was reachable. Quote includes also look in the includer's
+// directory first; the caller adds those candidates.
+std::vector<std::string> add_search_negatives(const std::string& dep, const std::vector<std::string>& chain,
+                                              std::set<std::string>& out) {
+  std::vector<std::string> names;
   for (size_t i = 0; i < chain.size(); ++i) {
     if (!has_prefix_dir(dep, chain[i])) continue;
     std::string name = dep.substr(chain[i].size() + (chain[i] == "/" ? 0 : 1));
-    for (const std::string& d : includer_dirs) out.insert(join_dir(d, name));
     for (size_t j = 0; j < i; ++j) out.insert(join_dir(chain[j], name));
+    names.push_back(std::move(name));
   }
+  return names;
+}
+
+std::vector<NegativeGroup> group_by_dir(const std::vector<std::string>& negatives) {
+  std::map<std::string, std::vector<std::string>> by_dir;
+  for (const std::string& n : negatives) {
+    size_t slash = n.rfind('/');
+    if (slash == std::string::npos) {
+      by_dir[""].push_back(n);
+    } else {
+      by_dir[slash == 0 ? "/" : n.substr(0, slash)].push_back(n.substr(slash + 1));
+    }
+  }
+  std::vector<NegativeGroup> groups;
+  groups.reserve(by_dir.size());
+  for (auto& [dir, names] : by_dir) groups.push_back({dir, std::move(names)});
+  return groups;
 }
 
 }  // namespace
+
+std::shared_ptr<const ParsedManifest> Planner::Impl::parsed_manifest(const Digest& direct,
+                                                                     const std::string& blob) {
+  Hasher h;
+  h.add_field("ccpool-parsed-manifest-v1");
+  hash_digest(h, direct);
+  h.update(blob);
+  Digest key = h.digest();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = parsed_manifests.find(key);
+    if (it != parsed_manifests.end()) return it->second;
+  }
+  manifest_parses.fetch_add(1);
+  std::optional<Manifest> manifest = parse_manifest(blob);
+  if (!manifest) return nullptr;
+  auto parsed = std::make_shared<ParsedManifest>();
+  for (ManifestEntry& e : manifest->entries) {
+    ParsedEntry pe;
+    pe.key_ok = result_key(direct, e) == e.result_key;
+    pe.groups = group_by_dir(e.negatives);
+    e.negatives.clear();
+    pe.entry = std::move(e);
+    parsed->entries.push_back(std::move(pe));
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  if (parsed_manifests.size() >= kMaxParsedManifests) parsed_manifests.clear();
+  parsed_manifests.emplace(key, parsed);
+  return parsed;
+}
 
 Result<std::optional<Digest>> Planner::Impl::lookup_cc(const Plan& plan,
                                                        const ManifestStorage& manifests) {
@@ -81,10 +130,12 @@ Result<std::optional<Digest>> Planner::Impl::lookup_cc(const Plan& plan,
   const CcDetail& cc = *plan.detail->cc;
   std::optional<std::string> blob = manifests.load ? manifests.load(plan.flight_key) : std::nullopt;
   if (!blob) return std::optional<Digest>();
-  std::optional<Manifest> manifest = parse_manifest(*blob);
+  std::shared_ptr<const ParsedManifest> manifest = parsed_manifest(plan.flight_key, *blob);
   if (!manifest) return std::optional<Digest>();
   int64_t bucket = date_bucket(now_seconds());
-  for (const ManifestEntry& e : manifest->entries) {
+  for (const ParsedEntry& pe : manifest->entries) {
+    const ManifestEntry& e = pe.entry;
+    if (!pe.key_ok) continue;
     if (e.date_bucket >= 0 && e.date_bucket != bucket) continue;
     bool valid = true;
     for (const auto& [path, digest] : e.files) {
@@ -94,10 +145,13 @@ Result<std::optional<Digest>> Planner::Impl::lookup_cc(const Plan& plan,
         break;
       }
     }
-    for (size_t i = 0; valid && i < e.negatives.size(); ++i) {
-      if (is_regular_file(absolute_path(e.negatives[i], cc.cwd))) valid = false;
+    // Negative paths, one parent directory at a time (compiler/dir_listing.h).
+    for (size_t i = 0; valid && i < pe.groups.size(); ++i) {
+      const NegativeGroup& g = pe.groups[i];
+      std::string dir = g.dir.empty() ? (cc.cwd.empty() ? "." : cc.cwd) : absolute_path(g.dir, cc.cwd);
+      if (!listings.none_regular(dir, g.names)) valid = false;
     }
-    if (valid && result_key(plan.flight_key, e) == e.result_key) return std::optional<Digest>(e.result_key);
+    if (valid) return std::optional<Digest>(e.result_key);
   }
   return std::optional<Digest>();
 }
@@ -121,6 +175,8 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
   int64_t start_ns = to_ns(started);
   ManifestEntry entry;
   std::set<std::string> includer_dirs;
+  std::set<std::string> quote_spellings;
+  bool opaque = false;  // some include could not be read: every header may be a quote include
   bool date = false;
   for (const std::string& dep : *deps) {
     std::string abs = absolute_path(dep, cc.cwd);
@@ -129,7 +185,13 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
     if (f->stat.mtime_ns >= start_ns || f->stat.ctime_ns >= start_ns) {
       return refuse("'" + abs + "' was modified during the compile");
     }
-    CCPOOL_TRY_ASSIGN(uint8_t flags, scan(abs, f->content));
+    CCPOOL_TRY_ASSIGN(ScanInfo info, scan(abs, f->content));
+    uint8_t flags = info.flags;
+    if (!info.includes || info.includes->opaque) {
+      opaque = true;
+    } else {
+      quote_spellings.insert(info.includes->quote.begin(), info.includes->quote.end());
+    }
     if (flags & kScanTimestamp) return refuse("__TIMESTAMP__ in '" + dep + "'");
     if ((flags & kScanTime) && !cc.sde_pinned) return refuse("__TIME__ without SOURCE_DATE_EPOCH in '" + dep + "'");
     if ((flags & kScanDate) && !cc.sde_pinned) date = true;
@@ -144,8 +206,26 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
   }
   std::vector<std::string> chain = cc.dirs.quote;
   chain.insert(chain.end(), cc.dirs.bracket.begin(), cc.dirs.bracket.end());
+  // -include/-imacros act as quote includes searched from the cwd first.
+  for (const std::string& forced : cc.forced_includes) {
+    includer_dirs.insert("");
+    quote_spellings.insert(forced);
+  }
   std::set<std::string> negatives;
-  for (size_t i = 1; i < deps->size(); ++i) add_negatives((*deps)[i], chain, includer_dirs, negatives);
+  for (size_t i = 1; i < deps->size(); ++i) {
+    std::vector<std::string> names = add_search_negatives((*deps)[i], chain, negatives);
+    if (!opaque) continue;
+    // Conservative rule: any header may have been a quote include of any file.
+    for (const std::string& name : names) {
+      for (const std::string& d : includer_dirs) negatives.insert(join_dir(d, name));
+    }
+  }
+  // Only `#include "q"` looks in the includer's directory, and any file of
+  // this compile may have been the includer.
+  for (const std::string& q : quote_spellings) {
+    if (q.empty() || q[0] == '/') continue;  // absolute: no directory is searched
+    for (const std::string& d : includer_dirs) negatives.insert(join_dir(d, q));
+  }
   std::set<std::string> positives(deps->begin(), deps->end());
   for (const std::string& n : negatives) {
     if (positives.count(n)) continue;

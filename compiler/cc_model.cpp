@@ -72,7 +72,7 @@ std::string job_class(const std::string& tool, const CcArgs& a) {
 
 }  // namespace
 
-Result<uint8_t> Planner::Impl::scan(const std::string& path, const Digest& content) {
+Result<ScanInfo> Planner::Impl::scan(const std::string& path, const Digest& content) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = scans.find(content);
@@ -82,7 +82,9 @@ Result<uint8_t> Planner::Impl::scan(const std::string& path, const Digest& conte
   if (hash_bytes(text) != content) {
     return make_error(ErrorCode::kIo, "'" + path + "' changed while being scanned");
   }
-  uint8_t flags = 0;
+  ScanInfo info;
+  uint8_t& flags = info.flags;
+  info.includes = std::make_shared<const IncludeScan>(scan_includes(text));
   if (text.find("__DATE__") != std::string::npos) flags |= kScanDate;
   if (text.find("__TIME__") != std::string::npos) flags |= kScanTime;
   if (text.find("__TIMESTAMP__") != std::string::npos) flags |= kScanTimestamp;
@@ -90,8 +92,8 @@ Result<uint8_t> Planner::Impl::scan(const std::string& path, const Digest& conte
   if (text.find(".incbin") != std::string::npos) flags |= kScanIncbin;
   std::lock_guard<std::mutex> lock(mutex);
   if (scans.size() >= 200000) scans.clear();
-  scans.emplace(content, flags);
-  return flags;
+  scans.emplace(content, info);
+  return info;
 }
 
 Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& tool, Family family,
@@ -112,6 +114,18 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   cc.sde_pinned =
       family == Family::kGcc && env_value(request.env, "SOURCE_DATE_EPOCH").has_value();
   cc.source = a.source;
+  // Over-approximates: a value of another option spelled like -include...
+  // only adds negative paths.
+  for (size_t i = 0; i < a.args.size(); ++i) {
+    const std::string& arg = a.args[i];
+    for (std::string_view opt : {"-include", "-imacros"}) {
+      if (arg == opt && i + 1 < a.args.size()) {
+        cc.forced_includes.push_back(a.args[i + 1]);
+      } else if (arg.size() > opt.size() && arg.compare(0, opt.size(), opt) == 0) {
+        cc.forced_includes.push_back(arg.substr(opt.size()));
+      }
+    }
+  }
   Result<SearchDirs> dirs = probe_search_dirs(ctx);
   if (!dirs) return passthrough_plan(request, dirs.error().message);
   cc.dirs = std::move(*dirs);

@@ -141,6 +141,10 @@ Family Planner::Impl::family(const ToolIdentity& tool, const std::vector<std::st
 Planner::Planner() : m_impl(std::make_unique<Impl>()) {}
 Planner::~Planner() = default;
 
+Planner::Counters Planner::counters() const {
+  return Counters{m_impl->manifest_parses.load(), m_impl->listings.reads()};
+}
+
 Result<Plan> Planner::plan(const Request& request, const std::string& work_dir) {
   if (request.argv.empty() || request.program.empty() || request.program[0] != '/') {
     return passthrough_plan(request, "no absolute program path");

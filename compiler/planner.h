@@ -100,6 +100,15 @@ class Planner {
   std::string deliver_bytes(const Plan& requester, const OutputSpec& output,
                             std::string_view stored) const;
 
+  // Work done so far (test seams): manifest blobs parsed (lookup() parses a
+  // given manifest's bytes once, then reuses them) and directory listings
+  // read for negative-path checks.
+  struct Counters {
+    uint64_t manifest_parses = 0;
+    uint64_t directory_reads = 0;
+  };
+  Counters counters() const;
+
   struct Impl;
 
  private:

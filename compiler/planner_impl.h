@@ -2,14 +2,19 @@
 // PlanDetail (what plan() hands to lookup()/finish()). Not a public header.
 #pragma once
 
+#include <atomic>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "compiler/dir_listing.h"
 #include "compiler/file_hasher.h"
+#include "compiler/include_scan.h"
+#include "compiler/manifest.h"
 #include "compiler/planner.h"
 #include "compiler/subprocess.h"
 
@@ -47,6 +52,7 @@ struct CcDetail {
   SearchDirs dirs;
   bool sde_pinned = false;        // gcc with SOURCE_DATE_EPOCH: __DATE__/__TIME__ fixed
   std::string source;             // as written: the .d file's first prerequisite
+  std::vector<std::string> forced_includes;  // -include/-imacros values: quote includes from the cwd
 };
 
 // What a scan of a source or header found (bit flags).
@@ -56,6 +62,28 @@ enum ScanFlag : uint8_t {
   kScanTimestamp = 4,   // __TIMESTAMP__
   kScanHasInclude = 8,  // __has_include / __has_include_next
   kScanIncbin = 16,     // .incbin: the assembler reads a file the .d does not list
+};
+
+struct ScanInfo {
+  uint8_t flags = 0;  // ScanFlag bits
+  std::shared_ptr<const IncludeScan> includes;
+};
+
+// A manifest as lookup() uses it: parsed once per (direct key, bytes), with
+// each entry's negative paths grouped by parent directory (as written; a
+// relative one resolves against the requester's cwd) and its result key
+// already checked against the direct key.
+struct NegativeGroup {
+  std::string dir;                 // "" for a bare name (the cwd)
+  std::vector<std::string> names;  // no '/'
+};
+struct ParsedEntry {
+  ManifestEntry entry;  // negatives moved into groups
+  bool key_ok = false;  // result_key == H(direct key, entry)
+  std::vector<NegativeGroup> groups;
+};
+struct ParsedManifest {
+  std::vector<ParsedEntry> entries;
 };
 
 struct PlanDetail {
@@ -99,11 +127,20 @@ struct Planner::Impl {
   Result<Finished> finish_cc(const Plan& plan, std::chrono::system_clock::time_point started,
                              const ManifestStorage& manifests);
 
-  // Scan flags of a file's content, memoized by content digest.
-  Result<uint8_t> scan(const std::string& path, const Digest& content);
+  // Scan flags and include spellings of a file's content, memoized by
+  // content digest.
+  Result<ScanInfo> scan(const std::string& path, const Digest& content);
+  // The parsed form of a manifest blob stored under `direct`, memoized by
+  // H(direct, bytes); nullptr when malformed.
+  std::shared_ptr<const ParsedManifest> parsed_manifest(const Digest& direct, const std::string& blob);
+
+  static constexpr size_t kMaxParsedManifests = 256;  // memo cleared when full
+  DirListings listings;
+  std::atomic<uint64_t> manifest_parses{0};
 
   std::mutex mutex;
-  std::map<Digest, uint8_t> scans;                  // guarded by mutex
+  std::map<Digest, ScanInfo> scans;                 // guarded by mutex
+  std::map<Digest, std::shared_ptr<const ParsedManifest>> parsed_manifests;  // guarded by mutex
   std::map<Digest, Family> families;                // guarded by mutex
   std::map<Digest, HelperOutput> helper_memo;   // guarded by mutex
 };

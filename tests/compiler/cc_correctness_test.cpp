@@ -108,6 +108,81 @@ TEST_P(CcCorrectness, IncludeDirectoryAppearingMisses) {
   EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
 }
 
+TEST_P(CcCorrectness, QuoteIncludeOfAHeaderShadowedByItsDirMisses) {
+  // The includer is a header: its directory comes first for its own "b.h".
+  write_text(dir + "/inc/a.h", "#include \"b.h\"\n");
+  write_text(dir + "/inc2/b.h", "#define V 2\n");
+  write_text(dir + "/k.cpp", "#include <a.h>\nint f() { return V; }\n");
+  auto r = request({"-c", "k.cpp", "-Iinc", "-Iinc2", "-o", "k.o"});
+  EXPECT_TRUE(check(r, "k.o", "ref.o").stored);
+  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
+  write_text(dir + "/inc/b.h", "#define V 1\n");
+  EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
+}
+
+TEST_P(CcCorrectness, AngleIncludeIgnoresTheIncludersDir) {
+  // <h.h> never looks in the including file's directory, so a file of that
+  // name appearing there changes nothing and must not cost a miss.
+  write_text(dir + "/inc/h.h", "#define V 2\n");
+  write_text(dir + "/src/k.cpp", "#include <h.h>\nint f() { return V; }\n");
+  auto r = request({"-c", "src/k.cpp", "-Iinc", "-o", "k.o"});
+  EXPECT_TRUE(check(r, "k.o", "ref.o").stored);
+  write_text(dir + "/src/h.h", "#define V 1\n");
+  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
+  EXPECT_EQ(store.executions, 1);
+  std::string manifest = store.manifests.begin()->second;
+  EXPECT_EQ(manifest.find("src/h.h"), std::string::npos) << manifest;
+}
+
+TEST_P(CcCorrectness, MacroIncludeFallsBackToEveryIncluderDir) {
+  write_text(dir + "/inc/h.h", "#define V 2\n");
+  write_text(dir + "/src/k.cpp", "#define HDR <h.h>\n#include HDR\nint f() { return V; }\n");
+  auto r = request({"-c", "src/k.cpp", "-Iinc", "-o", "k.o"});
+  EXPECT_TRUE(check(r, "k.o", "ref.o").stored);
+  // Harmless here (HDR is an angle include), but the scan cannot know.
+  write_text(dir + "/src/h.h", "#define V 1\n");
+  EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
+}
+
+TEST_P(CcCorrectness, ForcedIncludeShadowedInCwdMisses) {
+  write_text(dir + "/inc/fi.h", "#define V 2\n");
+  write_text(dir + "/src/k.cpp", "int f() { return V; }\n");
+  auto r = request({"-c", "src/k.cpp", "-Iinc", "-include", "fi.h", "-o", "k.o"});
+  EXPECT_TRUE(check(r, "k.o", "ref.o").stored);
+  write_text(dir + "/fi.h", "#define V 1\n");  // -include searches the cwd first
+  EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
+}
+
+TEST_P(CcCorrectness, NewHeaderAfterMemoizedListingMisses) {
+  write_text(dir + "/inc2/h.h", "#define V 2\n");
+  write_text(dir + "/inc1/other.h", "\n");
+  write_text(dir + "/k.cpp", "#include <h.h>\nint f() { return V; }\n");
+  ::sleep(3);  // age inc1 past the racy window: its listing gets memoized
+  auto r = request({"-c", "k.cpp", "-Iinc1", "-Iinc2", "-o", "k.o"});
+  EXPECT_TRUE(check(r, "k.o", "ref.o").stored);
+  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
+  uint64_t reads = planner.counters().directory_reads;
+  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
+  EXPECT_EQ(planner.counters().directory_reads, reads);  // served from the memo
+  write_text(dir + "/inc1/h.h", "#define V 1\n");  // shadows inc2/h.h
+  EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
+}
+
+TEST_P(CcCorrectness, ManifestIsParsedOncePerBytes) {
+  write_text(dir + "/inc/h.h", "#define V 1\n");
+  write_text(dir + "/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");
+  auto r = request({"-c", "k.cpp", "-Iinc", "-o", "k.o"});
+  EXPECT_TRUE(execute(planner, store, r).stored);
+  uint64_t before = planner.counters().manifest_parses;
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(execute(planner, store, r).hit);
+  EXPECT_EQ(planner.counters().manifest_parses, before + 1);
+  write_text(dir + "/inc/h.h", "#define V 2\n");
+  EXPECT_TRUE(execute(planner, store, r).stored);  // new bytes: a second entry
+  EXPECT_TRUE(execute(planner, store, r).hit);
+  EXPECT_TRUE(execute(planner, store, r).hit);
+  EXPECT_EQ(planner.counters().manifest_parses, before + 2);  // the new bytes, once (the miss reused the old parse)
+}
+
 TEST_P(CcCorrectness, DefineAndOptimisationChangeTheKey) {
   write_text(dir + "/k.cpp", "int f() { return V * 3; }\n");
   Outcome a = check(request({"-c", "k.cpp", "-DV=1", "-O1", "-o", "k.o"}), "k.o", "ref.o");

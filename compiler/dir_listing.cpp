@@ -1,0 +1,76 @@
+#include "compiler/dir_listing.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <chrono>
+
+#include "compiler/file_hasher.h"
+
+namespace ccpool::compiler {
+namespace {
+
+constexpr int64_t kRacyNs = 2'000'000'000;
+
+bool is_regular(const std::string& path) {
+  std::optional<FileStat> st = stat_path(path);
+  return st && S_ISREG(st->mode);
+}
+
+std::string join(const std::string& dir, const std::string& name) {
+  return !dir.empty() && dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+}  // namespace
+
+bool DirListings::none_regular(const std::string& dir, const std::vector<std::string>& names) {
+  std::optional<FileStat> st = stat_path(dir);
+  // A path whose parent does not exist (or is not a directory) does not
+  // exist: stat(2) fails with ENOENT/ENOTDIR.
+  if (!st || !S_ISDIR(st->mode)) return true;
+  Key key{st->dev, st->ino, st->mtime_ns, st->ctime_ns};
+  std::shared_ptr<const Names> listing;
+  {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    auto it = m_memo.find(key);
+    if (it != m_memo.end()) listing = it->second;
+  }
+  if (!listing) {
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) {
+      // Searchable but unreadable (or vanished): ask for each path.
+      for (const std::string& n : names) {
+        if (is_regular(join(dir, n))) return false;
+      }
+      return true;
+    }
+    auto fresh = std::make_shared<Names>();
+    while (struct dirent* e = ::readdir(d)) fresh->insert(e->d_name);
+    struct stat after;
+    bool stable = ::fstat(::dirfd(d), &after) == 0 && static_cast<uint64_t>(after.st_dev) == st->dev &&
+                  static_cast<uint64_t>(after.st_ino) == st->ino &&
+                  int64_t{after.st_mtim.tv_sec} * 1000000000 + after.st_mtim.tv_nsec == st->mtime_ns &&
+                  int64_t{after.st_ctim.tv_sec} * 1000000000 + after.st_ctim.tv_nsec == st->ctime_ns;
+    ::closedir(d);
+    m_reads.fetch_add(1);
+    listing = fresh;
+    int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    // Only a listing read in one piece from a directory untouched for 2 s is
+    // remembered; otherwise it answers this check only (like one stat each).
+    if (stable && st->mtime_ns <= now_ns - kRacyNs && st->ctime_ns <= now_ns - kRacyNs) {
+      std::lock_guard<std::mutex> lock(m_mutex);
+      if (m_memo.size() >= kMaxEntries) m_memo.clear();
+      m_memo.emplace(key, listing);
+    }
+  }
+  for (const std::string& n : names) {
+    if (n.empty() || n == "." || n == ".." || listing->count(n)) {
+      if (is_regular(join(dir, n))) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace ccpool::compiler

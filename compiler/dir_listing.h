@@ -1,0 +1,46 @@
+// Absence checks for direct-mode negative paths, one directory at a time.
+// A manifest entry lists paths that must not be regular files; most of them
+// share a few parent directories. Instead of one stat(2) per path, each
+// parent gets one stat: missing (or not a directory) means every path under
+// it is absent; otherwise the names in the directory come from a listing
+// memoized by the directory's (dev, ino, mtime_ns, ctime_ns). Adding,
+// removing or renaming an entry updates the directory's mtime and ctime, so a
+// memoized listing can only be stale if the directory changed within one
+// timestamp tick of being read: listings of directories modified less than
+// 2 s ago are not memoized (the same racy rule as FileHasher). A name present
+// in the listing still gets a real stat(2) of the path (a regular file, or a
+// symlink to one, is a shadowing header; anything else is not).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <unordered_set>
+#include <vector>
+
+namespace ccpool::compiler {
+
+class DirListings {
+ public:
+  // True when, right now, no dir/name (for each name) is a regular file
+  // (stat(2) following symlinks). Names contain no '/'.
+  bool none_regular(const std::string& dir, const std::vector<std::string>& names);
+
+  // Directory reads done so far (memo misses); a test seam.
+  uint64_t reads() const { return m_reads.load(); }
+
+  static constexpr size_t kMaxEntries = 4096;  // memo cleared when it reaches this
+
+ private:
+  using Names = std::unordered_set<std::string>;
+  using Key = std::tuple<uint64_t, uint64_t, int64_t, int64_t>;  // dev, ino, mtime_ns, ctime_ns
+  std::mutex m_mutex;
+  std::map<Key, std::shared_ptr<const Names>> m_memo;  // guarded by m_mutex
+  std::atomic<uint64_t> m_reads{0};
+};
+
+}  // namespace ccpool::compiler

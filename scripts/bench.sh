@@ -52,6 +52,7 @@ if [[ $report_only -eq 0 ]]; then
   scripts/setup-deps.sh
 
   build=${BUILD_DIR:-$root/build}
+  mkdir -p "$build" && build=$(cd "$build" && pwd)  # the workloads run from other directories
   echo "== building ccpool (Release) in $build (a no-op when up to date)"
   if ! { cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null &&
          cmake --build "$build" -j "$(nproc)" --target ccpool ccpool-client ccpool-shim >/dev/null; }; then

@@ -96,6 +96,8 @@ for name, t, execs, peak, rss in rows:
 print(f"service: {ws['requests']} requests, {ws['hits']} hits, {ws['joins']} joins, "
       f"{ws['misses']} misses, {ws['executions']} executions")
 PYEOF
+# Stopping the service flushes its buffered hit counters into the store.
+"$ccpool" stop --socket "$sock" >/dev/null 2>&1 || true
 echo
 "$ccpool" cache stats --dir "$CCPOOL_DIR" || true
 echo

@@ -26,49 +26,11 @@ import tempfile
 import time
 import unittest
 
-BIN = os.environ.get("CCPOOL_BIN", "")
-CCPOOL = os.path.join(BIN, "ccpool")
 REDIS_SERVER = "/usr/bin/redis-server"
-TESTS_ROOT = "/tmp/ccpool-tests"
 HANG_GUARD_S = 90  # generous: only catches hangs, never measures speed
-
-_kept_dirs = []
-
-
-def wait_until(predicate, what, timeout=HANG_GUARD_S, step=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def pid_gone(pid):
-    """True when `pid` is not running (a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return stat[stat.rfind(")") + 2] in ("Z", "X")
-
-
-def serve_pids(sock):
-    """Pids of live `ccpool serve` processes whose argv names `sock`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if b"serve" in argv and sock.encode() in argv and not pid_gone(int(entry)):
-            found.append(int(entry))
-    return found
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "service", "support"))
+# Shared with tests/service and tests/e2e: paths, kept dirs, the runner (exit 125 on skip), waits.
+from harness import BIN, CCPOOL, TESTS_ROOT, _kept_dirs, main, pid_gone, serve_pids, wait_until  # noqa: E402,F401
 
 
 def free_loopback_port():
@@ -339,21 +301,3 @@ class NodesCase(unittest.TestCase):
         return out
 
 
-def main():
-    """Runs the test named on the command line; exit 125 when it skipped."""
-    loader = unittest.TestLoader()
-    module = sys.modules["__main__"]
-    suite = loader.loadTestsFromNames(sys.argv[1:], module) if sys.argv[1:] \
-        else loader.loadTestsFromModule(module)
-    result = unittest.TextTestRunner(verbosity=2, stream=sys.stderr).run(suite)
-    if not result.wasSuccessful():
-        for d in _kept_dirs:
-            print(f"kept test directory: {d}", file=sys.stderr)
-        sys.exit(1)
-    for d in _kept_dirs:
-        shutil.rmtree(d, ignore_errors=True)
-    if result.skipped:
-        for _, why in result.skipped:
-            print(f"SKIPPED: {why}", file=sys.stderr)
-        sys.exit(125)
-    sys.exit(0)

@@ -28,9 +28,6 @@ try:
 except ImportError:  # reported as a skip by require_redis_py()
     redis = None
 
-BIN = os.environ.get("CCPOOL_BIN", "")
-CCPOOL = os.path.join(BIN, "ccpool")
-TESTS_ROOT = "/tmp/ccpool-tests"
 HANG_GUARD_S = 60  # only catches hangs; no assertion measures speed
 REDIS_CLI = shutil.which("redis-cli", path="/usr/local/bin:/usr/bin:/bin")
 REDIS_SERVER = shutil.which("redis-server", path="/usr/local/bin:/usr/bin:/bin:/usr/sbin")
@@ -38,18 +35,9 @@ SETPRIV = "/usr/bin/setpriv"
 AS_NOBODY = [SETPRIV, "--reuid=65534", "--regid=65534", "--clear-groups"]
 # Variables a job environment may carry in from the developer's shell.
 FOREIGN_PREFIXES = ("CCPOOL_", "TORCHINDUCTOR_", "TRITON_")
-
-_kept_dirs = []
-
-
-def wait_until(predicate, what, timeout=HANG_GUARD_S, step=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "service", "support"))
+# Shared with tests/service and tests/e2e: paths, kept dirs, the runner (exit 125 on skip), waits.
+from harness import BIN, CCPOOL, TESTS_ROOT, _kept_dirs, main, wait_until  # noqa: E402,F401
 
 
 def pids_naming(path):
@@ -239,21 +227,3 @@ class RespCase(unittest.TestCase):
         return port
 
 
-def main():
-    """Runs the tests named on the command line; exit 125 when one skipped."""
-    loader = unittest.TestLoader()
-    module = sys.modules["__main__"]
-    suite = loader.loadTestsFromNames(sys.argv[1:], module) if sys.argv[1:] \
-        else loader.loadTestsFromModule(module)
-    result = unittest.TextTestRunner(verbosity=2, stream=sys.stderr).run(suite)
-    if not result.wasSuccessful():
-        for d in _kept_dirs:
-            print(f"kept test directory: {d}", file=sys.stderr)
-        sys.exit(1)
-    for d in _kept_dirs:
-        shutil.rmtree(d, ignore_errors=True)
-    if result.skipped:
-        for _, why in result.skipped:
-            print(f"SKIPPED: {why}", file=sys.stderr)
-        sys.exit(125)
-    sys.exit(0)

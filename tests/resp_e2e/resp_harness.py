@@ -37,25 +37,7 @@ AS_NOBODY = [SETPRIV, "--reuid=65534", "--regid=65534", "--clear-groups"]
 FOREIGN_PREFIXES = ("CCPOOL_", "TORCHINDUCTOR_", "TRITON_")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "service", "support"))
 # Shared with tests/service and tests/e2e: paths, kept dirs, the runner (exit 125 on skip), waits.
-from harness import BIN, CCPOOL, TESTS_ROOT, _kept_dirs, main, wait_until  # noqa: E402,F401
-
-
-def pids_naming(path):
-    """Live pids whose argv contains `path` exactly (a ccpool serve or redis-server)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        if stat[stat.rfind(")") + 2] != "Z" and path.encode() in argv:
-            found.append(int(entry))
-    return found
+from harness import BIN, CCPOOL, TESTS_ROOT, _kept_dirs, main, pids_naming, wait_until  # noqa: E402,F401
 
 
 def free_port():

@@ -45,8 +45,8 @@ def pid_gone(pid, service_pid=None):
     return state in ("Z", "X") and ppid != service_pid
 
 
-def serve_pids(sock):
-    """Pids of `ccpool serve` processes whose argv names `sock`."""
+def pids_naming(path, word=None):
+    """Live (non-zombie) pids whose argv contains `path` exactly, and `word` when given."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -58,11 +58,16 @@ def serve_pids(sock):
                 stat = f.read()
         except OSError:
             continue
-        if stat[stat.rfind(")") + 2] == "Z":
+        if stat[stat.rfind(")") + 2] == "Z" or path.encode() not in argv:
             continue
-        if b"serve" in argv and sock.encode() in argv:
+        if word is None or word in argv:
             found.append(int(entry))
     return found
+
+
+def serve_pids(sock):
+    """Pids of `ccpool serve` processes whose argv names `sock`."""
+    return pids_naming(sock, b"serve")
 
 
 def wait_until(predicate, what, timeout=HANG_GUARD_S, step=0.05):

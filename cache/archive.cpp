@@ -1,9 +1,8 @@
-// Export/import archives (docs/store-format.md):
-//   "CCPOOLAR" | u32 archive_version | u32 schema_version
-//   per entry: u8 0x01 | key (16) | u64 packed_len | packed entry (record.h)
-//   end:       u8 0xFF | u64 entry_count | XXH3-128 of every byte before this digest
+// Export/import archives (layout: archive_reader.h, docs/store-format.md).
 // Import reads the file twice: pass 1 validates everything (structure, every
-// body checksum, the trailer), pass 2 writes. A bad archive writes nothing.
+// body checksum, the trailer), pass 2 checks every entry again as it writes
+// it, so a file changed between the passes cannot bring in unchecked bytes.
+// A bad archive writes nothing in pass 1.
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
@@ -11,17 +10,13 @@
 #include <cstring>
 #include <memory>
 
+#include "cache/archive_reader.h"
 #include "cache/bytes.h"
 #include "cache/store_impl.h"
 
 namespace ccpool::cache {
 namespace {
 
-constexpr std::string_view kArchiveMagic = "CCPOOLAR";
-constexpr uint32_t kArchiveVersion = 1;
-constexpr uint8_t kTagEntry = 0x01;
-constexpr uint8_t kTagEnd = 0xFF;
-constexpr uint64_t kMaxPacked = 4ull << 30;
 constexpr size_t kImportBatchEntries = 64;
 constexpr uint64_t kImportBatchBytes = 64ull << 20;
 
@@ -29,13 +24,6 @@ struct FileCloser {
   void operator()(FILE* f) const { std::fclose(f); }
 };
 using File = std::unique_ptr<FILE, FileCloser>;
-
-// Reads exactly n bytes into the hasher as well; false on EOF or error.
-bool read_exact(FILE* f, Hasher& hasher, void* out, size_t n) {
-  if (n && std::fread(out, 1, n, f) != n) return false;
-  hasher.update(std::string_view(static_cast<const char*>(out), n));
-  return true;
-}
 
 Result<void> write_hashed(FILE* f, Hasher& hasher, std::string_view bytes, const std::string& path) {
   hasher.update(bytes);
@@ -46,60 +34,20 @@ Result<void> write_hashed(FILE* f, Hasher& hasher, std::string_view bytes, const
   return ok();
 }
 
-// Streams the entries of an archive to `visit`; checks header, framing and trailer.
-Result<uint64_t> read_archive(const std::string& path, const std::function<Result<void>(const Digest&, std::string_view, uint64_t)>& visit) {
+Result<uint64_t> read_archive_file(const std::string& path, uint64_t max_packed, const ArchiveVisitor& visit) {
   File f(std::fopen(path.c_str(), "rb"));
   if (!f) {
     return make_error(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo,
                       "cannot open archive '" + path + "': " + std::strerror(errno));
   }
-  Hasher hasher;
-  char magic[8];
-  uint32_t version = 0, schema = 0;
-  if (!read_exact(f.get(), hasher, magic, 8) || std::string_view(magic, 8) != kArchiveMagic) {
-    return make_error(ErrorCode::kUnsupported,
-                      "'" + path + "' is not a ccpool archive (no CCPOOLAR header); create one with 'ccpool cache export'");
-  }
-  if (!read_exact(f.get(), hasher, &version, 4) || !read_exact(f.get(), hasher, &schema, 4)) {
-    return make_error(ErrorCode::kCorruption, "archive '" + path + "' is truncated (in its header); export it again");
-  }
-  if (version > kArchiveVersion || schema > kSchemaVersion) {
-    return make_error(ErrorCode::kUnsupported, "archive '" + path + "' is format " + std::to_string(version) +
-                                                   "/schema " + std::to_string(schema) +
-                                                   ", newer than this ccpool reads (" +
-                                                   std::to_string(kArchiveVersion) + "/" +
-                                                   std::to_string(kSchemaVersion) + "); upgrade ccpool");
-  }
-  auto truncated = [&](uint64_t n) {
-    return make_error(ErrorCode::kCorruption, "archive '" + path + "' is truncated or damaged after " +
-                                                  std::to_string(n) + " entries; export it again");
-  };
-  std::string packed;
-  for (uint64_t n = 0;; ++n) {
-    uint8_t tag = 0;
-    if (!read_exact(f.get(), hasher, &tag, 1)) return truncated(n);
-    if (tag == kTagEnd) {
-      uint64_t count = 0;
-      Digest expected, trailer;
-      if (!read_exact(f.get(), hasher, &count, 8)) return truncated(n);
-      expected = hasher.digest();
-      if (std::fread(trailer.bytes.data(), 1, 16, f.get()) != 16) return truncated(n);
-      char extra;
-      if (count != n || trailer != expected || std::fread(&extra, 1, 1, f.get()) != 0) {
-        return make_error(ErrorCode::kCorruption, "archive '" + path + "' fails its checksum; export it again");
-      }
-      return n;
-    }
-    Digest key;
-    uint64_t len = 0;
-    if (tag != kTagEntry || !read_exact(f.get(), hasher, key.bytes.data(), 16) ||
-        !read_exact(f.get(), hasher, &len, 8) || len > kMaxPacked) {
-      return truncated(n);
-    }
-    packed.resize(len);
-    if (!read_exact(f.get(), hasher, packed.data(), len)) return truncated(n);
-    CCPOOL_TRY(visit(key, packed, n));
-  }
+  return read_archive(f.get(), path, max_packed, visit);
+}
+
+// A packed entry holds at least 33 bytes of framing and header per body of 9
+// or more stored bytes, so one longer than this cannot fit in max_size.
+uint64_t max_packed_for(uint64_t max_size) {
+  constexpr uint64_t kSlack = 1ull << 20;
+  return max_size > (UINT64_MAX - kSlack) / 4 ? UINT64_MAX : 4 * max_size + kSlack;
 }
 
 }  // namespace
@@ -133,7 +81,7 @@ Result<ArchiveResult> Store::export_to(const std::string& path, const ProgressFn
         ++result.skipped;
       } else if (*packed) {
         ByteWriter w;
-        w.u8(kTagEntry);
+        w.u8(kArchiveTagEntry);
         w.digest(key);
         w.u64((*packed)->size());
         CCPOOL_TRY(write_hashed(f.get(), hasher, w.out(), path));
@@ -144,7 +92,7 @@ Result<ArchiveResult> Store::export_to(const std::string& path, const ProgressFn
       if (progress) progress(++done, total);
     }
     ByteWriter end;
-    end.u8(kTagEnd);
+    end.u8(kArchiveTagEnd);
     end.u64(result.entries);
     CCPOOL_TRY(write_hashed(f.get(), hasher, end.out(), path));
     Digest sum = hasher.digest();
@@ -161,17 +109,20 @@ Result<ArchiveResult> Store::export_to(const std::string& path, const ProgressFn
 }
 
 Result<ArchiveResult> Store::import_from(const std::string& path, const ProgressFn& progress) {
+  uint64_t max_packed = max_packed_for(m_impl->options.max_size);
   // Pass 1: validate everything; nothing is written.
-  CCPOOL_TRY_ASSIGN(uint64_t total, read_archive(path, [&](const Digest& key, std::string_view packed, uint64_t n) -> Result<void> {
-    auto p = m_impl->prepare_packed(key, packed, true);
-    if (!p && p.error().code != ErrorCode::kFull) {
-      return make_error(p.error().code, "archive '" + path + "' entry " + std::to_string(n + 1) + " (" +
-                                            key.hex() + ") is invalid: " + p.error().message + "; export it again");
+  CCPOOL_TRY_ASSIGN(uint64_t total, read_archive_file(path, max_packed, [&](const Digest& key, std::optional<std::string_view> packed, uint64_t n) -> Result<void> {
+    if (packed) {
+      auto p = m_impl->prepare_packed(key, *packed);
+      if (!p && p.error().code != ErrorCode::kFull) {
+        return make_error(p.error().code, "archive '" + path + "' entry " + std::to_string(n + 1) + " (" +
+                                              key.hex() + ") is invalid: " + p.error().message + "; export it again");
+      }
     }
     if (progress) progress(n + 1, 0);
     return ok();
   }));
-  // Pass 2: write in batches, skipping keys already present.
+  // Pass 2: check each entry again and write in batches, skipping keys already present.
   ArchiveResult result;
   std::vector<PreparedEntry> batch;
   uint64_t batch_bytes = 0;
@@ -184,13 +135,20 @@ Result<ArchiveResult> Store::import_from(const std::string& path, const Progress
     batch_bytes = 0;
     return ok();
   };
-  CCPOOL_TRY(read_archive(path, [&](const Digest& key, std::string_view packed, uint64_t n) -> Result<void> {
-    auto p = m_impl->prepare_packed(key, packed, false);
-    if (!p) {  // larger than max_size: cannot be kept here
+  CCPOOL_TRY(read_archive_file(path, max_packed, [&](const Digest& key, std::optional<std::string_view> packed, uint64_t n) -> Result<void> {
+    auto p = packed ? m_impl->prepare_packed(key, *packed)
+                    : make_error(ErrorCode::kFull, "entry " + key.hex() + " is larger than the store");
+    if (!p && p.error().code == ErrorCode::kFull) {  // larger than max_size: cannot be kept here
       ++result.skipped;
       return ok();
     }
-    result.bytes += packed.size();
+    if (!p) {
+      return make_error(p.error().code, "archive '" + path + "' changed while it was imported: entry " +
+                                            std::to_string(n + 1) + " (" + key.hex() + ") is now invalid: " +
+                                            p.error().message + "; the " + std::to_string(result.entries) +
+                                            " entries written before it are valid; import a copy nobody writes to");
+    }
+    result.bytes += packed->size();
     batch_bytes += p->stored_size();
     batch.push_back(std::move(*p));
     if (batch.size() >= kImportBatchEntries || batch_bytes >= kImportBatchBytes) CCPOOL_TRY(write_batch());

@@ -2,6 +2,7 @@
 
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace ccpool::cache {
@@ -71,34 +72,56 @@ bool Codec::header_ok(std::string_view stored, uint64_t* raw_size) {
 }
 
 Result<std::string> Codec::decode(std::string_view stored, const Digest& expected,
-                                  const std::string& what) {
+                                  const std::string& what, uint64_t max_raw) {
+  std::string out;
+  CCPOOL_TRY(run(stored, expected, what, max_raw, &out));
+  return out;
+}
+
+Result<void> Codec::verify(std::string_view stored, const Digest& expected, const std::string& what,
+                           uint64_t max_raw) {
+  return run(stored, expected, what, max_raw, nullptr);
+}
+
+Result<void> Codec::run(std::string_view stored, const Digest& expected, const std::string& what,
+                        uint64_t max_raw, std::string* keep) {
   uint64_t raw_size = 0;
-  if (!header_ok(stored, &raw_size) || raw_size > (1ull << 40)) {
-    return make_error(ErrorCode::kCorruption, what + ": bad body header");
+  if (!header_ok(stored, &raw_size)) return make_error(ErrorCode::kCorruption, what + ": bad body header");
+  if (raw_size > max_raw) {
+    return make_error(ErrorCode::kCorruption, what + ": declares " + std::to_string(raw_size) +
+                                                  " raw bytes, more than the limit of " +
+                                                  std::to_string(max_raw));
   }
   std::string_view payload = stored.substr(kBodyHeaderSize);
-  std::string out;
   if (static_cast<uint8_t>(stored[0]) == kCodecRaw) {
-    out.assign(payload);
-    if (hash_bytes(out) != expected) return make_error(ErrorCode::kCorruption, what + ": checksum mismatch");
-    return out;
+    if (hash_bytes(payload) != expected) return make_error(ErrorCode::kCorruption, what + ": checksum mismatch");
+    if (keep) keep->assign(payload);
+    return ok();
   }
-  out.resize(raw_size);
+  // The output grows one slice at a time as zstd produces bytes (std::string
+  // doubles its capacity), so a header that lies about raw_size costs nothing.
+  std::string window;
+  std::string& out = keep ? *keep : window;
+  out.clear();
   auto* dctx = static_cast<ZSTD_DCtx*>(take_dctx());
   ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
   Hasher hasher;
   ZSTD_inBuffer in{payload.data(), payload.size(), 0};
-  size_t done = 0;
+  uint64_t done = 0;
   size_t rc = 1;
-  bool bad = false;
-  while (done < raw_size && rc != 0) {
-    ZSTD_outBuffer ob{out.data(), std::min<size_t>(raw_size, done + kVerifyChunk), done};
+  while (done < raw_size) {
+    size_t slice = static_cast<size_t>(std::min<uint64_t>(kVerifyChunk, raw_size - done));
+    size_t base = keep ? static_cast<size_t>(done) : 0;
+    if (out.size() < base + slice) out.resize(base + slice);
+    size_t in_before = in.pos;
+    ZSTD_outBuffer ob{out.data() + base, slice, 0};
     rc = ZSTD_decompressStream(dctx, &ob, &in);
-    if (ZSTD_isError(rc) || (ob.pos == done && in.pos == in.size)) break;
-    hasher.update(std::string_view(out.data() + done, ob.pos - done));
-    done = ob.pos;
+    if (ZSTD_isError(rc) || (ob.pos == 0 && in.pos == in_before)) break;
+    hasher.update(std::string_view(out.data() + base, ob.pos));
+    done += ob.pos;
+    if (rc == 0) break;  // the frame ended
   }
-  bad = ZSTD_isError(rc) || done != raw_size;
+  bool bad = ZSTD_isError(rc) || done != raw_size;
   if (!bad && rc != 0) {  // the frame epilogue may still be pending; it must yield no bytes
     char extra;
     ZSTD_outBuffer ob{&extra, 1, 0};
@@ -110,7 +133,8 @@ Result<std::string> Codec::decode(std::string_view stored, const Digest& expecte
     return make_error(ErrorCode::kCorruption, what + ": compressed body does not decode");
   }
   if (hasher.digest() != expected) return make_error(ErrorCode::kCorruption, what + ": checksum mismatch");
-  return out;
+  if (keep) out.resize(static_cast<size_t>(done));
+  return ok();
 }
 
 }  // namespace ccpool::cache

@@ -1,6 +1,8 @@
 // Body codec: the one place that calls zstd. A stored body is
 //   u8 codec (0 = raw, 1 = zstd) | u64 raw_size (LE) | payload
 // The checksum (XXH3-128 of the raw bytes) is the body's key, not part of the value.
+// Nothing here trusts raw_size: it is checked against the caller's limit first,
+// and decoded bytes go into a buffer that grows only as bytes really come out.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +29,15 @@ class Codec {
   // Compresses `raw`; keeps it raw when zstd does not make it smaller.
   std::string encode(std::string_view raw);
   // Decompresses and hashes chunk by chunk as the bytes come out; any mismatch
-  // (size, zstd frame, checksum) is kCorruption naming `what`.
-  Result<std::string> decode(std::string_view stored, const Digest& expected, const std::string& what);
+  // (size, zstd frame, checksum) is kCorruption naming `what`, and so is a
+  // declared raw size above `max_raw`. Memory: the bytes actually produced,
+  // at most max_raw (plus one 256 KiB slice), never what the header claims.
+  Result<std::string> decode(std::string_view stored, const Digest& expected, const std::string& what,
+                             uint64_t max_raw);
+  // The same checks as decode() without keeping the bytes: decompresses into
+  // one fixed 256 KiB slice and hashes it, so memory does not depend on the body.
+  Result<void> verify(std::string_view stored, const Digest& expected, const std::string& what,
+                      uint64_t max_raw);
   // Structure-only check of a stored body (no decompression).
   static bool header_ok(std::string_view stored, uint64_t* raw_size);
 
@@ -37,6 +46,9 @@ class Codec {
   void give_dctx(void* dctx);
   void* take_cctx();
   void give_cctx(void* cctx);
+  // Shared by decode/verify: keeps the decoded bytes in *keep when non-null.
+  Result<void> run(std::string_view stored, const Digest& expected, const std::string& what,
+                   uint64_t max_raw, std::string* keep);
 
   int m_level;
   std::mutex m_mutex;

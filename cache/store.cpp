@@ -147,16 +147,25 @@ Result<PreparedEntry> Store::Impl::prepare(const Digest& key, const Entry& entry
   return p;
 }
 
-Result<PreparedEntry> Store::Impl::prepare_packed(const Digest& key, std::string_view packed,
-                                                  bool verify_bodies) {
+Result<PreparedEntry> Store::Impl::prepare_packed(const Digest& key, std::string_view packed) {
   CCPOOL_TRY_ASSIGN(UnpackedEntry u, unpack_entry(packed));
   CCPOOL_TRY_ASSIGN(Record rec, decode_record(u.record));
   std::unordered_map<Digest, std::string_view> bodies;
   for (const PackedBody& b : u.bodies) bodies.emplace(b.digest, b.stored);
+  // Sizes come from outside: no body may claim more raw bytes than the whole
+  // store may hold, and the sum is checked without overflowing.
+  uint64_t logical = 0;
+  for (const BodyRef& ref : rec.bodies()) {
+    if (ref.size > options.max_size || logical + ref.size > options.max_size) {
+      return make_error(ErrorCode::kFull, "entry " + key.hex() + " declares more raw bytes than the store's max_size of " +
+                                              std::to_string(options.max_size) + "; raise --max-size");
+    }
+    logical += ref.size;
+  }
   PreparedEntry p;
   p.key = key;
   p.record.assign(u.record);
-  p.logical_bytes = rec.logical_bytes();
+  p.logical_bytes = logical;
   p.usage = Usage{now_ms(), 0};
   std::unordered_set<Digest> verified;
   for (const BodyRef& ref : rec.bodies()) {
@@ -165,8 +174,8 @@ Result<PreparedEntry> Store::Impl::prepare_packed(const Digest& key, std::string
     if (it == bodies.end() || !Codec::header_ok(it->second, &raw_size) || raw_size != ref.size) {
       return make_error(ErrorCode::kCorruption, "packed entry " + key.hex() + " lacks body " + ref.digest.hex());
     }
-    if (verify_bodies && verified.insert(ref.digest).second) {
-      CCPOOL_TRY(codec.decode(it->second, ref.digest, "packed entry " + key.hex()));
+    if (verified.insert(ref.digest).second) {
+      CCPOOL_TRY(codec.verify(it->second, ref.digest, "packed entry " + key.hex(), ref.size));
     }
     p.bodies.emplace_back(ref.digest, std::string(it->second));
   }
@@ -230,7 +239,7 @@ Result<std::optional<Entry>> Store::Impl::read_entry(lmdb::Txn& txn, const Diges
     if (txn.get(Table::kBodies, key_view(ref.digest), stored) != 0) {
       return make_error(ErrorCode::kCorruption, "body " + ref.digest.hex() + " is missing");
     }
-    CCPOOL_TRY_ASSIGN(out, codec.decode(stored, ref.digest, "body " + ref.digest.hex()));
+    CCPOOL_TRY_ASSIGN(out, codec.decode(stored, ref.digest, "body " + ref.digest.hex(), ref.size));
     if (out.size() != ref.size) return make_error(ErrorCode::kCorruption, "body " + ref.digest.hex() + " has the wrong size");
     return ok();
   };
@@ -321,7 +330,7 @@ Result<std::optional<std::string>> Store::Impl::pack(lmdb::Txn& txn, const Diges
     if (txn.get(Table::kBodies, key_view(ref.digest), stored) != 0) {
       return make_error(ErrorCode::kCorruption, "entry " + key.hex() + ": body " + ref.digest.hex() + " is missing");
     }
-    if (verify_bodies) CCPOOL_TRY(codec.decode(stored, ref.digest, "entry " + key.hex()));
+    if (verify_bodies) CCPOOL_TRY(codec.verify(stored, ref.digest, "entry " + key.hex(), ref.size));
     bodies.push_back({ref.digest, stored});
   }
   return std::optional<std::string>(pack_entry(record, bodies));

@@ -85,8 +85,9 @@ struct Store::Impl {
   int apply_touches(lmdb::Txn& txn, const std::unordered_map<Digest, Usage>& t, Counters& c);
 
   Result<PreparedEntry> prepare(const Digest& key, const Entry& entry);
-  // verify_bodies=false only for bytes this process validated already (import pass 2).
-  Result<PreparedEntry> prepare_packed(const Digest& key, std::string_view packed, bool verify_bodies = true);
+  // Checks everything (structure, sizes against max_size, every body's checksum) before
+  // anything is kept; memory is the packed bytes plus one decode slice.
+  Result<PreparedEntry> prepare_packed(const Digest& key, std::string_view packed);
   // The packed form of one entry, read in `txn`; verify_bodies decodes every body first.
   Result<std::optional<std::string>> pack(lmdb::Txn& txn, const Digest& key, bool verify_bodies);
   // Writes entries in one txn; skip_existing leaves present keys alone (import).

@@ -68,15 +68,33 @@ std::string encode_record(const Record& rec) {
     w.u32(o.mode);
     put_body(w, o.body);
   }
+  Digest sum = hash_bytes(w.out());
+  w.digest(sum);
   return std::move(w.out());
 }
 
 Result<Record> decode_record(std::string_view bytes) {
-  ByteReader r(bytes);
+  uint8_t version = bytes.empty() ? 0 : static_cast<uint8_t>(bytes[0]);
+  if (version > kRecordVersion) {
+    return make_error(ErrorCode::kCorruption,
+                      "record from a newer ccpool (version " + std::to_string(version) + ")");
+  }
+  if (version < kRecordVersion) {
+    return make_error(ErrorCode::kCorruption, "record version " + std::to_string(version) +
+                                                  " has no checksum (an older ccpool wrote it); it is rebuilt");
+  }
+  if (bytes.size() < 1 + kRecordChecksumSize) return make_error(ErrorCode::kCorruption, "malformed record");
+  std::string_view fields = bytes.substr(0, bytes.size() - kRecordChecksumSize);
+  Digest trailer;
+  std::memcpy(trailer.bytes.data(), bytes.data() + fields.size(), kRecordChecksumSize);
+  if (hash_bytes(fields) != trailer) {
+    return make_error(ErrorCode::kCorruption, "record fails its checksum (damaged)");
+  }
+  ByteReader r(fields);
   Record rec;
-  uint8_t version = 0, kind = 0;
+  uint8_t kind = 0;
   uint32_t n_outputs = 0;
-  bool ok = r.u8(version) && version == kRecordVersion && r.u8(kind) &&
+  bool ok = r.u8(version) && r.u8(kind) &&
             (kind == static_cast<uint8_t>(EntryKind::kCompile) ||
              kind == static_cast<uint8_t>(EntryKind::kBlob)) &&
             r.i64(rec.created_ms) && r.u64(rec.time_saved_ms) && r.i64(rec.expires_ms) &&
@@ -90,12 +108,7 @@ Result<Record> decode_record(std::string_view bytes) {
       if (!(ok = r.str(o.name) && r.u32(o.mode) && get_body(r, o.body))) break;
     }
   }
-  if (!ok || r.left() != 0) {
-    return make_error(ErrorCode::kCorruption,
-                      version > kRecordVersion ? "record from a newer ccpool (version " +
-                                                     std::to_string(version) + ")"
-                                               : std::string("malformed record"));
-  }
+  if (!ok || r.left() != 0) return make_error(ErrorCode::kCorruption, "malformed record");
   return rec;
 }
 

@@ -13,7 +13,10 @@
 
 namespace ccpool::cache {
 
-inline constexpr uint8_t kRecordVersion = 1;
+// Version 2 ends with an XXH3-128 of every byte before it; version 1 had no
+// checksum and is refused (a miss: the entry is evicted and rebuilt).
+inline constexpr uint8_t kRecordVersion = 2;
+inline constexpr size_t kRecordChecksumSize = 16;
 inline constexpr uint32_t kPackedVersion = 1;
 
 // A body reference; size 0 means "no body" (empty stdout, empty output file).

@@ -13,10 +13,12 @@ constexpr const char* kRenewScript =
     "else return 0 end";
 
 // One atomic look at value and lease: {1, value} when the value exists,
-// {0} while the lease is held without a value, {2} when both are gone.
+// {0} while the lease is held without a value, {2} when both are gone. The
+// value is cut after byte ARGV[1] (see TierImpl::get), so a huge one is never
+// sent whole.
 constexpr const char* kPollScript =
-    "local v = redis.call('GET', KEYS[1]) "
-    "if v then return {1, v} end "
+    "if redis.call('EXISTS', KEYS[1]) == 1 then "
+    "return {1, redis.call('GETRANGE', KEYS[1], 0, ARGV[1])} end "
     "if redis.call('EXISTS', KEYS[2]) == 1 then return {0} end "
     "return {2}";
 
@@ -49,8 +51,9 @@ std::optional<std::string> TierImpl::wait_for_result(const Digest& key,
   auto deadline = std::chrono::steady_clock::now() + max_wait;
   std::string value_name = value_key(key);
   std::string lease_name = lease_key(key);
+  std::string last = std::to_string(max_sealed());
   for (;;) {
-    auto reply = call({"EVAL", kPollScript, "2", value_name, lease_name}, nullptr);
+    auto reply = call({"EVAL", kPollScript, "2", value_name, lease_name, last}, nullptr);
     if (!reply || reply->type != Reply::Type::kArray || reply->elements.empty()) {
       return std::nullopt;
     }

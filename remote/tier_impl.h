@@ -63,6 +63,8 @@ class TierImpl {
   Result<std::unique_ptr<Connection>> take_pooled();
   void give_back(std::unique_ptr<Connection> conn);
 
+  // The largest value read back from Redis: max_value plus the envelope.
+  uint64_t max_sealed() const;
   // Unwraps, verifies and validates a value read from Redis; counts the outcome.
   std::optional<std::string> accept_value(const Digest& key, std::string sealed);
 

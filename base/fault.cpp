@@ -32,6 +32,10 @@ FaultInjector::FaultInjector(const std::string& spec) : m_spec(spec) {
       m_fail_store_write = std::atoll(value.c_str());
     } else if (name == "delay_exec") {
       m_delay_exec_ms = std::atoll(value.c_str());
+    } else if (name == "throw_in_request") {
+      m_throw_in_request = std::atoll(value.c_str());
+    } else if (name == "throw_in_start") {
+      m_throw_in_start = std::atoll(value.c_str());
     } else {
       continue;
     }
@@ -52,6 +56,16 @@ int64_t FaultInjector::reply_delay_ms() {
 bool FaultInjector::should_fail_store_write() {
   int64_t n = ++m_store_write_count;
   return m_fail_store_write == 0 || (m_fail_store_write > 0 && n == m_fail_store_write);
+}
+
+bool FaultInjector::should_throw_in_request() {
+  int64_t n = ++m_request_count;
+  return m_throw_in_request == 0 || (m_throw_in_request > 0 && n == m_throw_in_request);
+}
+
+bool FaultInjector::should_throw_in_start() {
+  int64_t n = ++m_start_count;
+  return m_throw_in_start == 0 || (m_throw_in_start > 0 && n == m_throw_in_start);
 }
 
 }  // namespace ccpool

@@ -6,6 +6,8 @@
 //   delay_reply=M:MS     delay the Mth reply sent to a client by MS milliseconds
 //   fail_store_write=N   fail the Nth store write (0 = every write)
 //   delay_exec=MS        sleep MS before each execution (widens race windows)
+//   throw_in_request=N   the Nth request's arena work throws (0 = every request)
+//   throw_in_start=N     the Nth job start throws (0 = every start)
 #pragma once
 
 #include <atomic>
@@ -27,6 +29,8 @@ class FaultInjector {
   int64_t reply_delay_ms();          // counts replies; 0 when no delay
   bool should_fail_store_write();    // counts store writes
   int64_t exec_delay_ms() const { return m_delay_exec_ms; }
+  bool should_throw_in_request();    // counts requests
+  bool should_throw_in_start();      // counts job starts
 
  private:
   std::string m_spec;
@@ -36,6 +40,10 @@ class FaultInjector {
   int64_t m_delay_reply_ms = 0;
   int64_t m_fail_store_write = -1;
   int64_t m_delay_exec_ms = 0;
+  int64_t m_throw_in_request = -1;
+  int64_t m_throw_in_start = -1;
+  std::atomic<int64_t> m_request_count{0};
+  std::atomic<int64_t> m_start_count{0};
   std::atomic<int64_t> m_exec_count{0};
   std::atomic<int64_t> m_reply_count{0};
   std::atomic<int64_t> m_store_write_count{0};

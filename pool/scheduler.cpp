@@ -4,6 +4,8 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <condition_variable>
 #include <deque>
 #include <list>
@@ -18,10 +20,13 @@ namespace {
 
 constexpr size_t kEstimateWindow = 8;  // a class's estimate: the max of its last 8 peaks
 
+using OnException = std::function<void(const std::string& what)>;
+
 struct QueuedJob {
   JobId id;
   std::string job_class;
   std::function<void(JobId)> start;
+  OnException on_exception;
 };
 
 struct RunningJob {
@@ -29,7 +34,23 @@ struct RunningJob {
   uint64_t reserved;  // the estimate charged at admission, returned on finish
 };
 
-using Admitted = std::vector<std::pair<JobId, std::function<void(JobId)>>>;
+struct AdmittedJob {
+  JobId id;
+  std::function<void(JobId)> start;
+  OnException on_exception;
+};
+using Admitted = std::vector<AdmittedJob>;
+
+// The text of the exception in flight (inside a catch block).
+std::string current_exception_text() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
 
 }  // namespace
 
@@ -58,11 +79,30 @@ struct Scheduler::State {
   std::mutex arena_mutex;
   std::condition_variable arena_idle;
   size_t arena_pending = 0;
+  std::atomic<uint64_t> exceptions{0};
 
   uint64_t estimate_locked(const std::string& job_class) const;
   Admitted admit_locked();
-  void launch(Admitted admitted);
-  void post(std::function<void()> work);
+  void launch(Admitted admitted, Scheduler& owner);
+  void post(std::function<void()> work, OnException on_exception);
+};
+
+// Decrements arena_pending when an arena task returns, however it returns.
+class ArenaTaskGuard {
+ public:
+  ArenaTaskGuard(std::mutex& mutex, std::condition_variable& idle, size_t& pending)
+      : m_mutex(mutex), m_idle(idle), m_pending(pending) {}
+  ~ArenaTaskGuard() {
+    std::lock_guard lock(m_mutex);
+    if (--m_pending == 0) m_idle.notify_all();
+  }
+  ArenaTaskGuard(const ArenaTaskGuard&) = delete;
+  ArenaTaskGuard& operator=(const ArenaTaskGuard&) = delete;
+
+ private:
+  std::mutex& m_mutex;
+  std::condition_variable& m_idle;
+  size_t& m_pending;
 };
 
 uint64_t Scheduler::State::estimate_locked(const std::string& job_class) const {
@@ -86,7 +126,7 @@ Admitted Scheduler::State::admit_locked() {
     reserved += need;
     peak_running = std::max(peak_running, running.size());
     queued_owner.erase(head.id);
-    admitted.emplace_back(head.id, std::move(head.start));
+    admitted.push_back(AdmittedJob{head.id, std::move(head.start), std::move(head.on_exception)});
     queue.pop_front();
     ring.pop_front();
     if (queue.empty()) {
@@ -98,25 +138,36 @@ Admitted Scheduler::State::admit_locked() {
   return admitted;
 }
 
-void Scheduler::State::post(std::function<void()> work) {
+// An exception must not reach oneTBB (it would terminate the worker): it is
+// counted and handed to on_exception, whose own exception is dropped.
+void Scheduler::State::post(std::function<void()> work, OnException on_exception) {
   {
     std::lock_guard lock(arena_mutex);
     ++arena_pending;
   }
-  arena.enqueue([this, work = std::move(work)] {
+  arena.enqueue([this, work = std::move(work), on_exception = std::move(on_exception)] {
+    ArenaTaskGuard guard(arena_mutex, arena_idle, arena_pending);
     try {
       work();
     } catch (...) {
-      // Work must not throw; an escaping exception would terminate oneTBB's worker.
+      ++exceptions;
+      std::string what = current_exception_text();
+      try {
+        if (on_exception) on_exception(what);
+      } catch (...) {
+      }
     }
-    std::lock_guard lock(arena_mutex);
-    if (--arena_pending == 0) arena_idle.notify_all();
   });
 }
 
-void Scheduler::State::launch(Admitted admitted) {
-  for (auto& [id, start] : admitted) {
-    post([id = id, start = std::move(start)] { start(id); });
+void Scheduler::State::launch(Admitted admitted, Scheduler& owner) {
+  for (AdmittedJob& job : admitted) {
+    OnException on_exception = std::move(job.on_exception);
+    post([id = job.id, start = std::move(job.start)] { start(id); },
+         [&owner, id = job.id, on_exception = std::move(on_exception)](const std::string& what) {
+           owner.finish(id, 0);
+           if (on_exception) on_exception(what);
+         });
   }
 }
 
@@ -147,7 +198,7 @@ Scheduler::~Scheduler() {
 }
 
 JobId Scheduler::submit(uint64_t client_id, const std::string& job_class,
-                        std::function<void(JobId)> start) {
+                        std::function<void(JobId)> start, OnException on_exception) {
   State& s = *m_state;
   Admitted admitted;
   JobId id;
@@ -156,11 +207,11 @@ JobId Scheduler::submit(uint64_t client_id, const std::string& job_class,
     id = s.next_id++;
     std::deque<QueuedJob>& queue = s.queues[client_id];
     if (queue.empty()) s.ring.push_back(client_id);
-    queue.push_back(QueuedJob{id, job_class, std::move(start)});
+    queue.push_back(QueuedJob{id, job_class, std::move(start), std::move(on_exception)});
     s.queued_owner.emplace(id, client_id);
     admitted = s.admit_locked();
   }
-  s.launch(std::move(admitted));
+  s.launch(std::move(admitted), *this);
   return id;
 }
 
@@ -199,10 +250,12 @@ void Scheduler::finish(JobId id, int64_t measured_peak_rss_kb) {
     s.running.erase(it);
     admitted = s.admit_locked();
   }
-  s.launch(std::move(admitted));
+  s.launch(std::move(admitted), *this);
 }
 
-void Scheduler::run_in_arena(std::function<void()> work) { m_state->post(std::move(work)); }
+void Scheduler::run_in_arena(std::function<void()> work, OnException on_exception) {
+  m_state->post(std::move(work), std::move(on_exception));
+}
 
 uint64_t Scheduler::estimate(const std::string& job_class) const {
   std::lock_guard lock(m_state->mutex);
@@ -213,7 +266,7 @@ SchedulerStats Scheduler::stats() const {
   const State& s = *m_state;
   std::lock_guard lock(s.mutex);
   return SchedulerStats{s.jobs, s.mem_budget, s.running.size(), s.queued_owner.size(),
-                        s.peak_running, s.reserved};
+                        s.peak_running, s.reserved, s.exceptions.load()};
 }
 
 void Scheduler::drain_queued(std::function<void(JobId)> on_dropped) {

@@ -18,10 +18,14 @@
 // default_estimate. A sample of 0 (start failed, unknown) is not learned.
 //
 // Thread-safety: every member may be called from any thread, including from
-// inside `start` and from ProcessRunner's on_exit. `start` and arena work must
-// not throw (an escaping exception is swallowed and a job's slot would never be
-// freed). Destroy or terminate_all() the ProcessRunner before the Scheduler, so
-// no on_exit calls finish() on a destroyed scheduler.
+// inside `start` and from ProcessRunner's on_exit. Destroy or terminate_all()
+// the ProcessRunner before the Scheduler, so no on_exit calls finish() on a
+// destroyed scheduler.
+//
+// Exceptions: `start` and arena work should not throw. If one does, the
+// exception never reaches oneTBB: it is counted (stats().exceptions) and the
+// caller's `on_exception(what)` runs on the same thread, so every request still
+// gets an answer. A `start` that throws has its slot freed (finish(id, 0)) first.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +48,7 @@ struct SchedulerStats {
   uint64_t mem_budget;
   size_t running, queued, peak_running;
   uint64_t reserved_bytes;  // sum of the estimates of running jobs
+  uint64_t exceptions;      // `start` or arena work that threw (each got its on_exception)
 };
 
 class Scheduler {
@@ -57,7 +62,9 @@ class Scheduler {
   // When admitted, `start` runs inside the arena. `start` must spawn the process
   // (non-blocking) and later someone must call finish(id, rss) exactly once when
   // the process ends (or finish(id, 0) if start failed).
-  JobId submit(uint64_t client_id, const std::string& job_class, std::function<void(JobId)> start);
+  // on_exception: see "Exceptions" above.
+  JobId submit(uint64_t client_id, const std::string& job_class, std::function<void(JobId)> start,
+               std::function<void(const std::string& what)> on_exception = {});
 
   // Removes a job that has not started; false if it already started/finished.
   bool cancel_queued(JobId id);
@@ -67,7 +74,7 @@ class Scheduler {
 
   // Enqueue CPU work (hashing, compression, store writes) into the same bounded
   // arena; returns at once.
-  void run_in_arena(std::function<void()> work);
+  void run_in_arena(std::function<void()> work, std::function<void(const std::string& what)> on_exception = {});
 
   uint64_t estimate(const std::string& job_class) const;  // bytes
   SchedulerStats stats() const;

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <stdexcept>
 #include <thread>
 
 #include "base/fault.h"
@@ -134,11 +135,22 @@ void ExecPipeline::submit(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   ++m_pending;
   auto received = std::chrono::steady_clock::now();
   auto shared_stdin = std::make_shared<UniqueFd>(std::move(stdin_fd));
-  m_deps.scheduler.run_in_arena([this, conn_id, peer_pid, received, shared_stdin,
-                                 request = std::move(request)]() mutable {
-    handle(conn_id, peer_pid, std::move(request), std::move(shared_stdin), received);
-    --m_pending;
-  });
+  m_deps.scheduler.run_in_arena(
+      [this, conn_id, peer_pid, received, shared_stdin, request = std::move(request)]() mutable {
+        PendingGuard pending(m_pending);
+        if (FaultInjector::instance().should_throw_in_request()) {
+          throw std::runtime_error("injected by CCPOOL_FAULT=throw_in_request");
+        }
+        handle(conn_id, peer_pid, std::move(request), std::move(shared_stdin), received);
+      },
+      [this, conn_id](const std::string& what) { fail_request(conn_id, what); });
+}
+
+void ExecPipeline::fail_request(uint64_t conn_id, const std::string& what) {
+  ++m_deps.counters.service_errors;
+  spdlog::error("internal error while handling a request: {}", what);
+  m_deps.reply(conn_id, failed_reply("ccpool internal error: " + what + "; the tool runs locally"));
+  on_disconnect(conn_id);  // drop its waiter from any flight it joined
 }
 
 void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request,
@@ -286,7 +298,8 @@ bool ExecPipeline::complete_from_store(const std::shared_ptr<Flight>& flight) {
 void ExecPipeline::schedule(const std::shared_ptr<Flight>& flight) {
   pool::JobId job = m_deps.scheduler.submit(
       flight->fairness_id, flight->plan.job_class,
-      [this, flight](pool::JobId id) { start(flight, id); });
+      [this, flight](pool::JobId id) { start(flight, id); },
+      [this, flight](const std::string& what) { fail_flight(flight, "ccpool internal error: " + what); });
   // start() may already have run; recording the same id again is harmless. If
   // every waiter left before the id was known, drop the queued job here.
   if (!m_flights.set_job(flight, job) && m_deps.scheduler.cancel_queued(job)) {
@@ -297,6 +310,9 @@ void ExecPipeline::schedule(const std::shared_ptr<Flight>& flight) {
 }
 
 void ExecPipeline::start(const std::shared_ptr<Flight>& flight, pool::JobId job) {
+  if (FaultInjector::instance().should_throw_in_start()) {
+    throw std::runtime_error("injected by CCPOOL_FAULT=throw_in_start");
+  }
   if (!m_flights.set_job(flight, job)) {
     m_deps.scheduler.finish(job, 0);
     pool::ProcessResult cancelled;
@@ -320,9 +336,9 @@ void ExecPipeline::start(const std::shared_ptr<Flight>& flight, pool::JobId job)
   flight->started = std::chrono::system_clock::now();
   auto pid = m_deps.runner.spawn(spec, flight->id, [this, flight, job](pool::ProcessResult result) {
     m_deps.scheduler.finish(job, result.max_rss_kb);
-    m_deps.scheduler.run_in_arena([this, flight, result = std::move(result)]() mutable {
-      finish_flight(flight, std::move(result));
-    });
+    m_deps.scheduler.run_in_arena(
+        [this, flight, result = std::move(result)]() mutable { finish_flight(flight, std::move(result)); },
+        [this, flight](const std::string& what) { fail_flight(flight, "ccpool internal error: " + what); });
   });
   if (!pid) {
     m_deps.scheduler.finish(job, 0);

@@ -74,6 +74,20 @@ class ExecPipeline {
   void start(const std::shared_ptr<Flight>& flight, pool::JobId job);
   void finish_flight(const std::shared_ptr<Flight>& flight, pool::ProcessResult result);
   void fail_flight(const std::shared_ptr<Flight>& flight, const std::string& message);
+  // An exception escaped the request's arena work: answer kFailed, drop its waiter.
+  void fail_request(uint64_t conn_id, const std::string& what);
+
+  // Counts a posted request until its arena work returns, however it returns.
+  class PendingGuard {
+   public:
+    explicit PendingGuard(std::atomic<size_t>& pending) : m_pending(pending) {}
+    ~PendingGuard() { --m_pending; }
+    PendingGuard(const PendingGuard&) = delete;
+    PendingGuard& operator=(const PendingGuard&) = delete;
+
+   private:
+    std::atomic<size_t>& m_pending;
+  };
   compiler::ManifestStorage manifests();
   void send(const Waiter& waiter, ipc::ExecReply reply);
 

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <fstream>
+#include <future>
+#include <stdexcept>
 #include <mutex>
 #include <vector>
 
@@ -288,6 +290,53 @@ TEST(SchedulerTest, ArenaWorkRunsAllItemsWithinTheBound) {
   cv.wait(lock, [&] { return done == 200; });
   EXPECT_GE(peak.load(), 1);
   EXPECT_LE(peak.load(), jobs);
+}
+
+// Issue 12: a `start` that throws must not keep its slot. With jobs=1 the
+// next job could otherwise never be admitted (the client waited an hour).
+TEST(SchedulerTest, AStartThatThrowsFreesItsSlot) {
+  SchedulerOptions options;
+  options.jobs = 1;
+  options.mem_budget = kGiB;
+  Scheduler scheduler(options);
+  scheduler.submit(1, "cc", [](JobId) { throw std::runtime_error("boom in start"); });
+  std::promise<JobId> second;
+  scheduler.submit(1, "cc", [&second](JobId id) { second.set_value(id); });
+  auto started = second.get_future();
+  ASSERT_EQ(started.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "the slot of the job whose start threw was never freed";
+  JobId id = started.get();
+  SchedulerStats stats = scheduler.stats();
+  EXPECT_EQ(stats.running, 1u);
+  EXPECT_EQ(stats.queued, 0u);
+  scheduler.finish(id, 0);
+}
+
+TEST(SchedulerTest, ExceptionsReachTheCallersHookAndAreCounted) {
+  SchedulerOptions options;
+  options.jobs = 2;
+  options.mem_budget = kGiB;
+  Scheduler scheduler(options);
+  std::promise<std::string> from_work, from_start;
+  scheduler.run_in_arena([] { throw std::runtime_error("boom in work"); },
+                         [&](const std::string& what) { from_work.set_value(what); });
+  scheduler.submit(7, "cc", [](JobId) { throw std::bad_alloc(); },
+                   [&](const std::string& what) { from_start.set_value(what); });
+  auto work = from_work.get_future();
+  auto start = from_start.get_future();
+  ASSERT_EQ(work.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  ASSERT_EQ(start.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(work.get(), "boom in work");
+  EXPECT_EQ(start.get(), std::bad_alloc().what());
+  SchedulerStats stats = scheduler.stats();
+  EXPECT_EQ(stats.exceptions, 2u);
+  EXPECT_EQ(stats.running, 0u);
+  // A hook that throws too is contained; the arena keeps working.
+  std::promise<void> after;
+  scheduler.run_in_arena([] { throw 42; }, [](const std::string&) { throw std::runtime_error("hook"); });
+  scheduler.run_in_arena([&] { after.set_value(); });
+  auto done = after.get_future();
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(30)), std::future_status::ready);
 }
 
 TEST(SchedulerTest, DefaultsComeFromTheMachine) {

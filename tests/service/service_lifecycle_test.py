@@ -346,6 +346,26 @@ class ServiceLifecycleTest(ServiceCase):
         self.assertGreaterEqual(s["store_errors"], 2)
         self.assertEqual(len(self.lines("work/runs")), 2)
 
+    def test_fault_exceptions_answer_every_request(self):
+        """CCPOOL_FAULT=throw_in_request=1,throw_in_start=1 (issue 12): an
+        exception in a request's work or in a job's start becomes a failed
+        reply, so the client runs the tool itself at once instead of waiting
+        an hour; the job's slot is freed (jobs=1) and the next request runs."""
+        self.write("work/tool.sh", DECLARED_TOOL, 0o755)
+        self.write("work/in.txt", "one")
+        self.start_service(fault="throw_in_request=1,throw_in_start=1", jobs=1)
+        for _ in range(2):  # request 1 throws; request 2's job start throws
+            rc, out, _ = self.declared("a")
+            self.assertEqual((rc, out), (0, b"ran a\n"))
+        s = self.status()
+        self.assertEqual((s["executions"], s["service_errors"]), (0, 2))
+        rc, out, _ = self.declared("a")
+        self.assertEqual((rc, out), (0, b"ran a\n"))
+        s = self.status()
+        self.assertEqual((s["executions"], s["service_errors"]), (1, 2))
+        self.assertEqual(len(self.lines("work/runs")), 3)
+        self.assertIn("injected by CCPOOL_FAULT=throw_in_request", self.read("run/ccpool.log"))
+
 
 # Run under another uid: hello, print "error <code>" or the reply type.
 RAW_HELLO = r"""

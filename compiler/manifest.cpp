@@ -25,7 +25,7 @@ class Reader {
     return true;
   }
   bool digest(Digest& out) {
-    if (m_pos + 32 > m_text.size()) return false;
+    if (32 > m_text.size() - m_pos) return false;
     std::optional<Digest> d = Digest::from_hex(m_text.substr(m_pos, 32));
     if (!d) return false;
     out = *d;
@@ -34,7 +34,7 @@ class Reader {
   }
   bool path(std::string& out) {
     size_t len = 0;
-    if (!number(len) || !literal(":") || m_pos + len > m_text.size()) return false;
+    if (!number(len) || !literal(":") || len > m_text.size() - m_pos) return false;
     out.assign(m_text.substr(m_pos, len));
     m_pos += len;
     return true;

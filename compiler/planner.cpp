@@ -4,19 +4,14 @@
 
 #include <climits>
 #include <cstdlib>
-#include <regex>
 
+#include "compiler/cc_name.h"
 #include "compiler/planner_impl.h"
 
 namespace ccpool::compiler {
 namespace {
 
-// gcc/g++/cc/c++/clang/clang++, optionally behind a target triplet and/or a
-// version suffix: x86_64-linux-gnu-gcc-12, clang++-14, g++-12.2.
-bool looks_like_cc(const std::string& name) {
-  static const std::regex kPattern(R"(^([A-Za-z0-9_.]+-)*(gcc|g\+\+|cc|c\+\+|clang|clang\+\+)(-[0-9]+(\.[0-9]+)*)?$)");
-  return std::regex_match(name, kPattern);
-}
+bool looks_like_cc(const std::string& name) { return is_cc_name(name); }
 
 constexpr size_t kMaxHelperMemo = 4096;
 

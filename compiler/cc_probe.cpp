@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "base/fs.h"
+#include "compiler/probe_output.h"
 
 namespace ccpool::compiler {
 namespace {
@@ -23,38 +24,6 @@ Digest probe_key(const ProbeContext& ctx, std::string_view kind,
   for (const std::string& a : argv) h.add_field(a);
   hash_env(h, ctx.request.env, kProbeEnv);
   return h.digest();
-}
-
-std::string trim_slashes(std::string s) {
-  while (s.size() > 1 && s.back() == '/') s.pop_back();
-  return s;
-}
-
-// Splits a `-###` line: tokens separated by spaces, "double quoted" ones
-// with backslash escapes.
-std::vector<std::string> split_command_line(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cur;
-  bool in = false, quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    char c = line[i];
-    if (quoted) {
-      if (c == '\\' && i + 1 < line.size()) cur += line[++i];
-      else if (c == '"') quoted = false;
-      else cur += c;
-    } else if (c == '"') {
-      quoted = in = true;
-    } else if (c == ' ' || c == '\t') {
-      if (in) out.push_back(cur);
-      cur.clear();
-      in = false;
-    } else {
-      cur += c;
-      in = true;
-    }
-  }
-  if (in) out.push_back(cur);
-  return out;
 }
 
 bool is_regular(const std::string& path) {
@@ -127,36 +96,12 @@ Result<SearchDirs> probe_search_dirs(const ProbeContext& ctx) {
   if (out.exit_code != 0) {
     return make_error(ErrorCode::kUnsupported, "include search probe failed: " + out.err.substr(0, 200));
   }
+  std::optional<SearchList> list = parse_search_list(out.err);
+  if (!list) return make_error(ErrorCode::kUnsupported, "include search probe: no search list");
   SearchDirs dirs;
-  std::vector<std::string> missing;
-  int section = 0;  // 1: quote list, 2: bracket list
-  bool ended = false;
-  size_t pos = 0;
-  const std::string& text = out.err;
-  while (pos < text.size()) {
-    size_t eol = text.find('\n', pos);
-    if (eol == std::string::npos) eol = text.size();
-    std::string line = text.substr(pos, eol - pos);
-    pos = eol + 1;
-    const std::string kMissing = "ignoring nonexistent directory \"";
-    if (line.rfind(kMissing, 0) == 0 && line.back() == '"') {
-      missing.push_back(trim_slashes(line.substr(kMissing.size(), line.size() - kMissing.size() - 1)));
-    } else if (line.rfind("#include \"...\" search starts here", 0) == 0) {
-      section = 1;
-    } else if (line.rfind("#include <...> search starts here", 0) == 0) {
-      section = 2;
-    } else if (line.rfind("End of search list.", 0) == 0) {
-      ended = true;
-      section = 0;
-    } else if (section != 0 && line.size() > 1 && line[0] == ' ') {
-      std::string dir = line.substr(1);
-      size_t framework = dir.find(" (framework directory)");
-      if (framework != std::string::npos) dir.resize(framework);
-      (section == 1 ? dirs.quote : dirs.bracket).push_back(trim_slashes(dir));
-    }
-  }
-  if (!ended) return make_error(ErrorCode::kUnsupported, "include search probe: no search list");
-  dirs.bracket.insert(dirs.bracket.begin(), missing.begin(), missing.end());
+  dirs.quote = std::move(list->quote);
+  dirs.bracket = std::move(list->missing);
+  dirs.bracket.insert(dirs.bracket.end(), list->bracket.begin(), list->bracket.end());
   return dirs;
 }
 
@@ -190,15 +135,7 @@ Result<void> hash_link_inputs(const ProbeContext& ctx, Hasher& h, std::vector<Ch
                                                            ctx.request.cwd, ctx.request.program));
   if (out.exit_code != 0) return make_error(ErrorCode::kUnsupported, "link probe (-###) failed");
   // The link command is the last command line printed.
-  std::string line;
-  size_t pos = 0;
-  while (pos < out.err.size()) {
-    size_t eol = out.err.find('\n', pos);
-    if (eol == std::string::npos) eol = out.err.size();
-    if (out.err[pos] == ' ') line = out.err.substr(pos, eol - pos);
-    pos = eol + 1;
-  }
-  std::vector<std::string> words = split_command_line(line);
+  std::vector<std::string> words = last_command_words(out.err);
   if (words.empty() || words[0].empty() || words[0][0] != '/') {
     return make_error(ErrorCode::kUnsupported, "link probe: no link command");
   }

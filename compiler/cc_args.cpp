@@ -1,5 +1,7 @@
 #include "compiler/cc_args.h"
 
+#include <sys/stat.h>
+
 #include <set>
 
 #include "base/fs.h"
@@ -97,14 +99,31 @@ bool is_link_input(const std::string& path) {
          path.find(".so.") != std::string::npos;
 }
 
+// Bounds on @file expansion: a file that names itself several times would
+// otherwise grow as fanout^depth, and only small regular files are read (not
+// /dev/zero, not a FIFO that would block the worker).
+constexpr int kMaxResponseDepth = 10;
+constexpr int kMaxResponseFiles = 64;
+constexpr uint64_t kMaxResponseBytes = 1 << 20;  // per file
+constexpr size_t kMaxExpandedArgs = 100000;
+
+struct ResponseBudget {
+  int files = 0;
+};
+
 // gcc's buildargv(): whitespace separates, quotes and backslash escape.
 bool expand_response(const std::string& arg, const std::string& cwd, int depth,
-                     std::vector<std::string>& out) {
-  if (depth > 10) return false;
+                     std::vector<std::string>& out, ResponseBudget& budget) {
+  if (depth > kMaxResponseDepth || ++budget.files > kMaxResponseFiles) return false;
   std::string path = arg.substr(1);
   if (path.empty() || path[0] != '/') path = cwd + "/" + path;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<uint64_t>(st.st_size) > kMaxResponseBytes) {
+    return false;
+  }
   Result<std::string> text = read_file(path);
-  if (!text) return false;
+  if (!text || text->size() > kMaxResponseBytes) return false;
   std::vector<std::string> words;
   std::string word;
   bool in_word = false;
@@ -132,8 +151,9 @@ bool expand_response(const std::string& arg, const std::string& cwd, int depth,
   if (in_word) words.push_back(word);
   for (const std::string& w : words) {
     if (starts_with(w, "@")) {
-      if (!expand_response(w, cwd, depth + 1, out)) return false;
+      if (!expand_response(w, cwd, depth + 1, out, budget)) return false;
     } else {
+      if (out.size() >= kMaxExpandedArgs) return false;
       out.push_back(w);
     }
   }
@@ -161,10 +181,13 @@ std::string check_linker_flags(const std::string& arg) {
 
 CcArgs parse_cc_args(const std::vector<std::string>& argv, const std::string& cwd) {
   CcArgs r;
+  ResponseBudget budget;
   for (size_t i = 1; i < argv.size(); ++i) {
     if (starts_with(argv[i], "@") && argv[i].size() > 1) {
-      if (!expand_response(argv[i], cwd, 0, r.args)) {
-        r.refused = "response file '" + argv[i] + "' unreadable or malformed";
+      if (!expand_response(argv[i], cwd, 0, r.args, budget)) {
+        r.refused = "response file '" + argv[i] + "' unreadable, malformed or beyond the bounds on response files (" +
+                    std::to_string(kMaxResponseFiles) + " files, depth " + std::to_string(kMaxResponseDepth) +
+                    ", 1 MiB each, " + std::to_string(kMaxExpandedArgs) + " arguments)";
         return r;
       }
     } else {

@@ -12,10 +12,16 @@
 namespace ccpool::compiler {
 namespace {
 
-TEST(ResponseFile, SelfReferenceFanOutIsRefused) {
+// r0 names r1 four times, r1 names r2 four times ... r10 holds one argument:
+// within the depth bound, but 4^10 reads and a million arguments unbounded.
+TEST(ResponseFile, FanOutIsRefused) {
   std::string dir = ::ccpool::testing::scratch_dir();
-  testing::write_text(dir + "/r", "-DX @r @r @r\n");  // 3^11 reads and args without a bound
-  CcArgs a = parse_cc_args({"g++", "-c", "k.c", "@r"}, dir);
+  for (int i = 0; i < 10; ++i) {
+    std::string next = " @r" + std::to_string(i + 1);
+    testing::write_text(dir + "/r" + std::to_string(i), next + next + next + next + "\n");
+  }
+  testing::write_text(dir + "/r10", "-DX\n");
+  CcArgs a = parse_cc_args({"g++", "-c", "k.c", "@r0"}, dir);
   EXPECT_NE(a.refused.find("response files"), std::string::npos) << a.refused;
   EXPECT_LE(a.args.size(), 100000u);
 }

@@ -23,12 +23,36 @@ void check(bool condition) {
   if (!condition) __builtin_trap();
 }
 
+// A private directory, in memory when /dev/shm exists (a file write per input
+// on a disk would dominate the run).
 const std::string& work_dir() {
   static auto* dir = [] {
-    char tmpl[] = "/tmp/ccpool-cc-args-fuzz.XXXXXX";
-    return new std::string(mkdtemp(tmpl) ? tmpl : "/tmp");
+    char shm[] = "/dev/shm/ccpool-cc-args-fuzz.XXXXXX";
+    char tmp[] = "/tmp/ccpool-cc-args-fuzz.XXXXXX";
+    const char* made = mkdtemp(shm);
+    if (!made) made = mkdtemp(tmp);
+    auto* path = new std::string(made ? made : "/tmp");
+    if (made) {
+      std::atexit([] {
+        std::remove((work_dir() + "/r").c_str());
+        ::rmdir(work_dir().c_str());
+      });
+    }
+    return path;
   }();
   return *dir;
+}
+
+// Writes the response file only when its text changes.
+void write_response(const std::string& text) {
+  static auto* last = new std::string("\x01 never written");
+  if (*last == text) return;
+  std::string path = work_dir() + "/r";
+  if (std::FILE* f = std::fopen(path.c_str(), "wb")) {
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+    *last = text;
+  }
 }
 
 }  // namespace
@@ -50,11 +74,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     argv.push_back(in.substr(pos, eol - pos));
     pos = eol + 1;
   }
-  std::string path = work_dir() + "/r";
-  if (std::FILE* f = std::fopen(path.c_str(), "wb")) {
-    std::fwrite(response.data(), 1, response.size(), f);
-    std::fclose(f);
-  }
+  write_response(response);
   CcArgs args = parse_cc_args(argv, work_dir());
   if (args.refused.empty()) {
     check(args.source_index < args.args.size() && args.args[args.source_index] == args.source);

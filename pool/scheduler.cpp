@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <exception>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <list>
 #include <map>
 #include <mutex>
@@ -151,8 +151,8 @@ void Scheduler::State::post(std::function<void()> work, OnException on_exception
       work();
     } catch (...) {
       ++exceptions;
-      std::string what = current_exception_text();
       try {
+        std::string what = current_exception_text();
         if (on_exception) on_exception(what);
       } catch (...) {
       }

@@ -150,7 +150,21 @@ void ExecPipeline::fail_request(uint64_t conn_id, const std::string& what) {
   ++m_deps.counters.service_errors;
   spdlog::error("internal error while handling a request: {}", what);
   m_deps.reply(conn_id, failed_reply("ccpool internal error: " + what + "; the tool runs locally"));
-  on_disconnect(conn_id);  // drop its waiter from any flight it joined
+  // Drop its waiter from any flight it joined. A flight left without waiters
+  // is cancelled as on a disconnect; one that was never scheduled (the
+  // exception came before lead()) is unlinked at once, or every identical
+  // request after it would join it and wait for nothing.
+  for (auto& flight : m_flights.remove_connection(conn_id)) {
+    if (flight->job == 0 && flight->pid == 0) {
+      m_flights.complete(flight);  // a lease thread or start() still running sees `cancelled`
+    } else if (m_deps.scheduler.cancel_queued(flight->job)) {
+      ++m_deps.counters.cancelled;
+      m_flights.complete(flight);
+      if (flight->lease_held) m_deps.tier->release_lease(flight->key);
+    } else if (flight->pid > 0) {
+      m_deps.runner.cancel(flight->pid);
+    }
+  }
 }
 
 void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request,

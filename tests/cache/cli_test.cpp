@@ -1,7 +1,9 @@
 // Runs the real `ccpool cache ...` binary: every subcommand, --json parsing,
 // exit codes (0/1/2), export/import between two stores and the bad-input list.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +13,7 @@
 #include <sstream>
 
 #include "base/fs.h"
+#include "tests/cache/crafted.h"
 #include "tests/cache/store_fixture.h"
 
 namespace ccpool::cache {
@@ -53,6 +56,49 @@ std::vector<Digest> fill(const std::string& dir, int n) {
     keys.push_back(testing::test_key(i));
   }
   return keys;
+}
+
+// Peak RSS in kB of the largest process `ccpool args` ran (the CLI itself):
+// measured in a forked child, so no earlier test's children count.
+long ccpool_peak_rss_kb(const std::string& args) {
+  int fds[2];
+  if (::pipe(fds) != 0) return -1;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    ccpool(args);
+    rusage usage{};
+    ::getrusage(RUSAGE_CHILDREN, &usage);
+    long kb = usage.ru_maxrss;
+    (void)!::write(fds[1], &kb, sizeof kb);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  long kb = -1;
+  if (::read(fds[0], &kb, sizeof kb) != sizeof kb) kb = -1;
+  ::close(fds[0]);
+  ::waitpid(pid, nullptr, 0);
+  return kb;
+}
+
+// The case: a few hundred bytes of archive whose body claims 512 MiB
+// (main zero-filled it) and an entry length beyond the end of the file.
+TEST(CacheCliTest, ImportOfACraftedArchiveCostsLittleMemory) {
+  std::string dir = dir_of("crafted");
+  std::string lying = dir_of("lying.ccpool");
+  std::string longer = dir_of("longer.ccpool");
+  std::ofstream(lying, std::ios::binary)
+      << testing::archive_of({{testing::test_key(1), testing::packed_declaring(std::string(100000, 'a'), 512ull << 20)}});
+  std::ofstream(longer, std::ios::binary)
+      << testing::archive_of({{testing::test_key(1), std::string(40, 'p'), 600ull << 20}}, false);
+  for (const std::string& archive : {lying, longer}) {
+    long kb = ccpool_peak_rss_kb("cache import " + archive + " --dir " + dir);
+    ASSERT_GT(kb, 0);
+    EXPECT_LT(kb, 64 * 1024) << archive;
+    CliRun r = ccpool("cache import " + archive + " --dir " + dir);
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find(archive), std::string::npos) << r.err;
+  }
 }
 
 TEST(CacheCliTest, StatsJsonOnAnEmptyDirectory) {

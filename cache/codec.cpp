@@ -12,6 +12,11 @@ constexpr uint8_t kCodecRaw = 0;
 constexpr uint8_t kCodecZstd = 1;
 // Hash each decompressed slice while it is still in cache.
 constexpr size_t kVerifyChunk = 256 * 1024;
+// zstd allocates the window a frame header asks for. Levels up to 19 (the
+// highest encode() uses) never ask for more than 2^23 bytes, so a larger one
+// is refused before anything is allocated.
+constexpr int kMaxLevel = 19;
+constexpr int kMaxWindowLog = 23;
 
 void put_u64(char* p, uint64_t v) { std::memcpy(p, &v, 8); }  // little-endian hosts only (x86-64, aarch64)
 
@@ -22,9 +27,15 @@ Codec::~Codec() {
   for (void* c : m_cctx) ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(c));
 }
 
+Codec::Codec(int level) : m_level(std::min(level, kMaxLevel)) {}
+
 void* Codec::take_dctx() {
   std::lock_guard lock(m_mutex);
-  if (m_dctx.empty()) return ZSTD_createDCtx();
+  if (m_dctx.empty()) {
+    ZSTD_DCtx* d = ZSTD_createDCtx();
+    if (d) ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, kMaxWindowLog);
+    return d;
+  }
   void* d = m_dctx.back();
   m_dctx.pop_back();
   return d;
@@ -97,6 +108,13 @@ Result<void> Codec::run(std::string_view stored, const Digest& expected, const s
     if (hash_bytes(payload) != expected) return make_error(ErrorCode::kCorruption, what + ": checksum mismatch");
     if (keep) keep->assign(payload);
     return ok();
+  }
+  // The frame must declare its content size, equal to raw_size: zstd then
+  // sizes its buffers by the smaller of that and the window (at most 8 MiB).
+  unsigned long long content_size = ZSTD_getFrameContentSize(payload.data(), payload.size());
+  if (content_size == ZSTD_CONTENTSIZE_UNKNOWN || content_size == ZSTD_CONTENTSIZE_ERROR ||
+      content_size != raw_size) {
+    return make_error(ErrorCode::kCorruption, what + ": compressed body does not decode");
   }
   // The output grows one slice at a time as zstd produces bytes (std::string
   // doubles its capacity), so a header that lies about raw_size costs nothing.

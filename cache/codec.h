@@ -21,7 +21,8 @@ inline constexpr size_t kBodyHeaderSize = 9;
 
 class Codec {
  public:
-  explicit Codec(int level) : m_level(level) {}
+  // Levels above 19 are written at 19, so every frame fits the decoder's window limit.
+  explicit Codec(int level);
   ~Codec();
   Codec(const Codec&) = delete;
   Codec& operator=(const Codec&) = delete;

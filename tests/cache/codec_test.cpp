@@ -2,6 +2,7 @@
 #include "cache/codec.h"
 
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include "tests/cache/crafted.h"
 #include "tests/cache/store_fixture.h"
@@ -75,6 +76,34 @@ TEST(CodecTest, VerifyOfAGenuineBombUsesOneSlice) {
       [&] { r = codec.verify(stored, digest, "body", 256 * kMiB); });
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_LT(growth, 8 * kMiB);
+}
+
+// Found by codec_fuzz with -malloc_limit_mb: a 10-byte zstd frame whose
+// header asks for a 40 MB window and declares no content size made zstd
+// allocate the window (and the pooled context kept it). Frames must declare
+// their content size, equal to raw_size, and windows above 8 MiB are refused.
+TEST(CodecTest, AFrameAskingForAHugeWindowAllocatesNothing) {
+  Codec codec(1);
+  uint64_t raw = 12320;
+  std::string stored = std::string("\x01", 1) + std::string(reinterpret_cast<const char*>(&raw), 8) +
+                       std::string("\x28\xb5\x2f\xfd\x00\x7a\x7a\x4d\x01\x00", 10);
+  auto held = [] {
+    struct mallinfo2 m = mallinfo2();
+    return m.hblkhd + m.uordblks;
+  };
+  size_t before = held();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_FALSE(codec.decode(stored, hash_bytes("x"), "body", UINT64_MAX));
+    EXPECT_FALSE(codec.verify(stored, hash_bytes("x"), "body", UINT64_MAX));
+  }
+  size_t after = held();
+  EXPECT_LT(after > before ? after - before : 0, 4 * kMiB);
+  // Our own frames still decode, including a large one at the highest level we write.
+  Codec high(19);
+  std::string data = testing::random_bytes(3 * kMiB, 8) + std::string(6 * kMiB, 'w');
+  auto back = high.decode(high.encode(data), hash_bytes(data), "body", data.size());
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, data);
 }
 
 TEST(CodecTest, TruncatedLongAndTrailingFramesAreCorrupt) {

@@ -312,9 +312,23 @@ void ExecPipeline::start(const std::shared_ptr<Flight>& flight, pool::JobId job)
   flight->started = std::chrono::system_clock::now();
   auto pid = m_deps.runner.spawn(spec, flight->id, [this, flight, job](pool::ProcessResult result) {
     m_deps.scheduler.finish(job, result.max_rss_kb);
-    m_deps.scheduler.run_in_arena([this, flight, result = std::move(result)]() mutable {
-      finish_flight(flight, std::move(result));
-    });
+    auto post = [this, flight, result = std::move(result)]() mutable {
+      m_deps.scheduler.run_in_arena([this, flight, result = std::move(result)]() mutable {
+        finish_flight(flight, std::move(result));
+      });
+    };
+    int64_t delay = FaultInjector::instance().finish_delay_ms();
+    if (delay <= 0) {
+      post();
+      return;
+    }
+    spdlog::warn("fault injection: holding a finished job for {} ms", delay);
+    ++m_lease_threads;  // counted as pending work until it is posted
+    std::thread([this, delay, post = std::move(post)]() mutable {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+      post();
+      --m_lease_threads;
+    }).detach();
   });
   if (!pid) {
     m_deps.scheduler.finish(job, 0);

@@ -104,7 +104,7 @@ class ExecPipeline {
   std::atomic<uint64_t> m_work_seq{0};
   std::atomic<size_t> m_pending{0};  // requests posted but not yet answered or parked
   std::atomic<bool> m_stopping{false};
-  std::atomic<size_t> m_lease_threads{0};  // cross-node lease waits in progress
+  std::atomic<size_t> m_lease_threads{0};  // side threads: cross-node lease waits, fault-injection holds
 };
 
 }  // namespace ccpool::service

@@ -13,11 +13,6 @@
 #include <atomic>
 
 namespace ccpool {
-namespace {
-
-std::string errno_text(int err) { return std::strerror(err); }
-
-}  // namespace
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
   if (this != &other) reset(other.release());

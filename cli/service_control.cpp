@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/process.h"
 #include "base/shim_env.h"
 #include "ipc/client.h"
 
@@ -59,9 +60,7 @@ Result<void> ensure_service(const ServiceSettings& settings) {
     args.insert(args.end(), {"--mem-budget", std::to_string(settings.mem_budget)});
   }
   if (settings.resp_port > 0) args.insert(args.end(), {"--resp-port", std::to_string(settings.resp_port)});
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  std::vector<char*> argv = c_string_array(args);
   // `serve` daemonizes (setsid + double fork) and exits once the socket
   // listens, or at once when another instance holds the lock.
   // Its "serving on ..." line must not land in the output of the job we launch.
@@ -71,9 +70,7 @@ Result<void> ensure_service(const ServiceSettings& settings) {
   std::vector<std::string> env_storage;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) env_storage.emplace_back(*e);
   env_storage = environment_without_shim(env_storage);
-  std::vector<char*> envp;
-  for (auto& e : env_storage) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  std::vector<char*> envp = c_string_array(env_storage);
   pid_t pid;
   int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);

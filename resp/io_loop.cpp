@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/unix_socket.h"
 #include "resp/peer.h"
 #include "resp/reply.h"
 
@@ -124,7 +125,8 @@ bool IoLoop::admit(int fd, bool is_unix) {
     send_best_effort(fd, "-ERR max number of clients reached\r\n");
     return false;
   }
-  Result<uid_t> uid = is_unix ? unix_peer_uid(fd) : tcp_peer_uid(fd);
+  Result<uid_t> uid = is_unix ? peer_credentials(fd).map([](const PeerCred& c) { return c.uid; })
+                              : tcp_peer_uid(fd);
   if (uid && *uid == geteuid()) return true;
   if (!is_unix && !m_shared.password.empty()) return true;
   m_shared.refused_peers.fetch_add(1);

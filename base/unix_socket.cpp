@@ -85,4 +85,25 @@ Result<PeerCred> peer_credentials(int fd) {
   return PeerCred{cred.pid, cred.uid, cred.gid};
 }
 
+Result<void> check_socket_dir(const std::string& socket_path) {
+  size_t slash = socket_path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : socket_path.substr(0, slash);
+  auto checked = check_private_dir(dir);
+  if (checked || checked.error().code == ErrorCode::kNotFound) return ok();
+  return make_error(ErrorCode::kPermission,
+                    "refusing to use the ccpool socket '" + socket_path + "': " + checked.error().message +
+                        ". Another user may have created that directory to receive your compiles; remove it "
+                        "(ccpool recreates it) or set CCPOOL_SOCKET or XDG_RUNTIME_DIR to a directory of your own");
+}
+
+Result<void> check_peer_is_self(int fd, const std::string& socket_path) {
+  CCPOOL_TRY_ASSIGN(PeerCred peer, peer_credentials(fd));
+  if (peer.uid == ::geteuid()) return ok();
+  return make_error(ErrorCode::kPermission,
+                    "refusing the ccpool socket '" + socket_path + "': the process listening on it (pid " +
+                        std::to_string(peer.pid) + ") runs as uid " + std::to_string(peer.uid) +
+                        ", not as you (uid " + std::to_string(::geteuid()) +
+                        "); stop it or set CCPOOL_SOCKET to a socket in a directory of your own");
+}
+
 }  // namespace ccpool

@@ -34,4 +34,14 @@ struct PeerCred {
 };
 Result<PeerCred> peer_credentials(int fd);  // SO_PEERCRED
 
+// What a client checks before it trusts a socket (docs/threat-model.md).
+// The directory holding `socket_path` must pass check_private_dir (owned by
+// our euid, not writable by group or others, no parent writable by everyone
+// without the sticky bit); a directory that does not exist yet is fine (nobody
+// can listen there). kPermission names the directory and the fix.
+Result<void> check_socket_dir(const std::string& socket_path);
+// kPermission unless the process listening on the connected `fd` runs under
+// our euid; the message names `socket_path`.
+Result<void> check_peer_is_self(int fd, const std::string& socket_path);
+
 }  // namespace ccpool

@@ -13,6 +13,7 @@
 
 #include "base/process.h"
 #include "base/shim_env.h"
+#include "base/unix_socket.h"
 #include "ipc/client.h"
 
 extern char** environ;
@@ -28,8 +29,11 @@ std::string self_executable() {
 
 namespace {
 
-bool answers(const std::string& socket) {
+// true: our service answered a ping; false: nobody (yet); kPermission: the
+// socket is not ours (see ipc::Client::connect), so never start one there.
+Result<bool> answers(const std::string& socket) {
   auto client = ipc::Client::connect(socket, ipc::deadline_in(std::chrono::milliseconds(500)));
+  if (!client && client.error().code == ErrorCode::kPermission) return tl::unexpected(client.error());
   return client && client->ping(ipc::deadline_in(std::chrono::milliseconds(1000)));
 }
 
@@ -52,7 +56,8 @@ Result<void> check_resp_port(const ServiceSettings& settings) {
 }  // namespace
 
 Result<void> ensure_service(const ServiceSettings& settings) {
-  if (answers(settings.socket)) return check_resp_port(settings);
+  CCPOOL_TRY_ASSIGN(bool up, answers(settings.socket));
+  if (up) return check_resp_port(settings);
   std::vector<std::string> args = {self_executable(), "serve", "--socket", settings.socket};
   if (!settings.store_dir.empty()) args.insert(args.end(), {"--dir", settings.store_dir});
   if (settings.jobs > 0) args.insert(args.end(), {"--jobs", std::to_string(settings.jobs)});
@@ -81,12 +86,26 @@ Result<void> ensure_service(const ServiceSettings& settings) {
   ::waitpid(pid, &status, 0);
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (std::chrono::steady_clock::now() < until) {
-    if (answers(settings.socket)) return check_resp_port(settings);
+    CCPOOL_TRY_ASSIGN(bool now_up, answers(settings.socket));
+    if (now_up) return check_resp_port(settings);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return make_error(ErrorCode::kUnreachable,
                     "the ccpool service did not come up on '" + settings.socket +
                         "'; see the log in the socket's directory or run 'ccpool serve --foreground'");
+}
+
+Result<void> check_resp_socket(const std::string& resp_socket) {
+  CCPOOL_TRY(check_socket_dir(resp_socket));
+  CCPOOL_TRY_ASSIGN(sockaddr_un addr, unix_address(resp_socket));
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return make_error(ErrorCode::kIo, "socket() failed: " + errno_text(errno));
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    return make_error(ErrorCode::kUnreachable, "nothing listens on the Redis front's socket '" + resp_socket +
+                                                   "' (" + errno_text(errno) +
+                                                   "); the service runs with --no-resp? restart it with `ccpool stop`");
+  }
+  return check_peer_is_self(fd.get(), resp_socket);
 }
 
 }  // namespace ccpool::cli

@@ -102,10 +102,10 @@ int exec_program(const std::string& program, const std::vector<std::string>& arg
 
 int run_fallback(const std::string& state_dir, std::string_view reason, const std::string& program,
                  const std::vector<std::string>& argv, const std::vector<std::string>& env) {
-  log_fallback(state_dir, reason, program);
+  if (!state_dir.empty()) log_fallback(state_dir, reason, program);
   std::vector<std::string> child_env = environment_without_shim(env);
   set_env_entry(child_env, "CCPOOL_DISABLE", "1");
-  int slot = acquire_fallback_slot(state_dir, fallback_slot_count(env));
+  int slot = state_dir.empty() ? -1 : acquire_fallback_slot(state_dir, fallback_slot_count(env));
   int code = exec_program(program, argv, child_env);
   if (slot >= 0) ::close(slot);
   return code;

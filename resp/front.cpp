@@ -76,6 +76,7 @@ class Front::Impl {
     config.max_value = m_options.max_value;
     config.max_args = m_options.max_args;
     config.max_connections = m_options.max_connections;
+    config.max_unauthenticated = m_options.max_unauthenticated;
     for (size_t i = 0; i < std::max<size_t>(m_options.io_threads, 1); ++i) {
       m_loops.push_back(std::make_unique<IoLoop>(m_shared, config));
       CCPOOL_TRY(m_loops.back()->start());
@@ -103,7 +104,8 @@ Front::~Front() = default;
 
 FrontCounters Front::counters() const {
   const SharedState& s = m_impl->m_shared;
-  return FrontCounters{s.connections.load(), s.commands.load(), s.refused_peers.load(), s.protocol_errors.load()};
+  return FrontCounters{s.connections.load(), s.commands.load(), s.refused_peers.load(), s.protocol_errors.load(),
+                       s.connected.load()};
 }
 
 int Front::tcp_port() const { return m_impl->m_tcp_port; }

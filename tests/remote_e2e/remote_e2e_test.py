@@ -264,7 +264,7 @@ class RemoteTierTest(NodesCase):
             self.assertNotEqual(now, planted)
 
     def test_truncated_or_garbage_never_served(self):
-        a, b = self.node("a"), self.node("b")
+        a, b = self.node("a", "--remote-unsigned"), self.node("b", "--remote-unsigned")
         self.open_gate()
         inputs = [b"truncated" * 100, b"garbage" * 100, b"bad payload" * 100]
         keys = self.produce(a, inputs)

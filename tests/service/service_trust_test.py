@@ -138,6 +138,22 @@ class ServiceTrustTest(ServiceCase):
         self.assertGreaterEqual(len(conns), 1)
         self.assertEqual(set(conns), {b"conn 0"})
 
+    def test_frameworks_cache_checks_the_resp_socket(self):
+        """Inductor's redis-py checks nothing, so `ccpool run --frameworks-cache`
+        checks resp.sock before it points the job there."""
+        self.need_root_and_setpriv()
+        self.start_service()  # --no-resp: the impostor takes resp.sock
+        resp_sock = os.path.join(self.run_dir, "resp.sock")
+        self.start_impostor(resp_sock)
+        marker = self.path("ran")
+        r = subprocess.run([CCPOOL, "run", "--frameworks-cache", "--socket", self.sock, "--",
+                            "/usr/bin/touch", marker], env=self.env, capture_output=True, timeout=120)
+        self.assertNotEqual(r.returncode, 0)
+        err = r.stderr.decode()
+        self.assertIn(resp_sock, err)
+        self.assertIn(f"uid {OTHER_UID}", err)
+        self.assertFalse(os.path.exists(marker))
+
     def test_cleaned_environment_reaches_own_service(self):
         """A process with the shim execs gcc with env={PATH} only: the socket the
         process started with still reaches its service, not the /tmp default."""

@@ -189,18 +189,19 @@ static int resolve_in_path(const char* file, char out[PATH_MAX]) {
 static int count_args(char* const argv[]) {
   int n = 0;
   for (; argv && argv[n]; ++n)
-    if (n + 4 >= MAX_REDIRECT_ARGS) return -1;
+    if (n + 5 >= MAX_REDIRECT_ARGS) return -1;
   return n;
 }
 
-/* Fills `out` (argc + 4 entries) with `client [socket] resolved argv... NULL`. */
+/* Fills `out` (argc + 5 entries) with `client [socket] resolved argv... NULL`;
+ * an empty argv gets `resolved` as its argv[0]. */
 static void build_client_argv(const char* resolved, char* const argv[], int argc, char** out) {
   int n = 0;
   out[n++] = g_client;
   if (g_socket_arg[0]) out[n++] = g_socket_arg;
   out[n++] = (char*)resolved;
   for (int i = 0; i < argc; ++i) out[n++] = argv[i];
-  if (argc == 0) out[n++] = (char*)resolved; /* empty argv: give the client an argv[0] */
+  if (argc == 0) out[n++] = (char*)resolved;
   out[n] = 0;
 }
 
@@ -270,7 +271,7 @@ __attribute__((noinline)) static void redirect_execve(const char* resolved, char
                                                       char* const envp[]) {
   int argc = count_args(argv);
   if (argc < 0) return;
-  char* args[argc + 4];
+  char* args[argc + 5];
   build_client_argv(resolved, argv, argc, args);
   g_real_execve(g_client, args, envp);
 }
@@ -282,7 +283,7 @@ __attribute__((noinline)) static int redirect_spawn(int* ok, pid_t* pid, const c
   *ok = 0;
   int argc = count_args(argv);
   if (argc < 0) return 0;
-  char* args[argc + 4];
+  char* args[argc + 5];
   build_client_argv(resolved, argv, argc, args);
   int rc = g_real_posix_spawn(pid, g_client, fa, attr, args, envp);
   *ok = rc == 0;

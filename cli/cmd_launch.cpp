@@ -81,6 +81,10 @@ void run_command(const LaunchFlags& flags) {
   if (!(no_service && std::string(no_service) == "1")) {
     auto started = ensure_service(settings);
     if (!started) fail(kExitError, started.error().message);
+    if (flags.frameworks_cache) {
+      auto trusted = check_resp_socket(state_dir_for_socket(settings.socket) + "/resp.sock");
+      if (!trusted) fail(kExitError, "--frameworks-cache: " + trusted.error().message);
+    }
   }
   if (flags.verbose) {
     for (const launch::EnvSetting& s : job_env.settings) {

@@ -30,6 +30,7 @@ struct ServeFlags {
   std::string remote, remote_prefix = "ccpool:", remote_ttl = "7d", remote_timeout = "300ms";
   std::string remote_max_value = "256M", remote_hmac_key_file, resp_password_file;
   int resp_port = 0;
+  bool remote_unsigned = false;
   bool no_resp = false;
   bool foreground = false;
 };
@@ -53,8 +54,12 @@ T value_or_fail(Result<T> r, const std::string& what) {
 
 void setup_logging(const std::string& state_dir, bool foreground) {
   std::vector<spdlog::sink_ptr> sinks;
+  // The log names commands, paths and clients: owner-only, whatever the umask
+  // and the state directory's mode, including the files rotation creates.
+  spdlog::file_event_handlers handlers;
+  handlers.after_open = [](const spdlog::filename_t&, std::FILE* file) { ::fchmod(::fileno(file), 0600); };
   sinks.push_back(std::make_shared<spdlog::sinks::rotating_file_sink_mt>(
-      state_dir + "/ccpool.log", 10u << 20, 3));
+      state_dir + "/ccpool.log", 10u << 20, 3, false, handlers));
   if (foreground) sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
   auto logger = std::make_shared<spdlog::logger>("ccpool", sinks.begin(), sinks.end());
   logger->set_level(spdlog::level::from_str(env_or("CCPOOL_LOG", "info")));
@@ -88,12 +93,20 @@ service::ServiceOptions resolve(const ServeFlags& f) {
         value_or_fail(parse_duration(f.remote_ttl), "--remote-ttl"));
     r.op_timeout = r.connect_timeout = value_or_fail(parse_duration(f.remote_timeout), "--remote-timeout");
     r.max_value = value_or_fail(parse_size(f.remote_max_value), "--remote-max-value");
+    bool unsigned_ok = f.remote_unsigned || env_or("CCPOOL_REMOTE_UNSIGNED", "0") != "0";
+    if (r.hmac_key_file.empty() && !unsigned_ok) {
+      fail(kExitUsage, "--remote '" + remote +
+                           "' needs --remote-key-file FILE (or CCPOOL_REMOTE_KEY_FILE): without a shared key, "
+                           "anyone who can write to that Redis can serve any object to every node. Create one "
+                           "with 'head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE' on every node, or "
+                           "pass --remote-unsigned to accept unsigned entries anyway");
+    }
     o.remote = r;
   }
   o.resp_enabled = !f.no_resp;
   o.resp_port = f.resp_port;
   if (!f.resp_password_file.empty()) {
-    auto pw = read_file(f.resp_password_file);
+    auto pw = read_secret_file(f.resp_password_file);
     if (!pw) fail(kExitUsage, "--resp-password-file: " + pw.error().message);
     while (!pw->empty() && (pw->back() == '\n' || pw->back() == '\r')) pw->pop_back();
     o.resp_password = *pw;
@@ -184,6 +197,7 @@ int serve(const ServeFlags& flags) {
 
 ipc::Client connect_or_fail(const std::string& socket) {
   auto client = ipc::Client::connect(socket, ipc::deadline_in(std::chrono::seconds(2)));
+  if (!client && client.error().code == ErrorCode::kPermission) fail(kExitError, client.error().message);
   if (!client) {
     fail(kExitError, "no ccpool service answers on '" + socket + "' (" + client.error().message +
                          "); start one with 'ccpool serve'");
@@ -233,7 +247,8 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--remote-ttl", flags->remote_ttl, "TTL of values written to Redis (default: 7d)");
   cmd->add_option("--remote-timeout", flags->remote_timeout, "Connect and operation timeout for Redis (default: 300ms)");
   cmd->add_option("--remote-max-value", flags->remote_max_value, "Larger values are not written to Redis (default: 256M)");
-  cmd->add_option("--remote-key-file", flags->remote_hmac_key_file, "Shared HMAC key file: sign entries and reject unsigned ones (default: CCPOOL_REMOTE_KEY_FILE)");
+  cmd->add_option("--remote-key-file", flags->remote_hmac_key_file, "Shared HMAC key file (mode 0600): sign entries and reject unsigned ones; required with --remote unless --remote-unsigned (default: CCPOOL_REMOTE_KEY_FILE)");
+  cmd->add_flag("--remote-unsigned", flags->remote_unsigned, "Run the cluster tier without --remote-key-file: any writer of that Redis can serve objects to this node (also CCPOOL_REMOTE_UNSIGNED=1; logged as a warning)");
   cmd->add_option("--resp-port", flags->resp_port, "Also serve the Redis-protocol front on 127.0.0.1:PORT");
   cmd->add_option("--resp-password-file", flags->resp_password_file, "Require AUTH with the password in this file on the Redis-protocol front");
   cmd->add_flag("--no-resp", flags->no_resp, "Do not start the Redis-protocol front");

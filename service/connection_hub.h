@@ -87,6 +87,7 @@ class ConnectionHub {
   void refuse(int fd, ErrorCode code, const std::string& message);
 
   std::string m_path;
+  ino_t m_socket_inode = 0;  // stop_accepting unlinks m_path only while it is still our socket
   UniqueFd m_listen_fd, m_epoll_fd, m_wake_fd;
   Callbacks m_callbacks;
   HubCounters m_counters;

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "base/fs.h"
+#include "base/process.h"
 
 namespace ccpool::service {
 namespace {
@@ -84,18 +85,8 @@ uint32_t delivered_mode(uint32_t stored_mode, uint32_t umask) {
 
 uint64_t fairness_id(int32_t rank, pid_t client_pid) {
   if (rank >= 0) return static_cast<uint64_t>(rank) + 1;
-  auto stat = read_file("/proc/" + std::to_string(client_pid) + "/stat");
-  if (stat) {
-    // Field 4 (ppid) follows the parenthesised comm, which may contain spaces.
-    auto close = stat->rfind(')');
-    if (close != std::string::npos) {
-      int ppid = 0;
-      char state;
-      if (std::sscanf(stat->c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid > 0) {
-        return (1ull << 32) | static_cast<uint64_t>(ppid);
-      }
-    }
-  }
+  pid_t ppid = parent_pid(client_pid);
+  if (ppid > 0) return (1ull << 32) | static_cast<uint64_t>(ppid);
   return (2ull << 32) | static_cast<uint64_t>(client_pid);
 }
 

@@ -235,8 +235,11 @@ void ExecPipeline::lead(const std::shared_ptr<Flight>& flight) {
 
 void ExecPipeline::lease_then_schedule(const std::shared_ptr<Flight>& flight) {
   auto state = m_deps.tier->acquire_lease(flight->key);
+  // Another node's lease is waited on for at most lease_wait_max, however
+  // long its holder keeps renewing it; then this node compiles itself.
+  auto give_up = std::chrono::steady_clock::now() + m_deps.tier->lease_wait_max();
   while (state == remote::LeaseState::kHeldByOther && !m_stopping &&
-         !m_flights.is_cancelled(flight)) {
+         !m_flights.is_cancelled(flight) && std::chrono::steady_clock::now() < give_up) {
     // The holder writes the result (and, in direct mode, the manifest under
     // the flight key) before it releases the lease.
     auto value = m_deps.tier->wait_for_result(flight->key, std::chrono::milliseconds(500));

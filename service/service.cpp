@@ -1,6 +1,7 @@
 #include "service/service.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -27,6 +28,36 @@ namespace {
 
 constexpr auto kStoreFlushInterval = std::chrono::seconds(5);
 constexpr auto kKillGrace = std::chrono::milliseconds(2000);
+
+// The service deletes its work directory at start and stop, so it must be
+// one the service created: a directory of its own holding this mark. The
+// state directory may be any directory of the user's (--socket ~/x.sock).
+constexpr const char* kWorkDirName = "/ccpool-work";
+constexpr const char* kWorkMark = "/.ccpool-work";
+
+bool is_marked_work_dir(const std::string& root) {
+  struct stat dir, mark;
+  return ::lstat(root.c_str(), &dir) == 0 && S_ISDIR(dir.st_mode) && dir.st_uid == ::geteuid() &&
+         ::lstat((root + kWorkMark).c_str(), &mark) == 0 && S_ISREG(mark.st_mode) &&
+         mark.st_uid == ::geteuid();
+}
+
+// Removes what a crashed instance left, then creates the directory and its mark.
+Result<std::string> prepare_work_root(const std::string& state_dir) {
+  std::string root = state_dir + kWorkDirName;
+  if (is_marked_work_dir(root)) {
+    remove_tree(root);
+  } else if (path_exists(root)) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "'" + root + "' exists but was not created by ccpool (it has no " + (kWorkMark + 1) +
+                          " mark); the service empties its work directory at start and stop, so it will not "
+                          "use this one: move it away or choose another --socket directory");
+  }
+  CCPOOL_TRY(ensure_private_dir(root));
+  CCPOOL_TRY(write_file_atomic(root + kWorkMark,
+                               "ccpool serve's work directory: emptied at every start and stop\n", 0600));
+  return root;
+}
 
 uint64_t count_lines(const std::string& path) {
   auto data = read_file(path);
@@ -90,6 +121,11 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
     };
     CCPOOL_TRY_ASSIGN(impl->tier, remote::Tier::create(remote_options));
     spdlog::info("cluster tier: {}", remote_options.url);
+    if (remote_options.hmac_key_file.empty()) {
+      spdlog::warn("UNSIGNED CLUSTER TIER (--remote-unsigned): entries from {} are not authenticated; anyone "
+                   "who can write to it can serve any object to this node. Use --remote-key-file.",
+                   remote_options.url);
+    }
   }
   impl->storage = std::make_unique<Storage>(*impl->store, impl->tier.get());
   impl->planner = std::make_unique<compiler::Planner>();
@@ -99,9 +135,7 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   impl->scheduler = std::make_unique<pool::Scheduler>(sched);
   impl->runner = std::make_unique<pool::ProcessRunner>();
 
-  std::string work_root = impl->state_dir + "/work";
-  remove_tree(work_root);  // left over from a crashed instance
-  CCPOOL_TRY(ensure_private_dir(work_root));
+  CCPOOL_TRY_ASSIGN(std::string work_root, prepare_work_root(impl->state_dir));
 
   Impl* raw = impl.get();
   ConnectionHub::Callbacks callbacks;
@@ -238,6 +272,7 @@ nlohmann::json Service::Impl::status() {
     j["resp_connections"] = fc.connections;
     j["resp_commands"] = fc.commands;
     j["resp_refused_peers"] = fc.refused_peers;
+    j["resp_open_connections"] = fc.open_connections;
   }
   return j;
 }
@@ -255,7 +290,10 @@ void Service::Impl::tick() {
       last_front_activity = now;
     }
   }
-  bool idle = hub->connection_count() == 0 && pipeline->active_flights() == 0 &&
+  // An open Redis-front connection is a client too: exiting under it would
+  // also free the front's TCP port for another user to bind.
+  bool front_open = front && front->counters().open_connections > 0;
+  bool idle = hub->connection_count() == 0 && !front_open && pipeline->active_flights() == 0 &&
               pipeline->pending() == 0 && runner->running_count() == 0;
   auto last = std::max(hub->last_activity(), last_front_activity);
   if (idle && options.idle_timeout.count() > 0 && now - last >= options.idle_timeout) {
@@ -283,7 +321,7 @@ void Service::Impl::shutdown() {
   tier.reset();
   if (store) store->flush();
   store.reset();
-  remove_tree(state_dir + "/work");
+  if (std::string root = state_dir + kWorkDirName; is_marked_work_dir(root)) remove_tree(root);
 }
 
 }  // namespace ccpool::service

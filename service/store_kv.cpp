@@ -19,7 +19,19 @@ Digest StoreKv::store_key(std::string_view redis_key) {
   return hasher.digest();
 }
 
+// DEL stores this expiry (already past): the key reads as missing here and,
+// once the write-back lands, on every node.
+constexpr int64_t kDeletedExpiry = 1;
+
+// A local DEL wins over the tier: until its tombstone reaches Redis the tier
+// may still hold the old value, which must not be fetched back.
+bool StoreKv::deleted_here(const Digest& key) {
+  auto local = m_storage.local().peek(key, false);
+  return local && *local && (*local)->expires_ms == kDeletedExpiry;
+}
+
 std::optional<cache::Entry> StoreKv::load(const Digest& key, bool with_bodies) {
+  if (m_storage.has_tier() && deleted_here(key)) return std::nullopt;
   std::optional<Found> found = with_bodies
                                    ? m_storage.get(key)
                                    : m_storage.get(key, Bodies::kWithout, Touch::kPeek);
@@ -63,7 +75,7 @@ bool StoreKv::del(std::string_view key) {
   tombstone.kind = cache::EntryKind::kBlob;
   tombstone.label = std::string(key);
   tombstone.tool = "redis";
-  tombstone.expires_ms = 1;  // expired: reads as missing everywhere, gc removes it
+  tombstone.expires_ms = kDeletedExpiry;  // expired: reads as missing everywhere, gc removes it
   (void)save(digest, tombstone);
   return existed;
 }

@@ -29,6 +29,7 @@ class StoreKv : public resp::KvBackend {
 
  private:
   std::optional<cache::Entry> load(const Digest& key, bool with_bodies);
+  bool deleted_here(const Digest& key);  // the local entry is a DEL tombstone
   bool save(const Digest& key, const cache::Entry& entry);
 
   Storage& m_storage;

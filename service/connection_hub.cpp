@@ -60,8 +60,13 @@ struct ConnectionHub::Connection {
 };
 
 Result<std::unique_ptr<ConnectionHub>> ConnectionHub::create(const std::string& socket_path,
-                                                             Callbacks callbacks) {
-  CCPOOL_TRY_ASSIGN(UniqueFd listen_fd, ipc::listen_unix(socket_path));
+                                                             Callbacks callbacks,
+                                                             UniqueFd inherited) {
+  bool owns_path = !inherited;
+  UniqueFd listen_fd = std::move(inherited);
+  if (owns_path) {
+    CCPOOL_TRY_ASSIGN(listen_fd, ipc::listen_unix(socket_path));
+  }
   UniqueFd epoll_fd(::epoll_create1(EPOLL_CLOEXEC));
   UniqueFd wake_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epoll_fd || !wake_fd) {
@@ -74,7 +79,7 @@ Result<std::unique_ptr<ConnectionHub>> ConnectionHub::create(const std::string& 
   ev.data.u64 = kWakeTag;
   ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, wake_fd.get(), &ev);
   return std::unique_ptr<ConnectionHub>(new ConnectionHub(
-      socket_path, std::move(listen_fd), std::move(epoll_fd), std::move(wake_fd),
+      owns_path ? socket_path : std::string(), std::move(listen_fd), std::move(epoll_fd), std::move(wake_fd),
       std::move(callbacks)));
 }
 
@@ -104,7 +109,7 @@ void ConnectionHub::stop_accepting() {
   if (!m_listen_fd) return;
   ::epoll_ctl(m_epoll_fd.get(), EPOLL_CTL_DEL, m_listen_fd.get(), nullptr);
   m_listen_fd.reset();
-  ::unlink(m_path.c_str());
+  if (!m_path.empty()) ::unlink(m_path.c_str());
 }
 
 void ConnectionHub::send(uint64_t conn_id, const ipc::Message& message, bool close_after) {

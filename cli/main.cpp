@@ -11,6 +11,7 @@
 #include "base/shim_env.h"
 #include "cli/commands.h"
 #include "client/client_main.h"
+#include "service/service.h"
 
 namespace ccpool::cli {
 
@@ -47,7 +48,7 @@ int main(int argc, char** argv) {
   }
   CLI::App app{"ccpool: one bounded, deduplicating compile pool per node", "ccpool"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "ccpool 0.1.0");
+  app.set_version_flag("--version", std::string("ccpool ") + ccpool::service::kVersion);
   ccpool::cli::register_cache_commands(app);
   ccpool::cli::register_service_commands(app);
   ccpool::cli::register_launch_commands(app);

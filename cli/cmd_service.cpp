@@ -235,7 +235,7 @@ void print_status_human(const nlohmann::json& j) {
 void register_serve(CLI::App& app) {
   auto flags = std::make_shared<ServeFlags>();
   auto* cmd = app.add_subcommand("serve", "Run the node service (one per user per node)");
-  cmd->add_option("--dir", flags->dir, "Store directory (default: CCPOOL_DIR or ~/.cache/ccpool)");
+  cmd->add_option("--dir", flags->dir, "Store directory (default: $CCPOOL_DIR, else ${XDG_CACHE_HOME:-~/.cache}/ccpool)");
   cmd->add_option("--socket", flags->socket, "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or /tmp/ccpool-$UID/sock)");
   cmd->add_option("--jobs", flags->jobs, "Concurrent tool processes (default: CCPOOL_JOBS or available CPUs)");
   cmd->add_option("--mem-budget", flags->mem_budget, "Memory budget for running jobs, e.g. 8G (default: CCPOOL_MEM_BUDGET or min(80% MemAvailable, cgroup limit))");
@@ -322,10 +322,10 @@ void register_stop(CLI::App& app) {
 void register_exec(CLI::App& app) {
   auto* cmd = app.add_subcommand("exec", "Run PROGRAM through the service (cached when it can be)");
   auto unused = std::make_shared<std::vector<std::string>>();
-  cmd->add_option("--socket", "Socket path");
+  cmd->add_option("--socket", "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or /tmp/ccpool-$UID/sock)");
   cmd->add_option("--input", "A file the command reads (declared jobs are cached)");
   cmd->add_option("--output", "A file the command writes");
-  cmd->add_option("command", *unused, "-- PROGRAM ARGS...");
+  cmd->add_option("command", *unused, "The command, after --: PROGRAM ARGS...");
   cmd->callback([] {
     fail(kExitUsage,
          "usage: ccpool exec [--socket S] [--input FILE]... [--output FILE]... -- PROGRAM ARGS...");

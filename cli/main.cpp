@@ -52,6 +52,13 @@ int main(int argc, char** argv) {
   ccpool::cli::register_cache_commands(app);
   ccpool::cli::register_service_commands(app);
   ccpool::cli::register_launch_commands(app);
+  // CLI11 reports an unknown command as "A subcommand is required".
+  bool known = false;
+  for (const CLI::App* sub : app.get_subcommands({})) known = known || (argc >= 2 && sub->check_name(argv[1]));
+  if (argc >= 2 && argv[1][0] != '-' && !known) {
+    std::fprintf(stderr, "ccpool: unknown command '%s'; see 'ccpool --help'\n", argv[1]);
+    return ccpool::cli::kExitUsage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {

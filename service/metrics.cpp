@@ -110,8 +110,8 @@ void result_with_reasons(Exposition& e, const nlohmann::json& s, const char* res
     return;
   }
   for (const auto& [reason, n] : it->items()) {
-    e.sample("ccpool_requests_total", {{"result", result}, {"reason", reason}},
-             n.is_number_unsigned() ? n.get<uint64_t>() : 0);
+    uint64_t count = n.is_number_integer() && n.get<int64_t>() >= 0 ? n.get<uint64_t>() : 0;
+    e.sample("ccpool_requests_total", {{"result", result}, {"reason", reason}}, count);
   }
 }
 

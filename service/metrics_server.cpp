@@ -18,6 +18,7 @@ namespace ccpool::service {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr int kDrainMs = 1000;
 
 std::string http_reply(std::string_view status, std::string_view type, const std::string& body,
                        bool head_only) {
@@ -47,6 +48,10 @@ struct Connection {
   std::string out;
   size_t sent = 0;
   bool replying = false;
+  // Reply sent and our side shut down: read and discard until the peer
+  // closes, so unread request bytes never turn the close into a reset that
+  // destroys the reply in flight.
+  bool draining = false;
   Clock::time_point deadline;
 };
 
@@ -131,7 +136,7 @@ void MetricsServer::run() {
     fds.push_back({conns.size() < kMaxConnections ? m_listen_fd.get() : -1, POLLIN, 0});
     int timeout_ms = -1;
     for (const Connection& c : conns) {
-      fds.push_back({c.fd.get(), static_cast<short>(c.replying ? POLLOUT : POLLIN), 0});
+      fds.push_back({c.fd.get(), static_cast<short>(c.replying && !c.draining ? POLLOUT : POLLIN), 0});
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(c.deadline - now).count();
       int ms = left < 0 ? 0 : static_cast<int>(left) + 1;
       timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
@@ -147,7 +152,11 @@ void MetricsServer::run() {
       Connection& c = conns[i];
       short ev = fds[i + 2].revents;
       bool done = false;
-      if (!c.replying && (ev & (POLLIN | POLLHUP | POLLERR))) {
+      if (c.draining && (ev & (POLLIN | POLLHUP | POLLERR))) {
+        char buf[4096];
+        ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
+        done = n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
+      } else if (!c.replying && (ev & (POLLIN | POLLHUP | POLLERR))) {
         char buf[2048];
         ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
         if (n <= 0) {
@@ -155,10 +164,10 @@ void MetricsServer::run() {
         } else {
           c.in.append(buf, static_cast<size_t>(n));
           size_t end = c.in.find("\r\n\r\n");
-          if (end != std::string::npos) {
+          if (end != std::string::npos && end + 4 <= kMaxRequestBytes) {
             c.out = metrics_reply(std::string_view(c.in).substr(0, end + 2), m_render);
             c.replying = true;
-          } else if (c.in.size() > kMaxRequestBytes) {
+          } else if (end != std::string::npos || c.in.size() > kMaxRequestBytes) {
             c.out = plain("431 Request Header Fields Too Large", "request over 8 KiB");
             c.replying = true;
           }
@@ -167,7 +176,12 @@ void MetricsServer::run() {
         ssize_t n = ::send(c.fd.get(), c.out.data() + c.sent, c.out.size() - c.sent,
                            MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) c.sent += static_cast<size_t>(n);
-        done = c.sent == c.out.size() || (n < 0 && errno != EAGAIN && errno != EINTR);
+        done = n < 0 && errno != EAGAIN && errno != EINTR;
+        if (c.sent == c.out.size()) {
+          ::shutdown(c.fd.get(), SHUT_WR);
+          c.draining = true;
+          c.deadline = std::min(c.deadline, now + std::chrono::milliseconds(kDrainMs));
+        }
       }
       if (done || now >= c.deadline) c.fd.reset();
     }
@@ -176,8 +190,10 @@ void MetricsServer::run() {
       while (conns.size() < kMaxConnections) {
         int fd = ::accept4(m_listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;
-        conns.push_back(Connection{UniqueFd(fd), {}, {}, 0, false,
-                                   Clock::now() + std::chrono::milliseconds(kIoTimeoutMs)});
+        Connection c;
+        c.fd = UniqueFd(fd);
+        c.deadline = Clock::now() + std::chrono::milliseconds(kIoTimeoutMs);
+        conns.push_back(std::move(c));
       }
     }
   }

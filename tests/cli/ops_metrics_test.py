@@ -110,6 +110,43 @@ class MetricsTest(ServiceCase):
             for s in idle:
                 s.close()
 
+    def test_cluster_tier_series_and_latency_histogram(self):
+        self.need("promtool")
+        self.need("gcc")
+        self.need("redis-server")
+        redis_port = free_port()
+        redis = subprocess.Popen(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1",
+                                  "--save", "", "--appendonly", "no", "--dir", self.dir],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            def redis_up():
+                try:
+                    socket.create_connection(("127.0.0.1", redis_port), timeout=1).close()
+                    return True
+                except OSError:
+                    return False
+            wait_until(redis_up, "redis-server to listen")
+            self.start_service("--metrics-port", "0", "--remote", f"redis://127.0.0.1:{redis_port}")
+            self.compile_n(1)  # a local miss asks the cluster tier once
+            port = self.status()["metrics_port"]
+            status, _, body = http_get(port)
+            self.assertEqual(status, 200)
+            self.promtool_check(body)
+            samples = dict(l.rsplit(" ", 1) for l in body.split("\n") if l and not l.startswith("#"))
+            # Every GET the tier made is one observation; here each one missed
+            # (the pipeline asks before leading and again after taking the lease).
+            misses = int(samples["ccpool_cluster_misses_total"])
+            self.assertGreaterEqual(misses, 1)
+            self.assertEqual(samples["ccpool_cluster_hits_total"], "0")
+            self.assertEqual(samples["ccpool_cluster_errors_total"], "0")
+            self.assertEqual(samples["ccpool_cluster_breaker_open"], "0")
+            self.assertEqual(int(samples['ccpool_tier_lookup_duration_seconds_count{tier="cluster"}']), misses)
+            self.assertEqual(int(samples['ccpool_tier_lookup_duration_seconds_bucket{tier="cluster",le="+Inf"}']),
+                             misses)
+        finally:
+            redis.terminate()
+            redis.wait(30)
+
     def test_prometheus_server_scrapes_hit_count(self):
         self.need("prometheus")
         self.need("gcc")

@@ -96,6 +96,20 @@ service::ServiceOptions resolve(const ServeFlags& f) {
   return o;
 }
 
+// A socket named `sock` keeps its state in its own directory. When that is a
+// shared one (/tmp), "chmod 700 /tmp" is the wrong fix: say where to put it.
+std::string state_dir_advice(const Error& e, const std::string& socket) {
+  if (e.code != ErrorCode::kPermission || state_dir_for_socket(socket) + "/" + kDefaultSocketName != socket) {
+    return e.message;
+  }
+  std::string dir = state_dir_for_socket(socket);
+  std::string base = dir == "/" ? "" : dir;
+  return "cannot keep the service's state in '" + dir + "': " + e.message.substr(0, e.message.find(';')) +
+         ". A socket named 'sock' keeps its state in its own directory: use a directory of your own (--socket " +
+         base + "/ccpool-" + std::to_string(::geteuid()) + "/sock) or another name (--socket " + base +
+         "/ccpool.sock keeps its state in " + base + "/ccpool.sock.d)";
+}
+
 // Takes the instance lock of this socket (its state directory is its own).
 // Returns the held fd, or -1 after printing which service holds it.
 int take_lock(const std::string& state_dir, const std::string& socket) {
@@ -118,7 +132,7 @@ int serve(const ServeFlags& flags) {
   if (!activation) fail(kExitError, activation.error().message);
   bool activated = static_cast<bool>(*activation);
   std::string state_dir = state_dir_for_socket(options.socket_path);
-  if (auto r = ensure_private_dir(state_dir); !r) fail(kExitError, r.error().message);
+  if (auto r = ensure_private_dir(state_dir); !r) fail(kExitError, state_dir_advice(r.error(), options.socket_path));
   int lock_fd = take_lock(state_dir, options.socket_path);
   if (lock_fd < 0) return kExitError;
   options.listen_fd = activation->release();

@@ -38,6 +38,24 @@ void reexec_serve_without_shim(char** argv) {
   std::fprintf(stderr, "ccpool: cannot restart without the shim: %s\n", std::strerror(errno));
 }
 
+// "ccpool cache bogus" when argv names a command that does not exist at a
+// level that needs one; empty when every command word is known.
+std::string unknown_command(CLI::App& app, int argc, char** argv) {
+  std::string path = "ccpool";
+  CLI::App* level = &app;
+  for (int i = 1; i < argc && level->get_require_subcommand_min() > 0; ++i) {
+    if (argv[i][0] == '-') return {};
+    CLI::App* next = nullptr;
+    for (CLI::App* sub : level->get_subcommands({})) {
+      if (sub->check_name(argv[i])) next = sub;
+    }
+    path += std::string(" ") + argv[i];
+    if (next == nullptr) return path;
+    level = next;
+  }
+  return {};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -53,10 +71,9 @@ int main(int argc, char** argv) {
   ccpool::cli::register_service_commands(app);
   ccpool::cli::register_launch_commands(app);
   // CLI11 reports an unknown command as "A subcommand is required".
-  bool known = false;
-  for (const CLI::App* sub : app.get_subcommands({})) known = known || (argc >= 2 && sub->check_name(argv[1]));
-  if (argc >= 2 && argv[1][0] != '-' && !known) {
-    std::fprintf(stderr, "ccpool: unknown command '%s'; see 'ccpool --help'\n", argv[1]);
+  if (std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
+    std::fprintf(stderr, "ccpool: unknown command '%s'; see '%s --help'\n", unknown.c_str(),
+                 unknown.substr(0, unknown.rfind(' ')).c_str());
     return ccpool::cli::kExitUsage;
   }
   try {

@@ -109,9 +109,16 @@ void result_with_reasons(Exposition& e, const nlohmann::json& s, const char* res
     e.sample("ccpool_requests_total", {{"result", result}}, u64(s, key));
     return;
   }
+  uint64_t labelled = 0;
   for (const auto& [reason, n] : it->items()) {
     uint64_t count = n.is_number_integer() && n.get<int64_t>() >= 0 ? n.get<uint64_t>() : 0;
+    labelled += count;
     e.sample("ccpool_requests_total", {{"result", result}, {"reason", reason}}, count);
+  }
+  // The series of one result add up to its total, whatever the reasons cover.
+  uint64_t total = u64(s, key);
+  if (total > labelled && !it->contains("unspecified")) {
+    e.sample("ccpool_requests_total", {{"result", result}, {"reason", "unspecified"}}, total - labelled);
   }
 }
 

@@ -87,10 +87,37 @@ class CliPolishTest(ServiceCase):
                 self.assertRegex(d, r"^[A-Z]", f"'ccpool {' '.join(cmd)} --help': '{d}' starts in lower case")
                 self.assertFalse(d.endswith(".") and not d.endswith("..."), f"'ccpool {' '.join(cmd)} --help': '{d}' ends with a period")
 
+    def test_shared_socket_directory_gets_useful_advice(self):
+        shared = self.path("shared")
+        os.makedirs(shared)
+        os.chmod(shared, 0o777)
+        r = self.cli("serve", "--socket", os.path.join(shared, "sock"), "--dir", self.store)
+        self.assertEqual(r.returncode, 1)
+        err = r.stderr.decode()
+        self.assertNotIn("chmod", err, "never advise opening up or locking down a shared directory")
+        self.assertIn(f"--socket {shared}/ccpool-{os.geteuid()}/sock", err)
+        self.assertIn(f"--socket {shared}/ccpool.sock keeps its state in {shared}/ccpool.sock.d", err)
+        self.assertEqual(os.stat(shared).st_mode & 0o777, 0o777)
+        # The advised name works in that same shared directory.
+        sock = os.path.join(shared, "ccpool.sock")
+        try:
+            r = self.serve_daemon(sock, self.store)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIsNotNone(self.try_status(sock))
+        finally:
+            self.cli("stop", "--socket", sock)
+
     def test_unknown_command_is_named(self):
         r = self.cli("bogus")
         self.assertEqual(r.returncode, 2)
-        self.assertEqual(r.stderr.decode(), "ccpool: unknown command 'bogus'; see 'ccpool --help'\n")
+        self.assertEqual(r.stderr.decode(), "ccpool: unknown command 'ccpool bogus'; see 'ccpool --help'\n")
+        r = self.cli("cache", "bogus")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr.decode(),
+                         "ccpool: unknown command 'ccpool cache bogus'; see 'ccpool cache --help'\n")
+        r = self.cli("cache")  # a missing command is still CLI11's usage error
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("A subcommand is required", r.stderr.decode())
         r = self.cli("--version")
         self.assertEqual((r.returncode, r.stdout), (0, b"ccpool 0.1.0\n"))
 

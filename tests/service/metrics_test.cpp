@@ -74,6 +74,13 @@ TEST(Metrics, ReasonCountsBecomeLabelsAndAreEscaped) {
             std::string::npos);
   EXPECT_NE(text.find("reason=\"odd\\\"code\\\\\"} 1\n"), std::string::npos);
   EXPECT_EQ(text.find("ccpool_requests_total{result=\"pass_through\"} "), std::string::npos);
+  // passthrough is 4, the reasons cover 4: nothing unspecified.
+  EXPECT_EQ(text.find("result=\"pass_through\",reason=\"unspecified\""), std::string::npos);
+  s["not_stored"] = 5;
+  s["not_stored_reasons"] = {{"input_changed", 2}};
+  text = render_metrics(s, MetricsFormat::kPrometheusText);
+  EXPECT_NE(text.find("ccpool_requests_total{result=\"not_stored\",reason=\"input_changed\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("ccpool_requests_total{result=\"not_stored\",reason=\"unspecified\"} 3\n"), std::string::npos);
 }
 
 TEST(Metrics, AcceptHeaderPicksTheFormat) {

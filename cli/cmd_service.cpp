@@ -204,8 +204,14 @@ int serve(const ServeFlags& flags) {
 
 ipc::Client connect_or_fail(const std::string& socket) {
   auto client = ipc::Client::connect(socket, ipc::deadline_in(std::chrono::seconds(2)));
-  // The client's message names the socket and the fix.
-  if (!client) fail(kExitError, client.error().message);
+  // Unreachable: the client's message names the socket and the fix. Other
+  // failures (refused, dropped) may not name the socket: add it.
+  if (!client) {
+    const std::string& message = client.error().message;
+    fail(kExitError, message.find(socket) != std::string::npos
+                         ? message
+                         : "cannot use the ccpool service on '" + socket + "': " + message);
+  }
   return std::move(*client);
 }
 

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
@@ -23,7 +24,9 @@ class JournalStreamSink : public spdlog::sinks::base_sink<std::mutex> {
   void sink_it_(const spdlog::details::log_msg& msg) override {
     spdlog::memory_buf_t formatted;
     formatter_->format(msg, formatted);
-    std::string line = "<" + std::to_string(journal_priority(msg.level)) + ">";
+    char prefix[8];
+    int n = std::snprintf(prefix, sizeof prefix, "<%d>", journal_priority(msg.level));
+    std::string line(prefix, static_cast<size_t>(n));
     line.append(formatted.data(), formatted.size());
     [[maybe_unused]] auto r = write_all(STDERR_FILENO, line);
   }

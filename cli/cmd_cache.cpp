@@ -1,6 +1,8 @@
 // `ccpool cache ...`: inspect and maintain the store. Exit codes: 0 OK,
 // 1 operational error (missing/corrupt store, corruption found, I/O),
 // 2 usage error (malformed key, size or duration). JSON keys: docs/cli.md.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <memory>
 
@@ -9,6 +11,7 @@
 #include "cache/store.h"
 #include "cli/cache_format.h"
 #include "cli/commands.h"
+#include "service/delivery.h"
 
 namespace ccpool::cli {
 namespace {
@@ -141,7 +144,11 @@ void cmd_cat(const CacheArgs& a) {
       continue;
     }
     if (!a.out_file.empty()) {
-      check(write_file_atomic(a.out_file, o.data, o.mode & 07777));
+      // As a compile would create it: 0666/0777 under the umask, never the
+      // setuid/setgid/sticky bits a crafted entry might carry.
+      mode_t mask = ::umask(0);
+      ::umask(mask);
+      check(write_file_atomic(a.out_file, o.data, service::delivered_mode(o.mode, mask)));
     } else {
       std::fwrite(o.data.data(), 1, o.data.size(), stdout);
       std::fflush(stdout);

@@ -13,6 +13,7 @@ struct Counters {
   std::atomic<uint64_t> hits{0};         // served from the node store
   std::atomic<uint64_t> misses{0};       // not in the store: led an execution
   std::atomic<uint64_t> joins{0};        // joined an identical in-flight job
+  std::atomic<uint64_t> join_reruns{0};  // joiners whose inputs differed from the leader's: ran their own
   std::atomic<uint64_t> executions{0};   // tool processes the pool started
   std::atomic<uint64_t> failures{0};     // executions that failed (exit != 0, timeout, signal)
   std::atomic<uint64_t> cancelled{0};    // jobs cancelled because every waiter left

@@ -62,6 +62,7 @@ struct Service::Impl {
 
   std::unique_ptr<cache::Store> store;
   std::unique_ptr<remote::Tier> tier;
+  std::unique_ptr<Storage> storage;
   std::unique_ptr<compiler::Planner> planner;
   std::unique_ptr<pool::Scheduler> scheduler;
   std::unique_ptr<pool::ProcessRunner> runner;
@@ -109,6 +110,7 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
     CCPOOL_TRY_ASSIGN(impl->tier, remote::Tier::create(remote_options));
     spdlog::info("cluster tier: {}", remote_options.url);
   }
+  impl->storage = std::make_unique<Storage>(*impl->store, impl->tier.get());
   impl->planner = std::make_unique<compiler::Planner>();
   pool::SchedulerOptions sched;
   sched.jobs = options.jobs;
@@ -132,7 +134,7 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   CCPOOL_TRY_ASSIGN(impl->hub, ConnectionHub::create(options.socket_path, std::move(callbacks),
                                                      UniqueFd(options.listen_fd)));
 
-  ExecPipeline::Deps deps{*impl->store,    *impl->scheduler, *impl->runner,
+  ExecPipeline::Deps deps{*impl->storage,  *impl->scheduler, *impl->runner,
                           *impl->planner,  impl->tier.get(), impl->counters,
                           [raw](uint64_t conn, ipc::ExecReply reply) {
                             raw->hub->send(conn, ipc::Message(std::move(reply)));
@@ -141,7 +143,7 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   impl->pipeline = std::make_unique<ExecPipeline>(std::move(deps));
 
   if (options.resp_enabled) {
-    impl->kv = std::make_unique<StoreKv>(*impl->store, impl->tier.get());
+    impl->kv = std::make_unique<StoreKv>(*impl->storage);
     resp::FrontOptions front_options;
     front_options.unix_path = impl->state_dir + "/resp.sock";
     front_options.tcp_port = options.resp_port;
@@ -243,6 +245,7 @@ nlohmann::json Service::Impl::status() {
   j["cancelled"] = counters.cancelled.load();
   j["passthrough"] = counters.passthrough.load();
   j["not_stored"] = counters.not_stored.load();
+  j["join_reruns"] = counters.join_reruns.load();
   j["store_errors"] = counters.store_errors.load();
   j["service_errors"] = counters.service_errors.load();
   j["clients"] = hub->connection_count();

@@ -20,26 +20,18 @@ Digest StoreKv::store_key(std::string_view redis_key) {
 }
 
 std::optional<cache::Entry> StoreKv::load(const Digest& key, bool with_bodies) {
-  auto entry = with_bodies ? m_store.get(key) : m_store.peek(key, false);
-  if (entry && !*entry && m_tier != nullptr) {
-    if (auto packed = m_tier->get(key); packed && m_store.put_packed(key, *packed)) {
-      entry = with_bodies ? m_store.get(key) : m_store.peek(key, false);
-      if (entry && *entry && live(**entry)) ++m_remote_hits;
-    }
-  }
-  if (!entry || !*entry || !live(**entry)) return std::nullopt;
-  return std::move(**entry);
+  std::optional<Found> found = with_bodies
+                                   ? m_storage.get(key)
+                                   : m_storage.get(key, Bodies::kWithout, Touch::kPeek);
+  if (!found || !live(found->entry)) return std::nullopt;
+  if (found->source == Source::kRemote) ++m_remote_hits;
+  return std::move(found->entry);
 }
 
 bool StoreKv::save(const Digest& key, const cache::Entry& entry) {
-  if (auto put = m_store.put(key, entry); !put) {
+  if (auto put = m_storage.put(key, entry); !put) {
     spdlog::warn("redis front: cannot store '{}': {}", entry.label, put.error().message);
     return false;
-  }
-  if (m_tier != nullptr) {
-    if (auto packed = m_store.get_packed(key); packed && *packed) {
-      m_tier->put_async(key, std::move(**packed));
-    }
   }
   return true;
 }
@@ -63,8 +55,8 @@ bool StoreKv::set(std::string_view key, std::string_view value, int64_t expires_
 bool StoreKv::del(std::string_view key) {
   Digest digest = store_key(key);
   bool existed = load(digest, false).has_value();
-  if (m_tier == nullptr) {
-    (void)m_store.remove(digest);
+  if (!m_storage.has_tier()) {
+    (void)m_storage.local().remove(digest);
     return existed;
   }
   cache::Entry tombstone;
@@ -80,7 +72,7 @@ bool StoreKv::exists(std::string_view key) { return load(store_key(key), false).
 
 bool StoreKv::expire(std::string_view key, int64_t expires_at_ms) {
   Digest digest = store_key(key);
-  auto entry = m_store.peek(digest, true);
+  auto entry = m_storage.local().peek(digest, true);
   if (!entry || !*entry || !live(**entry)) return false;
   (*entry)->expires_ms = expires_at_ms;
   return save(digest, **entry);

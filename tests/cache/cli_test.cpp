@@ -107,6 +107,27 @@ TEST(CacheCliTest, LsShowCatRm) {
   EXPECT_EQ(ccpool("cache rm " + keys[0].hex() + " --dir " + dir).code, 1);  // gone already
 }
 
+// A crafted entry asks for setuid/setgid/sticky: cat -o writes what a compile
+// would create instead (0777 for executables, under the caller's umask).
+TEST(CacheCliTest, CatNeverWritesSpecialModeBits) {
+  std::string dir = dir_of("s");
+  {
+    StoreOptions o = testing::options();
+    o.dir = dir;
+    auto store = testing::open_store(o);
+    Entry e = testing::make_entry("tool", 100);
+    e.outputs[0].mode = 07777;
+    ASSERT_TRUE(store->put(testing::test_key(1), e));
+  }
+  std::string file = dir_of("tool");
+  CliRun r = ccpool("cache cat " + testing::test_key(1).hex() + " tool -o " + file + " --dir " + dir,
+                    "sh -c 'umask 027; exec \"$0\" \"$@\"'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  struct stat st {};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
+}
+
 TEST(CacheCliTest, AmbiguousPrefixListsCandidates) {
   std::string dir = dir_of("s");
   auto keys = fill(dir, 40);

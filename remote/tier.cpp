@@ -93,7 +93,6 @@ std::optional<std::string> Tier::wait_for_result(const Digest& key,
   return m_impl->wait_for_result(key, max_wait);
 }
 RemoteCounters Tier::counters() const { return m_impl->counters(); }
-Histogram::Snapshot Tier::get_latency() const { return m_impl->get_latency(); }
 void Tier::flush_for_testing() { m_impl->flush_for_testing(); }
 std::string Tier::value_key(const Digest& key) const { return m_impl->value_key(key); }
 std::string Tier::lease_key(const Digest& key) const { return m_impl->lease_key(key); }
@@ -203,9 +202,7 @@ std::optional<std::string> TierImpl::accept_value(const Digest& key, std::string
 
 std::optional<std::string> TierImpl::get(const Digest& key) {
   std::string name = value_key(key);
-  auto started = std::chrono::steady_clock::now();
   auto reply = call({"GET", name}, nullptr);
-  m_get_latency.observe_since(started);
   if (!reply) return std::nullopt;
   if (reply->type != Reply::Type::kString) {
     ++m_counters.misses;

@@ -17,7 +17,6 @@
 
 #include "base/error.h"
 #include "base/hash.h"
-#include "base/histogram.h"
 
 namespace ccpool::remote {
 
@@ -74,7 +73,6 @@ class Tier {
   // the wait exceeded max_wait, or Redis failed. Bounded polling (or pub/sub).
   std::optional<std::string> wait_for_result(const Digest& key, std::chrono::milliseconds max_wait);
   RemoteCounters counters() const;
-  Histogram::Snapshot get_latency() const;  // time of each get()'s Redis round trip, for metrics
   void flush_for_testing();   // blocks until the write queue is empty
 
   // Added: the Redis keys this tier uses, for tests and operators.

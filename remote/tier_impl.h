@@ -43,7 +43,6 @@ class TierImpl {
   void release_lease(const Digest& key);
   std::optional<std::string> wait_for_result(const Digest& key, std::chrono::milliseconds max_wait);
   RemoteCounters counters() const;
-  Histogram::Snapshot get_latency() const { return m_get_latency.snapshot(); }
   void flush_for_testing();
 
   std::string value_key(const Digest& key) const { return m_options.key_prefix + "obj:" + key.hex(); }
@@ -102,7 +101,6 @@ class TierImpl {
         bad_signature{0}, lease_acquired{0}, lease_waits{0}, lease_expired{0},
         breaker_rejected{0}, dropped{0}, lease_lost{0};
   } m_counters;
-  Histogram m_get_latency;
 
   std::thread m_writer;   // started last in the constructor
   std::thread m_renewer;

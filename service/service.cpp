@@ -270,7 +270,8 @@ nlohmann::json Service::Impl::status() {
   j["remote_bad_signature"] = rc.bad_signature;
   j["breaker_open"] = rc.breaker_open;
   j["breaker_opened"] = rc.breaker_opened;
-  if (tier) j["tier_latency"] = {{"cluster", histogram_json(tier->get_latency())}};
+  j["tier_latency"] = {{"node", histogram_json(storage->local_latency())}};
+  if (tier) j["tier_latency"]["cluster"] = histogram_json(storage->tier_latency());
   if (front) {
     auto fc = front->counters();
     j["resp_socket"] = front->unix_path();

@@ -70,6 +70,12 @@ class MetricsTest(ServiceCase):
         self.assertIn('ccpool_requests_total{result="miss"} 1\n', text)
         self.assertIn("ccpool_hit_duration_seconds_count 2\n", text)
         self.assertIn('ccpool_hit_duration_seconds_bucket{le="+Inf"} 2\n', text)
+        # Every request read the node store (manifests, then results); no
+        # cluster tier, no cluster series.
+        node = [l for l in text.split("\n") if l.startswith('ccpool_tier_lookup_duration_seconds_count{tier="node"}')]
+        self.assertEqual(len(node), 1)
+        self.assertGreaterEqual(int(node[0].split()[1]), 3)
+        self.assertNotIn('tier="cluster"', text)
 
         status, ctype, body = http_get(port)
         self.assertEqual((status, ctype), (200, "text/plain; version=0.0.4; charset=utf-8"))
@@ -133,9 +139,11 @@ class MetricsTest(ServiceCase):
             self.assertEqual(status, 200)
             self.promtool_check(body)
             samples = dict(l.rsplit(" ", 1) for l in body.split("\n") if l and not l.startswith("#"))
-            # Every GET the tier made is one observation; here each one missed
-            # (the pipeline asks before leading and again after taking the lease).
+            # Each cluster lookup is one observation; here each one missed (the
+            # pipeline asks before leading and again after taking the lease),
+            # after a node-store lookup that missed too.
             misses = int(samples["ccpool_cluster_misses_total"])
+            self.assertGreaterEqual(int(samples['ccpool_tier_lookup_duration_seconds_count{tier="node"}']), misses)
             self.assertGreaterEqual(misses, 1)
             self.assertEqual(samples["ccpool_cluster_hits_total"], "0")
             self.assertEqual(samples["ccpool_cluster_errors_total"], "0")

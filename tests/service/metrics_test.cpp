@@ -83,6 +83,25 @@ TEST(Metrics, ReasonCountsBecomeLabelsAndAreEscaped) {
   EXPECT_NE(text.find("ccpool_requests_total{result=\"not_stored\",reason=\"unspecified\"} 3\n"), std::string::npos);
 }
 
+TEST(Metrics, TierLatencyIsOneFamilyLabelledByTier) {
+  Histogram node, cluster;
+  node.observe(std::chrono::microseconds(40));
+  cluster.observe(std::chrono::milliseconds(2));
+  cluster.observe(std::chrono::milliseconds(3));
+  nlohmann::json s = sample_status();
+  s["tier_latency"] = {{"node", histogram_json(node.snapshot())}, {"cluster", histogram_json(cluster.snapshot())}};
+  std::string text = render_metrics(s, MetricsFormat::kPrometheusText);
+  size_t type = text.find("# TYPE ccpool_tier_lookup_duration_seconds histogram\n");
+  ASSERT_NE(type, std::string::npos);
+  EXPECT_EQ(text.find("# TYPE ccpool_tier_lookup_duration_seconds", type + 1), std::string::npos);
+  EXPECT_NE(text.find("ccpool_tier_lookup_duration_seconds_bucket{tier=\"node\",le=\"0.00005\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("ccpool_tier_lookup_duration_seconds_bucket{tier=\"cluster\",le=\"0.0025\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("ccpool_tier_lookup_duration_seconds_count{tier=\"cluster\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("ccpool_tier_lookup_duration_seconds_sum{tier=\"cluster\"} 0.005\n"), std::string::npos);
+}
+
 TEST(Metrics, AcceptHeaderPicksTheFormat) {
   EXPECT_EQ(format_for_accept(""), MetricsFormat::kPrometheusText);
   EXPECT_EQ(format_for_accept("text/plain;version=0.0.4"), MetricsFormat::kPrometheusText);

@@ -83,7 +83,7 @@ service::ServiceOptions resolve(const ServeFlags& f) {
   }
   o.resp_enabled = !f.no_resp;
   if (f.metrics_port > 65535 || f.metrics_port < -1) {
-    fail(kExitUsage, "invalid --metrics-port " + std::to_string(f.metrics_port) + "; use 1-65535");
+    fail(kExitUsage, "invalid --metrics-port " + std::to_string(f.metrics_port) + "; use 1-65535 (0: any free port)");
   }
   o.metrics_port = f.metrics_port;
   o.resp_port = f.resp_port;

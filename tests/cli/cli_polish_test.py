@@ -107,6 +107,16 @@ class CliPolishTest(ServiceCase):
         finally:
             self.cli("stop", "--socket", sock)
 
+    def test_run_names_the_log_when_the_service_cannot_start(self):
+        not_a_dir = self.write("not-a-dir", "x")
+        r = self.cli("run", "--socket", self.sock, "--dir", not_a_dir, "--", "true")
+        self.assertEqual(r.returncode, 1)
+        err = r.stderr.decode()
+        log = os.path.join(self.run_dir, "ccpool.log")
+        self.assertIn(f"the ccpool service did not come up on '{self.sock}'; see {log}", err)
+        self.assertIn(not_a_dir, open(log).read(), "the log says why")
+        self.assertEqual(serve_pids(self.sock), [])
+
     def test_unknown_command_is_named(self):
         r = self.cli("bogus")
         self.assertEqual(r.returncode, 2)

@@ -240,7 +240,9 @@ void print_status_human(const nlohmann::json& j) {
                 format_size(st.value("max_size", 0ull)).c_str(),
                 format_duration(std::chrono::milliseconds(st.value("time_saved_ms", 0ll))).c_str());
   }
-  std::printf("clients    %zu connected\n", j.value("clients", size_t{0}));
+  // `clients` counts this status request's own connection: leave it out.
+  size_t clients = j.value("clients", size_t{0});
+  std::printf("clients    %zu connected\n", clients > 0 ? clients - 1 : 0);
   if (j.value("metrics_port", 0) > 0) {
     std::printf("metrics    http://127.0.0.1:%d/metrics\n", j.value("metrics_port", 0));
   }

@@ -3,6 +3,7 @@ refusals, error texts, help texts and a store that does not exist yet."""
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 
@@ -116,6 +117,17 @@ class CliPolishTest(ServiceCase):
         self.assertIn(f"the ccpool service did not come up on '{self.sock}'; see {log}", err)
         self.assertIn(not_a_dir, open(log).read(), "the log says why")
         self.assertEqual(serve_pids(self.sock), [])
+
+    def test_status_does_not_count_itself_as_a_client(self):
+        self.start_service()
+        r = self.cli("status", "--socket", self.sock)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("clients    0 connected\n", r.stdout.decode())
+        with socket.socket(socket.AF_UNIX) as other:
+            other.connect(self.sock)
+            wait_until(lambda: (self.try_status() or {}).get("clients") == 2, "the second connection to count")
+            r = self.cli("status", "--socket", self.sock)
+            self.assertIn("clients    1 connected\n", r.stdout.decode())
 
     def test_unknown_command_is_named(self):
         r = self.cli("bogus")

@@ -4,6 +4,7 @@
 #include <spdlog/sinks/rotating_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -47,8 +48,12 @@ int journal_priority(int level) {
 
 void setup_serve_logging(const std::string& state_dir, bool foreground) {
   std::vector<spdlog::sink_ptr> sinks;
+  // The log names commands, paths and clients: owner-only, whatever the umask
+  // and the state directory's mode, including the files rotation creates.
+  spdlog::file_event_handlers handlers;
+  handlers.after_open = [](const spdlog::filename_t&, std::FILE* file) { ::fchmod(::fileno(file), 0600); };
   sinks.push_back(std::make_shared<spdlog::sinks::rotating_file_sink_mt>(
-      state_dir + "/ccpool.log", 10u << 20, 3));
+      state_dir + "/ccpool.log", 10u << 20, 3, false, handlers));
   if (service::stderr_is_journal()) {
     auto journal = std::make_shared<JournalStreamSink>();
     journal->set_pattern("%v");

@@ -109,9 +109,12 @@ class MetricsTest(ServiceCase):
         idle = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(12)]
         try:
             self.assertIsNotNone(self.try_status())
+            rc, out, err = self.run_exec(["/bin/echo", "served"])
+            self.assertEqual((rc, out), (0, b"served\n"), err)
+            self.assertEqual(self.status()["requests"], 1)
             status, _, body = http_get(port)
             self.assertEqual(status, 200)
-            self.assertIn("ccpool_requests_received_total 0\n", body)
+            self.assertIn("ccpool_requests_received_total 1\n", body)
         finally:
             for s in idle:
                 s.close()

@@ -4,6 +4,7 @@ and a real Prometheus server on loopback scrapes the endpoint and answers the
 hit count through its HTTP API. Exit 125 when promtool or prometheus is absent
 (Debian package `prometheus`, installed by scripts/setup-deps.sh)."""
 import http.client
+import http.server
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import urllib.parse
 import urllib.request
 
@@ -164,6 +166,26 @@ class MetricsTest(ServiceCase):
         self.start_service("--metrics-port", "0")
         port = self.status()["metrics_port"]
         web_port = free_port()
+        # A second target records the Accept header Prometheus scrapes with, so
+        # the test knows which format the ccpool target was parsed in.
+        accepts = []
+
+        class Recorder(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                accepts.append(self.headers.get("Accept", ""))
+                body = b"probe_up 1\n"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        recorder = http.server.HTTPServer(("127.0.0.1", 0), Recorder)
+        threading.Thread(target=recorder.serve_forever, daemon=True).start()
+        self.addCleanup(recorder.shutdown)
         config = self.write("prometheus.yml", f"""global:
   scrape_interval: 1s
   scrape_timeout: 1s
@@ -171,6 +193,9 @@ scrape_configs:
   - job_name: ccpool
     static_configs:
       - targets: ['127.0.0.1:{port}']
+  - job_name: recorder
+    static_configs:
+      - targets: ['127.0.0.1:{recorder.server_address[1]}']
 """)
         log = open(self.path("prometheus.log"), "wb")
         prom = subprocess.Popen(["prometheus", f"--config.file={config}",
@@ -199,10 +224,15 @@ scrape_configs:
             self.assertEqual(query('up{job="ccpool"}'), "1")
             self.assertEqual(query('ccpool_requests_total{result="miss"}'), "1")
             self.assertEqual(query('ccpool_hit_duration_seconds_count'), "3")
-            with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/api/v1/targets", timeout=10) as r:
-                targets = json.load(r)["data"]["activeTargets"]
-            self.assertEqual([t["health"] for t in targets], ["up"], targets)
-            self.assertEqual(targets[0]["lastError"], "")
+            def targets_up():
+                with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/api/v1/targets", timeout=10) as r:
+                    targets = json.load(r)["data"]["activeTargets"]
+                return targets if sorted(t["health"] for t in targets) == ["up", "up"] else None
+            targets = wait_until(targets_up, "both targets to be scraped", timeout=HANG_GUARD_S, step=0.5)
+            ccpool_target = [t for t in targets if t["labels"]["job"] == "ccpool"]
+            self.assertEqual([t["lastError"] for t in ccpool_target], [""])
+            # Prometheus asked for OpenMetrics first, so that is what it parsed.
+            self.assertTrue(accepts and accepts[0].startswith("application/openmetrics-text"), accepts)
         finally:
             prom.send_signal(signal.SIGTERM)
             try:

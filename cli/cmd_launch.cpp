@@ -1,5 +1,6 @@
 // ccpool run / ccpool env: give a job the shim, the socket and the fair-share
 // worker caps, and (run) supervise it so nothing is left behind.
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 
@@ -49,11 +50,24 @@ launch::LaunchEnv compute_env(const LaunchFlags& flags, const launch::EnvMap& en
   return std::move(*computed);
 }
 
+// CLI11's PositiveNumber reports "Value 0 not in range 0.000000 to 1.79e308".
+CLI::Validator positive_count() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        long n = std::strtol(value.c_str(), &end, 10);
+        bool ok = !value.empty() && *end == '\0' && errno == 0 && n > 0 && n <= 1'000'000;
+        return ok ? std::string() : "'" + value + "' is not a positive whole number";
+      },
+      "POSITIVE");
+}
+
 void add_common_options(CLI::App* sub, LaunchFlags& flags) {
   sub->add_option("--jobs,-j", flags.jobs, "Compiler slots on this node (default: CCPOOL_JOBS, else CPUs)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_count());
   sub->add_option("--ranks", flags.ranks, "Ranks per node (default: from the launcher's argv or env)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_count());
   sub->add_option("--socket", flags.socket, "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or /tmp/ccpool-$UID/sock)");
   sub->add_flag("--frameworks-cache", flags.frameworks_cache,
                 "Point Inductor and Triton remote caches at the service's Redis front");

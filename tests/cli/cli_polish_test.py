@@ -129,6 +129,14 @@ class CliPolishTest(ServiceCase):
             r = self.cli("status", "--socket", self.sock)
             self.assertIn("clients    1 connected\n", r.stdout.decode())
 
+    def test_count_options_say_what_is_wrong(self):
+        for cmd in (["env", "--ranks", "0"], ["env", "--jobs", "-2"], ["run", "--ranks", "x", "--", "true"]):
+            r = self.cli(*cmd)
+            self.assertEqual(r.returncode, 2, cmd)
+            err = r.stderr.decode()
+            self.assertIn(f"'{cmd[2]}' is not a positive whole number", err)
+            self.assertNotIn("1797", err)
+
     def test_unknown_command_is_named(self):
         r = self.cli("bogus")
         self.assertEqual(r.returncode, 2)

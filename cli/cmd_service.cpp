@@ -86,6 +86,9 @@ service::ServiceOptions resolve(const ServeFlags& f) {
     fail(kExitUsage, "invalid --metrics-port " + std::to_string(f.metrics_port) + "; use 1-65535 (0: any free port)");
   }
   o.metrics_port = f.metrics_port;
+  if (f.resp_port < 0 || f.resp_port > 65535) {
+    fail(kExitUsage, "invalid --resp-port " + std::to_string(f.resp_port) + "; use 1-65535");
+  }
   o.resp_port = f.resp_port;
   if (!f.resp_password_file.empty()) {
     auto pw = read_file(f.resp_password_file);

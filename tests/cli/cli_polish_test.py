@@ -136,6 +136,11 @@ class CliPolishTest(ServiceCase):
             err = r.stderr.decode()
             self.assertIn(f"'{cmd[2]}' is not a positive whole number", err)
             self.assertNotIn("1797", err)
+        for flag, value in (("--resp-port", "70000"), ("--metrics-port", "-5"), ("--metrics-port", "65536")):
+            r = self.cli("serve", "--socket", self.sock, "--dir", self.store, flag, value)
+            self.assertEqual(r.returncode, 2, (flag, value))
+            self.assertIn(f"invalid {flag} {value}; use 1-65535", r.stderr.decode())
+            self.assertFalse(os.path.exists(self.sock))
 
     def test_unknown_command_is_named(self):
         r = self.cli("bogus")

@@ -42,9 +42,10 @@ std::string default_socket_path(const std::string& flag) {
 
 std::string state_dir_for_socket(const std::string& socket_path) {
   auto slash = socket_path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return socket_path.substr(0, slash);
+  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : socket_path.substr(0, slash);
+  std::string name = slash == std::string::npos ? socket_path : socket_path.substr(slash + 1);
+  if (name == kDefaultSocketName) return dir;
+  return (dir == "/" ? "" : dir) + "/" + name + ".d";
 }
 
 }  // namespace ccpool

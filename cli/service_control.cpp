@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/process.h"
+#include "base/paths.h"
 #include "base/shim_env.h"
 #include "base/unix_socket.h"
 #include "ipc/client.h"
@@ -53,6 +55,16 @@ Result<void> check_resp_port(const ServiceSettings& settings) {
                         "' so it restarts with --resp-port, or use its port");
 }
 
+// True while some process holds the socket's instance lock (running or starting).
+bool lock_held(const std::string& socket) {
+  std::string path = state_dir_for_socket(socket) + "/serve.lock";
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0;
+  ::close(fd);
+  return held;
+}
+
 }  // namespace
 
 Result<void> ensure_service(const ServiceSettings& settings) {
@@ -84,15 +96,19 @@ Result<void> ensure_service(const ServiceSettings& settings) {
   }
   int status = 0;
   ::waitpid(pid, &status, 0);
+  std::string log = state_dir_for_socket(settings.socket) + "/ccpool.log";
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (std::chrono::steady_clock::now() < until) {
     CCPOOL_TRY_ASSIGN(bool now_up, answers(settings.socket));
     if (now_up) return check_resp_port(settings);
+    // Our serve failed and no other instance is starting (the lock is free):
+    // waiting longer cannot help.
+    if (status != 0 && !lock_held(settings.socket)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return make_error(ErrorCode::kUnreachable,
-                    "the ccpool service did not come up on '" + settings.socket +
-                        "'; see the log in the socket's directory or run 'ccpool serve --foreground'");
+                    "the ccpool service did not come up on '" + settings.socket + "'; see " + log +
+                        " or run 'ccpool serve --foreground --socket " + settings.socket + "'");
 }
 
 Result<void> check_resp_socket(const std::string& resp_socket) {

@@ -13,6 +13,9 @@ packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
   redis-server redis-tools python3 python3-redis util-linux procps
+  # operability tests: promtool + a Prometheus server, systemd-socket-activate,
+  # YAML parsing of the Kubernetes manifests
+  prometheus systemd python3-yaml
 )
 
 missing=()

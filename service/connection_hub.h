@@ -42,8 +42,11 @@ class ConnectionHub {
     std::function<void(uint64_t conn_id)> on_disconnect;
   };
 
+  // Listens on socket_path, or accepts on `inherited` (a non-blocking
+  // listening socket from systemd, whose path belongs to systemd: never unlinked).
   static Result<std::unique_ptr<ConnectionHub>> create(const std::string& socket_path,
-                                                       Callbacks callbacks);
+                                                       Callbacks callbacks,
+                                                       UniqueFd inherited = UniqueFd());
   ~ConnectionHub();
   ConnectionHub(const ConnectionHub&) = delete;
   ConnectionHub& operator=(const ConnectionHub&) = delete;
@@ -56,7 +59,8 @@ class ConnectionHub {
   void send(uint64_t conn_id, const ipc::Message& message, bool close_after = false);
   // Thread-safe and async-signal-safe: interrupts epoll_wait.
   void wake();
-  // Closes the listening socket and unlinks its path (shutdown: stop accepting).
+  // Closes the listening socket and unlinks its path unless it was inherited
+  // (shutdown: stop accepting).
   void stop_accepting();
   // Writes pending output for up to `budget`, then returns (shutdown).
   void flush_pending(std::chrono::milliseconds budget);

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "base/histogram.h"
+
 namespace ccpool::service {
 
 struct Counters {
@@ -23,6 +25,7 @@ struct Counters {
   std::atomic<uint64_t> stopping_replies{0};
   // Service-side time of local hits, from frame decoded to reply queued.
   std::atomic<uint64_t> hit_time_ns{0};
+  Histogram hit_latency;  // the same time, per hit, for ccpool_hit_duration_seconds
 };
 
 }  // namespace ccpool::service

@@ -152,6 +152,7 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   } else if (serve_from_store(waiter)) {
     m_deps.counters.hit_time_ns += static_cast<uint64_t>(
         (std::chrono::steady_clock::now() - received).count());
+    m_deps.counters.hit_latency.observe_since(received);
     return;
   }
   waiter.fairness_id = fairness_id(request.rank, peer_pid);  // reads /proc: only for misses

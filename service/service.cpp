@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <csignal>
+#include <ctime>
+#include <mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +23,8 @@
 #include "resp/front.h"
 #include "service/connection_hub.h"
 #include "service/exec_pipeline.h"
+#include "service/metrics.h"
+#include "service/metrics_server.h"
 #include "service/store_kv.h"
 
 namespace ccpool::service {
@@ -67,6 +71,13 @@ uint64_t count_lines(const std::string& path) {
   return n;
 }
 
+nlohmann::json store_stats_json(const cache::StoreStats& s) {
+  return {{"entries", s.entries},         {"stored_bytes", s.stored_bytes},
+          {"logical_bytes", s.logical_bytes}, {"max_size", s.max_size},
+          {"evictions", s.evictions},     {"corrupt_evictions", s.corrupt_evictions},
+          {"time_saved_ms", s.time_saved_ms}};
+}
+
 }  // namespace
 
 // Members are declared in dependency order; shutdown() tears them down in the
@@ -76,6 +87,7 @@ struct Service::Impl {
   ServiceOptions options;
   std::string state_dir;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  int64_t start_time_s = static_cast<int64_t>(std::time(nullptr));
   std::atomic<bool> stop{false};
   Counters counters;
 
@@ -89,6 +101,12 @@ struct Service::Impl {
   std::unique_ptr<ExecPipeline> pipeline;
   std::unique_ptr<StoreKv> kv;
   std::unique_ptr<resp::Front> front;
+  std::unique_ptr<MetricsServer> metrics;  // its thread calls status()
+
+  // Store figures for status and metrics, refreshed with the periodic flush
+  // in the arena: a full stats() scan never runs on the I/O thread.
+  std::mutex store_stats_mutex;
+  nlohmann::json store_stats;  // guarded by store_stats_mutex
 
   std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
   uint64_t last_front_commands = 0;
@@ -97,6 +115,7 @@ struct Service::Impl {
   void on_message(uint64_t conn_id, const ipc::PeerCred& peer, ipc::Message message,
                   UniqueFd passed_fd);
   nlohmann::json status();
+  void refresh_store_stats();
   void tick();
   void shutdown();
 };
@@ -146,7 +165,8 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   callbacks.on_disconnect = [raw](uint64_t conn) {
     if (raw->pipeline) raw->pipeline->on_disconnect(conn);
   };
-  CCPOOL_TRY_ASSIGN(impl->hub, ConnectionHub::create(options.socket_path, std::move(callbacks)));
+  CCPOOL_TRY_ASSIGN(impl->hub, ConnectionHub::create(options.socket_path, std::move(callbacks),
+                                                     UniqueFd(options.listen_fd)));
 
   ExecPipeline::Deps deps{*impl->storage,  *impl->scheduler, *impl->runner,
                           *impl->planner,  impl->tier.get(), impl->counters,
@@ -168,6 +188,16 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
                         "cannot start the Redis-protocol front: " + front.error().message);
     }
     impl->front = std::move(*front);
+  }
+
+  impl->refresh_store_stats();
+  if (options.metrics_port >= 0) {
+    auto metrics = MetricsServer::start(options.metrics_port, [raw](MetricsFormat format) {
+      return render_metrics(raw->status(), format);
+    });
+    if (!metrics) return make_error(metrics.error().code, metrics.error().message);
+    impl->metrics = std::move(*metrics);
+    spdlog::info("metrics on http://127.0.0.1:{}/metrics", impl->metrics->port());
   }
 
   auto stats = impl->scheduler->stats();
@@ -224,6 +254,8 @@ nlohmann::json Service::Impl::status() {
   auto sched = scheduler->stats();
   nlohmann::json j;
   j["pid"] = ::getpid();
+  j["version"] = kVersion;
+  j["start_time_s"] = start_time_s;
   j["socket"] = options.socket_path;
   j["store_dir"] = store->dir();
   j["uptime_s"] = std::chrono::duration_cast<std::chrono::seconds>(
@@ -240,6 +272,8 @@ nlohmann::json Service::Impl::status() {
   j["joins"] = counters.joins.load();
   uint64_t served = counters.hits.load() + counters.remote_hits.load();
   j["hit_service_us"] = served ? counters.hit_time_ns.load() / served / 1000.0 : 0.0;
+  j["hit_latency"] = histogram_json(counters.hit_latency.snapshot());
+  j["exec_remote_hits"] = counters.remote_hits.load();
   j["executions"] = counters.executions.load();
   j["failures"] = counters.failures.load();
   j["cancelled"] = counters.cancelled.load();
@@ -253,6 +287,11 @@ nlohmann::json Service::Impl::status() {
   j["protocol_errors"] = hub->counters().protocol_errors.load();
   j["fallbacks"] = count_lines(state_dir + "/fallbacks.log");
   j["running_jobs"] = pipeline->running_jobs();
+  {
+    std::lock_guard lock(store_stats_mutex);
+    j["store"] = store_stats;
+  }
+  j["metrics_port"] = metrics ? metrics->port() : 0;
   remote::RemoteCounters rc{};
   if (tier) rc = tier->counters();
   j["remote"] = tier != nullptr;
@@ -265,6 +304,8 @@ nlohmann::json Service::Impl::status() {
   j["remote_bad_signature"] = rc.bad_signature;
   j["breaker_open"] = rc.breaker_open;
   j["breaker_opened"] = rc.breaker_opened;
+  j["tier_latency"] = {{"node", histogram_json(storage->local_latency())}};
+  if (tier) j["tier_latency"]["cluster"] = histogram_json(storage->tier_latency());
   if (front) {
     auto fc = front->counters();
     j["resp_socket"] = front->unix_path();
@@ -281,7 +322,7 @@ void Service::Impl::tick() {
   auto now = std::chrono::steady_clock::now();
   if (now - last_flush >= kStoreFlushInterval) {
     last_flush = now;
-    scheduler->run_in_arena([s = store.get()] { s->flush(); });
+    scheduler->run_in_arena([this] { refresh_store_stats(); });  // stats() flushes first
   }
   if (front) {
     uint64_t commands = front->counters().commands;
@@ -303,8 +344,20 @@ void Service::Impl::tick() {
   }
 }
 
+void Service::Impl::refresh_store_stats() {
+  auto stats = store->stats();
+  if (!stats) {
+    spdlog::warn("store stats: {}", stats.error().message);
+    return;
+  }
+  nlohmann::json j = store_stats_json(*stats);
+  std::lock_guard lock(store_stats_mutex);
+  store_stats = std::move(j);
+}
+
 void Service::Impl::shutdown() {
   if (!hub) return;  // already done
+  metrics.reset();  // first: its thread reads everything below
   hub->stop_accepting();
   front.reset();
   pipeline->stop_all();           // waiters get "stopping" and run the tool themselves

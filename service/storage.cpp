@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+
 namespace ccpool::service {
 
 std::optional<cache::Entry> Storage::read_local(const Digest& key, Bodies bodies, Touch touch) {
@@ -15,11 +17,14 @@ std::optional<cache::Entry> Storage::read_local(const Digest& key, Bodies bodies
 }
 
 std::optional<Found> Storage::get(const Digest& key, Bodies bodies, Touch touch) {
-  if (std::optional<cache::Entry> entry = read_local(key, bodies, touch)) {
-    return Found{std::move(*entry), Source::kLocal};
-  }
+  auto started = std::chrono::steady_clock::now();
+  std::optional<cache::Entry> local = read_local(key, bodies, touch);
+  m_local_latency.observe_since(started);
+  if (local) return Found{std::move(*local), Source::kLocal};
   if (m_tier == nullptr) return std::nullopt;
+  started = std::chrono::steady_clock::now();
   std::optional<std::string> packed = m_tier->get(key);
+  m_tier_latency.observe_since(started);
   if (!packed || !adopt_packed(key, *packed)) return std::nullopt;
   if (std::optional<cache::Entry> entry = read_local(key, bodies, touch)) {
     return Found{std::move(*entry), Source::kRemote};

@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "base/hash.h"
+#include "base/histogram.h"
 #include "cache/store.h"
 #include "remote/tier.h"
 
@@ -52,11 +53,18 @@ class Storage {
   cache::Store& local() { return m_local; }
   bool has_tier() const { return m_tier != nullptr; }
 
+  // Latency of get()'s lookup in each tier, for metrics: the node store read
+  // (checksums and decompression included), the cluster tier's GET.
+  Histogram::Snapshot local_latency() const { return m_local_latency.snapshot(); }
+  Histogram::Snapshot tier_latency() const { return m_tier_latency.snapshot(); }
+
  private:
   std::optional<cache::Entry> read_local(const Digest& key, Bodies bodies, Touch touch);
 
   cache::Store& m_local;
   remote::Tier* m_tier;
+  Histogram m_local_latency;
+  Histogram m_tier_latency;
 };
 
 }  // namespace ccpool::service

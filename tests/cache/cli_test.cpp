@@ -162,9 +162,13 @@ TEST(CacheCliTest, UsageErrorsExitTwo) {
 }
 
 TEST(CacheCliTest, MissingCorruptAndForeignStoresExitOne) {
-  CliRun missing = ccpool("cache stats --dir " + dir_of("absent"));
+  CliRun missing = ccpool("cache ls --dir " + dir_of("absent"));
   EXPECT_EQ(missing.code, 1);
   EXPECT_NE(missing.err.find(dir_of("absent")), std::string::npos);
+  // Except `stats`, which reports a store not created yet as an empty one (issue 15).
+  CliRun empty = ccpool("cache stats --dir " + dir_of("absent"));
+  EXPECT_EQ(empty.code, 0) << empty.err;
+  EXPECT_NE(empty.out.find("does not exist yet"), std::string::npos) << empty.out;
   std::string corrupt = dir_of("corrupt");
   ASSERT_TRUE(ensure_private_dir(corrupt));
   ASSERT_TRUE(write_file_atomic(corrupt + "/data.mdb", std::string(16384, 'z'), 0600));

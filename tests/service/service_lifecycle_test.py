@@ -48,9 +48,9 @@ class ServiceLifecycleTest(ServiceCase):
         service = self.start_service()
         r = subprocess.run([CCPOOL, "serve", "--socket", self.sock, "--dir", self.store],
                            env=self.env, capture_output=True, timeout=60)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn(b"a service is already running", r.stdout)
-        self.assertIn(f"(pid {service.pid})".encode(), r.stdout)
+        self.assertEqual(r.returncode, 1, r.stderr)  # a refusal; racing auto-starts ignore it
+        self.assertIn(b"a service is already running", r.stderr)
+        self.assertIn(f"(pid {service.pid})".encode(), r.stderr)
         self.assertEqual(serve_pids(self.sock), [service.pid])
 
     def test_autostart_race(self):

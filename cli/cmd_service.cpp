@@ -117,9 +117,8 @@ std::string state_dir_advice(const Error& e, const std::string& socket) {
   std::string dir = state_dir_for_socket(socket);
   std::string base = dir == "/" ? "" : dir;
   return "cannot keep the service's state in '" + dir + "': " + e.message.substr(0, e.message.find(';')) +
-         ". A socket named 'sock' keeps its state in its own directory: use a directory of your own (--socket " +
-         base + "/ccpool-" + std::to_string(::geteuid()) + "/sock) or another name (--socket " + base +
-         "/ccpool.sock keeps its state in " + base + "/ccpool.sock.d)";
+         ". The socket's directory must be yours alone (clients refuse one others can write): use a directory of "
+         "your own (--socket " + base + "/ccpool-" + std::to_string(::geteuid()) + "/sock)";
 }
 
 // Takes the instance lock of this socket (its state directory is its own).

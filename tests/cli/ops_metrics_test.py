@@ -137,7 +137,9 @@ class MetricsTest(ServiceCase):
                 except OSError:
                     return False
             wait_until(redis_up, "redis-server to listen")
-            self.start_service("--metrics-port", "0", "--remote", f"redis://127.0.0.1:{redis_port}")
+            key = self.write("remote.key", "metrics-test-key\n", 0o600)
+            self.start_service("--metrics-port", "0", "--remote", f"redis://127.0.0.1:{redis_port}",
+                               "--remote-key-file", key)
             self.compile_n(1)  # a local miss asks the cluster tier once
             port = self.status()["metrics_port"]
             status, _, body = http_get(port)

@@ -30,8 +30,10 @@ def free_port():
 
 
 class TritonRemoteCacheTest(TorchCase):
-    def triton(self, out_dir, cache_dir, port, backend=FIXED_BACKEND):
+    def triton(self, out_dir, cache_dir, port, backend=FIXED_BACKEND, protocol=None):
         env = {"TRITON_CACHE_DIR": cache_dir}
+        if protocol:
+            env["CCPOOL_TEST_REDIS_PROTOCOL"] = str(protocol)
         if backend:
             env["TRITON_REMOTE_CACHE_BACKEND"] = backend
         p = self.ccpool_run(VENV_PY, TRITON_KERNELS, "--out-dir", out_dir,
@@ -50,8 +52,16 @@ class TritonRemoteCacheTest(TorchCase):
                 if os.path.basename(e["argv"][0]) == "ptxas" and "--version" not in e["argv"]]
 
     def test_kernel_from_the_front(self):
+        """redis-py as pip installs it (8.x: HELLO 3)."""
+        self.check_kernel_from_the_front(None)
+
+    def test_kernel_from_the_front_resp2(self):
+        """The client held to RESP2."""
+        self.check_kernel_from_the_front(2)
+
+    def check_kernel_from_the_front(self, protocol):
         port = free_port()
-        a = self.triton(self.wpath("a"), self.path("tc-a"), port)
+        a = self.triton(self.wpath("a"), self.path("tc-a"), port, protocol=protocol)
         self.assertEqual(len(a), KERNELS)
         self.assertEqual(len(self.ptxas_builds()), KERNELS)
         s = self.status()
@@ -59,7 +69,7 @@ class TritonRemoteCacheTest(TorchCase):
         writes = s["resp_commands"]
         self.assertGreater(writes, 0, "Triton never reached the front")
         os.remove(self.exec_log)
-        b = self.triton(self.wpath("b"), self.path("tc-b"), port)
+        b = self.triton(self.wpath("b"), self.path("tc-b"), port, protocol=protocol)
         self.assertEqual(b, a)
         self.assertEqual(self.ptxas_builds(), [], "process B compiled instead of reading the front")
         print(f"triton remote cache: front commands {writes} after A, "

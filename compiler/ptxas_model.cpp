@@ -41,7 +41,8 @@ constexpr std::string_view kDebug = "writes the input path into the cubin's debu
 constexpr std::string_view kNoCubin = "produces no cubin";
 
 // Every spelling ptxas 12.8 and 13.0 accept, long and short (ptxas --help),
-// plus the hidden --regAllocOptLevel that Triton passes. Anything else passes
+// plus the hidden --regAllocOptLevel that Triton passes and the -m64 that nvcc
+// passes. Anything else passes
 // through: a misread option could hide a file ptxas reads.
 constexpr PtxasOption kOptions[] = {
     {"--Ofast-compile", ArgForm::kValue}, {"-Ofc", ArgForm::kValue},
@@ -76,6 +77,7 @@ constexpr PtxasOption kOptions[] = {
     {"--list-version", ArgForm::kFlag, Use::kRefused, kNoCubin},
     {"-version-ls", ArgForm::kFlag, Use::kRefused, kNoCubin},
     {"--machine", ArgForm::kValue}, {"-m", ArgForm::kValue},
+    {"-m64", ArgForm::kFlag},  // nvcc's spelling; byte-identical to "-m 64"
     {"--make-errors-visible-at-exit", ArgForm::kFlag}, {"-make-errors-visible-at-exit", ArgForm::kFlag},
     {"--maxntid", ArgForm::kValue}, {"-maxntid", ArgForm::kValue},
     {"--maxrregcount", ArgForm::kValue}, {"-maxrregcount", ArgForm::kValue},

@@ -155,6 +155,7 @@ TEST(PtxasModel, OnlyVerifiedSpellingsAreCached) {
       {"-v", "--opt-level", "0", "--regAllocOptLevel=2", "-arch", "sm_90a", "k.ptx", "-o", "k.o"},
       {"-v", "--fmad=false", "-maxrregcount", "32", "-O3", "--gpu-name", "sm_90a", "k.ptx", "--output-file=k.o"},
       {"-v", "-O=2", "-warn-spills", "-Werror", "--gpu-name=sm_90a", "-o", "k.o", "k.ptx"},
+      {"-arch=sm_75", "-m64", "k.ptx", "-o", "k.cubin"},  // as nvcc runs it
   };
   for (const auto& args : cached) EXPECT_EQ(kind(args), PlanKind::kCompiler) << args[1] << " " << args[2];
   const std::vector<std::vector<std::string>> passed = {

@@ -34,7 +34,12 @@ VENV_PY = os.path.join(VENV, "bin", "python")
 MODEL = os.path.join(HERE, "model.py")
 TRITON_KERNELS = os.path.join(HERE, "triton_kernels.py")
 RUN_GUARD_S = 480  # a hang guard for one torch job on a loaded 2-core machine, not a speed bound
-COMPILER_NAMES = ("cc1plus", "cc1", "ptxas", "cicc", "nvcc", "collect2", "ld", "as")
+def is_compiler_job(name):
+    """One process per compiler job: the driver (g++, gcc-12, x86_64-linux-gnu-g++-12,
+    ...) or ptxas. Under `ccpool run` the job's own compiler execs become
+    ccpool-client, so drivers run only under the service or as fallbacks."""
+    base = name.split("-")
+    return name == "ptxas" or any(b in ("g++", "gcc", "c++", "cc") for b in base)
 
 
 def proc_name(pid):
@@ -55,7 +60,7 @@ class ProcessWatch:
     def __init__(self, roots):
         self.roots = roots
         self.seen = {}
-        self.peak_compilers = 0
+        self.peak_compilers = 0  # compiler jobs (drivers), see is_compiler_job
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -71,7 +76,7 @@ class ProcessWatch:
                 if name is None:
                     continue
                 self.seen.setdefault(pid, name)
-                compilers += name in COMPILER_NAMES
+                compilers += is_compiler_job(name)
             self.peak_compilers = max(self.peak_compilers, compilers)
             time.sleep(0.02)
 

@@ -16,8 +16,9 @@ it), peak compiler processes, peak compile-worker processes, peak summed RSS
 of the job tree (and the service's children), processes left after SIGINT.
 
 Memory guard: a configuration whose predicted peak RSS (from the measured
-R=1 plain run, scaled by R) exceeds 80% of MemTotal is reported as
-"would OOM" with its estimate and not run.
+R=1 plain run, scaled by R) exceeds 80% of MemTotal (or MemAvailable at the
+start, when lower: the machine may be shared) is reported as "would OOM"
+with its estimate and not run.
 
 Usage (from the checkout, after scripts/setup-deps.sh and a build):
   /usr/bin/python3 bench/torch/run.py [--ranks 1,2,4] [--threads 32] [--jobs N]
@@ -162,7 +163,8 @@ class Bench:
                            capture_output=True, text=True)
         return json.loads(r.stdout) if r.returncode == 0 else {}
 
-    def run_once(self, d, ranks, via_ccpool, sigint=False):
+    def run_once(self, d, ranks, via_ccpool, sigint=False, base=None):
+        """base: the service's status before this run, when its store is reused."""
         env = self.env(d, self.args.threads)
         p = subprocess.Popen(self.cmd(d, ranks, via_ccpool), env=env, stdout=subprocess.DEVNULL,
                              stderr=open(f"{d}/stderr.log", "ab"), start_new_session=True)
@@ -177,8 +179,10 @@ class Bench:
             job = set(sampler.seen) - set(serve_pids(sock))
             p.send_signal(signal.SIGINT)
             time.sleep(2.0)
+            left = sum(1 for pid in job if info(pid) is not None)
+            time.sleep(5.0)  # past ccpool run's default --grace (5 s)
             alive = [pid for pid in job if info(pid) is not None]
-            left = len(alive)
+            left_7s = len(alive)
             for pid in alive:  # the job's own leftovers: end them for the next run
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -192,6 +196,7 @@ class Bench:
                "peak_workers": sampler.peak_workers, "peak_rss_mb": sampler.peak_rss_kb // 1024}
         if left is not None:
             res["left_after_sigint_2s"] = left
+            res["left_after_sigint_7s"] = left_7s
             return res
         ranks_out = []
         for r in range(ranks):
@@ -210,8 +215,8 @@ class Bench:
             pass
         if via_ccpool:
             s = self.status(d)
-            res["executions"] = s.get("executions")
-            res.update({k: s.get(k) for k in ("hits", "misses", "passthrough", "not_stored")})
+            for k in ("executions", "hits", "misses", "passthrough", "not_stored"):
+                res[k] = s.get(k, 0) - (base or {}).get(k, 0)
         else:
             res["executions"] = execs
         os.remove(f"{d}/exec.log") if os.path.exists(f"{d}/exec.log") else None
@@ -221,13 +226,17 @@ class Bench:
         subprocess.run([self.ccpool, "stop", "--socket", f"{d}/run/sock"], capture_output=True)
 
     def main(self):
-        mem_total_mb = int(open("/proc/meminfo").read().split()[1]) // 1024
+        meminfo = dict(l.split(":", 1) for l in open("/proc/meminfo").read().splitlines())
+        mem_total_mb = int(meminfo["MemTotal"].split()[0]) // 1024
+        mem_avail_mb = int(meminfo["MemAvailable"].split()[0]) // 1024
+        # 80% of RAM, or less when the machine is shared and has less free.
+        limit_mb = min(0.8 * mem_total_mb, mem_avail_mb)
         results = {"threads": self.args.threads, "jobs": self.args.jobs, "mem_total_mb": mem_total_mb,
-                   "cpus": os.cpu_count(), "runs": {}}
+                   "mem_limit_mb": int(limit_mb), "cpus": os.cpu_count(), "runs": {}}
         per_rank_mb = None
         for ranks in self.args.ranks:
             key = f"R={ranks}"
-            if per_rank_mb is not None and ranks * per_rank_mb > 0.8 * mem_total_mb:
+            if per_rank_mb is not None and ranks * per_rank_mb > limit_mb:
                 results["runs"][key] = {"would_oom_estimate_mb": ranks * per_rank_mb}
                 print(f"{key}: would OOM (estimate {ranks * per_rank_mb} MiB)", flush=True)
                 continue
@@ -243,7 +252,7 @@ class Bench:
             shutil.rmtree(f"{d}/out")
             print(key, "plain", json.dumps(out["plain"]), flush=True)
             print(key, "ccpool", json.dumps(out["ccpool"]), flush=True)
-            out["fresh"] = self.run_once(d, ranks, True)
+            out["fresh"] = self.run_once(d, ranks, True, base=self.status(d))
             self.stop(d)
             if ranks == self.args.sigint_ranks:
                 out["plain_sigint"] = self.run_once(os.path.join(self.root, f"plain-int-{ranks}"),

@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
 from torch_case import (MODEL, VENV_PY, TorchCase, main, pid_gone, proc_name,  # noqa: E402
@@ -134,9 +133,11 @@ class TorchRunTest(ModelCase):
         self.assertEqual(second_gch, first_gch, "the .gch was rebuilt, not served")
 
     def test_ctrl_c_leaves_no_process(self):
-        """8 compile workers per rank (the user's TORCHINDUCTOR_COMPILE_THREADS
+        """8 compile threads per rank (the user's TORCHINDUCTOR_COMPILE_THREADS
         is kept), SIGINT to `ccpool run` while a compile runs: after the grace
-        period nothing of the job is left, and the service's compilers end."""
+        period nothing of the job is left, and the service's compilers end.
+        (On CPU, Inductor 2.13 compiles C++ kernels on a thread pool inside
+        each rank; its compile-worker sidecar starts only for Triton.)"""
         ranks = 2
         out = self.wpath("out")
         job = self.torchrun(ranks, out, flags=("--grace", "2s"),
@@ -144,14 +145,6 @@ class TorchRunTest(ModelCase):
         watch = self.watch_job(job)
         self.wait_status(lambda s: s["running"] >= 1 and s["requests"] >= 4,
                          "a compile of the job to be running")
-        # Let the workers of both ranks exist: wait until the job tree has a
-        # compile-worker sidecar per rank (or give up waiting and send anyway).
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            workers = [p for p, n in list(watch.seen.items()) if not pid_gone(p) and n.startswith("python")]
-            if len(workers) >= 2 + ranks * 8:
-                break
-            time.sleep(0.2)
         job.send_signal(signal.SIGINT)
         rc, _, err = self.finish_run(job, guard=120)
         watch.stop()

@@ -1,6 +1,7 @@
 """Draws bench/torch/results.json (from run.py) as real_torch.png: compile
 phase and peak job RSS per rank count, without ccpool, with it (cold) and
-on a fresh node with a warm store. Run with the venv's python (matplotlib)."""
+on a fresh node with a warm store, and prints the Markdown table that
+BENCHMARKS.md carries. Run with the venv's python (matplotlib)."""
 import json
 import os
 import sys
@@ -36,7 +37,29 @@ def main():
                  f"{res['cpus']} CPUs, ccpool --jobs {res['jobs']}")
     fig.tight_layout()
     fig.savefig(dst, dpi=90)
-    print(dst)
+    print_table(res)
+
+
+def print_table(res):
+    print("| R | run | compile phase | vs plain | compiler executions | hits / misses / pass-through / not stored "
+          "| peak compiler jobs | peak job RSS | left 2 s / 7 s after SIGINT |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for key, runs in res["runs"].items():
+        if "plain" not in runs:
+            print(f"| {key[2:]} | — | would OOM (estimate {runs['would_oom_estimate_mb'] / 1024:.1f} GiB) "
+                  "| | | | | | |")
+            continue
+        base = runs["plain"]["compile_s"]
+        for name, label in (("plain", "torchrun"), ("ccpool", "ccpool run, cold"),
+                            ("fresh", "ccpool run, fresh node")):
+            r = runs[name]
+            counts = "" if name == "plain" else \
+                f"{r['hits']} / {r['misses']} / {r['passthrough']} / {r['not_stored']}"
+            sig = runs.get(name + "_sigint") if name in ("plain", "ccpool") else None
+            left = f"{sig['left_after_sigint_2s']} / {sig.get('left_after_sigint_7s', '?')}" if sig else ""
+            print(f"| {key[2:]} | {label} | {r['compile_s']:.1f} s | {r['compile_s'] / base:.2f}× "
+                  f"| {r['executions']} | {counts} | {r['peak_compilers']} | {r['peak_rss_mb'] / 1024:.2f} GiB "
+                  f"| {left} |")
 
 
 if __name__ == "__main__":

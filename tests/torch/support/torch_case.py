@@ -34,12 +34,18 @@ VENV_PY = os.path.join(VENV, "bin", "python")
 MODEL = os.path.join(HERE, "model.py")
 TRITON_KERNELS = os.path.join(HERE, "triton_kernels.py")
 RUN_GUARD_S = 480  # a hang guard for one torch job on a loaded 2-core machine, not a speed bound
-def is_compiler_job(name):
-    """One process per compiler job: the driver (g++, gcc-12, x86_64-linux-gnu-g++-12,
-    ...) or ptxas. Under `ccpool run` the job's own compiler execs become
-    ccpool-client, so drivers run only under the service or as fallbacks."""
-    base = name.split("-")
-    return name == "ptxas" or any(b in ("g++", "gcc", "c++", "cc") for b in base)
+def is_compiler_job(pid, name):
+    """One process per compiler job: a driver (g++, gcc-12,
+    x86_64-linux-gnu-g++-12, ...) that runs a child (cc1plus, as, collect2),
+    or ptxas. Drivers without a child are the planner's own probes
+    (`g++ -###`, `--version`), which print and exit without compiling. Under
+    `ccpool run` the job's compiler execs become ccpool-client, so drivers
+    run only under the service or as fallbacks."""
+    if name == "ptxas":
+        return True
+    if not any(b in ("g++", "gcc", "c++", "cc") for b in name.split("-")):
+        return False
+    return bool(descendants(pid))
 
 
 def proc_name(pid):
@@ -76,7 +82,7 @@ class ProcessWatch:
                 if name is None:
                     continue
                 self.seen.setdefault(pid, name)
-                compilers += is_compiler_job(name)
+                compilers += is_compiler_job(pid, name)
             self.peak_compilers = max(self.peak_compilers, compilers)
             time.sleep(0.02)
 

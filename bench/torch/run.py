@@ -39,9 +39,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 SUPPORT = os.path.join(ROOT, "tests", "torch", "support")
 MODEL = os.path.join(SUPPORT, "model.py")
-def is_compiler_job(name):
-    """One process per compiler job: the driver (g++, gcc-12, ...) or ptxas."""
-    return name == "ptxas" or any(b in ("g++", "gcc", "c++", "cc") for b in name.split("-"))
+def is_compiler_job(name, has_children):
+    """One process per compiler job: a driver (g++, gcc-12, ...) running a
+    child (cc1plus, as, collect2), or ptxas. A driver without a child is a
+    probe (`-###`, `--version`) that compiles nothing."""
+    if name == "ptxas":
+        return True
+    return has_children and any(b in ("g++", "gcc", "c++", "cc") for b in name.split("-"))
 
 
 def children_map():
@@ -98,7 +102,8 @@ class Sampler:
 
     def loop(self):
         while not self.stop_ev.is_set():
-            pids = tree(self.roots_fn(), children_map())
+            kids = children_map()
+            pids = tree(self.roots_fn(), kids)
             compilers = workers = rss = 0
             for p in pids:
                 i = info(p)
@@ -107,7 +112,7 @@ class Sampler:
                 self.seen.add(p)
                 name, r, cmd = i
                 rss += r
-                compilers += is_compiler_job(name)
+                compilers += is_compiler_job(name, bool(kids.get(p)))
                 workers += "compile_worker" in cmd
             self.peak_compilers = max(self.peak_compilers, compilers)
             self.peak_workers = max(self.peak_workers, workers)

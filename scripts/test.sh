@@ -3,15 +3,18 @@
 #   scripts/test.sh            full run
 #   BUILD_DIR=build scripts/test.sh
 #   CCPOOL_TEST_SANITIZE=1     also build and run the unit tests under ASan+UBSan
+#   CCPOOL_VENV=DIR            the torch venv (default $BUILD_DIR/venv; setup-deps.sh makes it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-scripts/setup-deps.sh
-
 jobs=$(nproc)
 build=${BUILD_DIR:-$root/build}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCCPOOL_BUILD_FUZZ=ON >/dev/null
+venv=${CCPOOL_VENV:-$build/venv}
+CCPOOL_VENV=$venv scripts/setup-deps.sh
+
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCCPOOL_BUILD_FUZZ=ON \
+  -DCCPOOL_TORCH_VENV="$venv" >/dev/null
 cmake --build "$build" -j "$jobs"
 
 export CCPOOL_TEST_TMP=${CCPOOL_TEST_TMP:-$(mktemp -d /tmp/ccpool-tests.XXXXXX)}

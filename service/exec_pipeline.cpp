@@ -415,13 +415,19 @@ ExecPipeline::RunOutcome ExecPipeline::collect(const Flight& flight, pool::Proce
   capture.save = [&run](const Digest&, const std::string& bytes) { run.manifest = bytes; };
   auto finished = m_deps.planner.finish(plan, flight.started, capture);
   run.validated = finished && finished->store;
+  // Output that names a path the key leaves out (ptxas's temp input) would
+  // replay one requester's path to another: neither stored nor shared.
+  std::string unreplayable =
+      run.validated ? m_deps.planner.replay_blocker(plan, entry.stdout_data, entry.stderr_data) : "";
+  if (!unreplayable.empty()) run.validated = false;
   if (run.validated) run.result_key = finished->result_key;
   run.storable = run.success && run.validated && complete;
   if (run.success && !run.storable) {
     ++m_deps.counters.not_stored;
     std::string why = !finished ? finished.error().message
                       : !complete ? std::string("an output is missing")
-                                  : finished->why_not;
+                      : !unreplayable.empty() ? unreplayable
+                                              : finished->why_not;
     spdlog::info("not storing {}: {}", plan.tool, why);
   }
   return run;

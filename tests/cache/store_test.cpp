@@ -166,8 +166,8 @@ TEST(StoreTest, CompressedBodyThatDecodesToOtherBytesIsAChecksumMismatchAndEvict
   ASSERT_EQ(stored_bad[0], 1);
   ASSERT_NE(bad, good);
   auto decoded = codec.decode(stored_bad, hash_bytes(good), "body");
-  ASSERT_FALSE(decoded);
-  EXPECT_EQ(decoded.error().message, "body: checksum mismatch");
+  EXPECT_FALSE(decoded) << "the codec served bytes whose checksum is not the expected one";
+  if (!decoded) EXPECT_EQ(decoded.error().message, "body: checksum mismatch");
 
   StoreOptions o = testing::options();
   {
@@ -193,13 +193,15 @@ TEST(StoreTest, CompressedBodyThatDecodesToOtherBytesIsAChecksumMismatchAndEvict
   auto store = open_store(o);
   auto report = store->verify(false);
   ASSERT_TRUE(report);
-  ASSERT_EQ(report->corrupt.size(), 1u);
-  EXPECT_EQ(report->corrupt[0].key, test_key(1));
-  EXPECT_THAT(report->corrupt[0].problem, ::testing::HasSubstr("checksum mismatch"));
+  EXPECT_EQ(report->corrupt.size(), 1u);
+  if (!report->corrupt.empty()) {
+    EXPECT_EQ(report->corrupt[0].key, test_key(1));
+    EXPECT_THAT(report->corrupt[0].problem, ::testing::HasSubstr("checksum mismatch"));
+  }
 
   auto got = store->get(test_key(1));
   ASSERT_TRUE(got) << got.error().message;
-  EXPECT_FALSE(*got);
+  EXPECT_FALSE(*got) << "get() served the corrupt body";
   auto s = store->stats();
   EXPECT_EQ(s->corrupt_evictions, 1u);
   EXPECT_EQ(s->entries, 1u);

@@ -104,6 +104,24 @@ TEST(CacheCliTest, StatsJsonOnAnEmptyDirectory) {
   EXPECT_EQ(ccpool("cache ls --help").code, 0);
 }
 
+TEST(CacheCliTest, StatsJsonCountsSharedBodiesOnce) {
+  std::string dir = dir_of("s");
+  {
+    StoreOptions o = testing::options();
+    o.dir = dir;
+    auto store = testing::open_store(o);
+    ASSERT_TRUE(store->put(testing::test_key(1), testing::make_entry("a.o", 3000, 5)));
+    ASSERT_TRUE(store->put(testing::test_key(2), testing::make_entry("b.o", 3000, 5)));  // same bytes as a.o
+    ASSERT_TRUE(store->put(testing::test_key(3), testing::make_entry("c.o", 3000, 6)));
+  }
+  json j = parse(ccpool("cache stats --json --dir " + dir));
+  EXPECT_EQ(j["entries"], 3);
+  EXPECT_EQ(j["bodies"], 2);
+  EXPECT_EQ(j["logical_bytes"], 9000);
+  EXPECT_EQ(j["evictions"], 0);
+  EXPECT_EQ(j["corrupt_evictions"], 0);
+}
+
 TEST(CacheCliTest, LsShowCatRm) {
   std::string dir = dir_of("s");
   auto keys = fill(dir, 3);

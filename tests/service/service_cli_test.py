@@ -77,6 +77,8 @@ class ServiceCliTest(ServiceCase):
         def frames():
             with lock:
                 data = bytes(seen)
+            if watch.poll() is not None:
+                raise AssertionError(f"status --watch exited {watch.returncode} after printing {data!r}")
             # Complete frames only: each one is followed by the next clear.
             return [f.decode() for f in data.split(CLEAR)[1:-1]]
         first = wait_until(frames, "the first status frame")[0]
@@ -85,12 +87,12 @@ class ServiceCliTest(ServiceCase):
         rc, out, _ = self.run_exec(["/bin/echo", "one request"])
         self.assertEqual((rc, out), (0, b"one request\n"))
         wait_until(lambda: any("requests   1:" in f for f in frames()), "a frame counting the request")
-        self.assertIsNone(watch.poll(), "status --watch exited by itself")
+        shown = frames()
         watch.send_signal(signal.SIGINT)
         watch.wait(HANG_GUARD_S)
         reader.join(HANG_GUARD_S)
         self.assertEqual(watch.returncode, -signal.SIGINT)
-        for f in frames():
+        for f in shown:
             self.assertTrue(f.startswith("service    pid "), f)
         self.assertEqual(watch.stderr.read(), b"")
 

@@ -84,6 +84,7 @@ class RemoteTierTest(NodesCase):
         self.compile_on(b, data)
         s = b.status()
         self.assertEqual((s["remote_hits"], s["executions"], s["hits"], s["misses"]), (1, 0, 0, 0))
+        self.assertIs(s["remote"], True)
         self.assertEqual(self.runs_count(), 1)
         # The remote hit was stored locally: the next one is a local hit.
         self.compile_on(b, data)

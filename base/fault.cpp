@@ -36,6 +36,8 @@ FaultInjector::FaultInjector(const std::string& spec) : m_spec(spec) {
       m_throw_in_request = std::atoll(value.c_str());
     } else if (name == "throw_in_start") {
       m_throw_in_start = std::atoll(value.c_str());
+    } else if (name == "delay_finish") {
+      m_delay_finish_ms = std::atoll(value.c_str());
     } else {
       continue;
     }

@@ -8,6 +8,8 @@
 //   delay_exec=MS        sleep MS before each execution (widens race windows)
 //   throw_in_request=N   the Nth request's arena work throws (0 = every request)
 //   throw_in_start=N     the Nth job start throws (0 = every start)
+//   delay_finish=MS      hold each finished execution MS before its result is
+//                        collected: its flight stays joinable with its tool gone
 #pragma once
 
 #include <atomic>
@@ -31,6 +33,7 @@ class FaultInjector {
   int64_t exec_delay_ms() const { return m_delay_exec_ms; }
   bool should_throw_in_request();    // counts requests
   bool should_throw_in_start();      // counts job starts
+  int64_t finish_delay_ms() const { return m_delay_finish_ms; }
 
  private:
   std::string m_spec;
@@ -44,6 +47,7 @@ class FaultInjector {
   int64_t m_throw_in_start = -1;
   std::atomic<int64_t> m_request_count{0};
   std::atomic<int64_t> m_start_count{0};
+  int64_t m_delay_finish_ms = 0;
   std::atomic<int64_t> m_exec_count{0};
   std::atomic<int64_t> m_reply_count{0};
   std::atomic<int64_t> m_store_write_count{0};

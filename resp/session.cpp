@@ -219,9 +219,12 @@ struct Commands {
     }
     reply::ok(out);
   }
+  // A wrong password counts; the kMaxAuthFailures-th closes the connection
+  // (after its reply), so guessing costs a reconnect every few tries.
   static bool try_auth(Session& s, std::string_view user, std::string_view password) {
     bool good = user == "default" && constant_time_equal(password, shared(s).password);
     if (good) s.m_authenticated = true;
+    if (!good && ++s.m_auth_failures >= kMaxAuthFailures) s.m_quit = true;
     return good;
   }
 

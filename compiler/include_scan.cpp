@@ -143,6 +143,24 @@ bool may_be_in_directive(std::string_view t, size_t pos) {
   return head.find("*/") != std::string_view::npos;
 }
 
+// Is `pos` in the body of a #define? A <name> there is not one header-name
+// token: wherever the macro is expanded, each identifier in it is
+// macro-expanded first (gcc and clang: `#define O __has_include(<foo/x.h>)`
+// with -Dfoo=bar probes bar/x.h), so the name as written proves nothing.
+bool on_define_line(std::string_view t, size_t pos) {
+  size_t nl = pos == 0 ? std::string_view::npos : t.rfind('\n', pos - 1);
+  size_t i = skip_hspace(t, nl == std::string_view::npos ? 0 : nl + 1);
+  if (t.substr(i, 1) == "#") {
+    i += 1;
+  } else if (t.substr(i, 2) == "%:") {
+    i += 2;
+  } else {
+    return false;
+  }
+  i = skip_hspace(t, i);
+  return t.substr(i, 6) == "define" && (i + 6 >= t.size() || !is_ident(static_cast<unsigned char>(t[i + 6])));
+}
+
 // Reads `( <name> )` or `( "name" )` at t[i]; false if the argument is not
 // such a literal (gcc and clang read a literal header-name directly; any
 // other argument is macro-expanded first, which a textual scan cannot do).
@@ -176,7 +194,7 @@ void scan_probes(std::string_view t, IncludeScan& out) {
         before == "define" || before == "elifdef" || before == "elifndef") {
       continue;
     }
-    if (literal_probe(t, end, probe)) {
+    if (literal_probe(t, end, probe) && !(probe.angle && on_define_line(t, pos))) {
       out.probes.insert(std::move(probe));
     } else if (may_be_in_directive(t, pos)) {
       out.probe_nonliteral = true;  // outside a directive it cannot be evaluated

@@ -96,6 +96,8 @@ TEST(IncludeScan, NonLiteralProbesAreReported) {
   for (const char* text : {"#define H <x.h>\n#if __has_include(H)\n#endif\n",
                            "#  define FMT_HAS_INCLUDE(x) __has_include(x)\n",
                            "#define HAS __has_include\n",
+                           "#define HAS_X __has_include(<foo/x.h>)\n",  // foo may be a macro there
+                           "# define HAS(h) (__has_include(<h>))\n",
                            "#if A /* spans\n */ || __has_include(M)\n#endif\n",
                            "#if A /* x // y */ || __has_include(M)\n#endif\n",
                            "#if __has_include(<unterminated\n#endif\n",
@@ -105,6 +107,9 @@ TEST(IncludeScan, NonLiteralProbesAreReported) {
     EXPECT_TRUE(scan_includes(text).probe_nonliteral) << text;
   }
   EXPECT_FALSE(scan_includes("const char* s = \"?\?/\";\n").probe_nonliteral);  // not a splice
+  IncludeScan quoted = scan_includes("#define HAS_CFG __has_include(\"cfg.h\")\n");  // a string: not expanded
+  EXPECT_FALSE(quoted.probe_nonliteral);
+  EXPECT_EQ(quoted.probes, (Probes{{false, false, "cfg.h"}}));
 }
 
 TEST(DirListings, MissingParentAndListedNames) {

@@ -52,6 +52,17 @@ std::string LookupRecorder::resolve(const std::string& path) const {
 LookupRecorder::Kind LookupRecorder::kind_of(const std::string& path) {
   auto it = m_kinds.find(path);
   if (it != m_kinds.end()) return it->second;
+  // Most candidates do not exist: the parent's listing (memoized per
+  // directory, as at lookup time) answers those without a stat(2).
+  std::string parent = dir_of(path);
+  std::string name = path.substr(parent.empty() ? 0 : parent == "/" ? 1 : parent.size() + 1);
+  auto dir = m_dirs.find(parent);
+  if (dir == m_dirs.end()) dir = m_dirs.emplace(parent, m_listings.list(resolve(parent.empty() ? "." : parent))).first;
+  if (!dir->second.is_dir ||
+      (dir->second.names && name != "." && name != ".." && !name.empty() && !dir->second.names->count(name))) {
+    m_kinds.emplace(path, Kind::kAbsent);
+    return Kind::kAbsent;
+  }
   std::optional<FileStat> st = stat_path(resolve(path));
   Kind kind = !st ? Kind::kAbsent
               : S_ISREG(st->mode) ? Kind::kRegular

@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/hash.h"
@@ -65,6 +66,10 @@ class LookupRecorder {
   // names and every file in it, an absent path as absent.
   std::string pch_candidate(const std::string& path);
 
+  // Paths (as formed) the compile is known to have read: regular files,
+  // so no stat(2) is needed to stop a walk there.
+  void know_regular(const std::string& path) { m_kinds.emplace(path, Kind::kRegular); }
+
   LookupRecord& record() { return m_record; }
 
  private:
@@ -79,7 +84,8 @@ class LookupRecorder {
   DirListings& m_listings;
   std::string m_cwd;
   int64_t m_start_ns;
-  std::map<std::string, Kind> m_kinds;
+  std::unordered_map<std::string, Kind> m_kinds;
+  std::unordered_map<std::string, DirListings::Listing> m_dirs;  // parent (as formed) -> its names, for this finish
   std::vector<std::string> m_missing_dirs;  // search directories absent at record time
   bool m_missing_known = false;
   LookupRecord m_record;

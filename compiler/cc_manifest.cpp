@@ -271,6 +271,7 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
       }
     }
     entry.files.emplace_back(dep, f->content);
+    lookups.know_regular(dep);
     includer_dirs.insert(dir_of(dep));
   }
   std::vector<std::string> chain = cc.dirs.quote;

@@ -75,6 +75,15 @@ bool DirListings::check(const std::string& dir, const std::vector<std::string>& 
   return true;
 }
 
+DirListings::Listing DirListings::list(const std::string& dir) {
+  Listing out;
+  std::optional<FileStat> st = stat_path(dir);
+  if (!st || !S_ISDIR(st->mode)) return out;
+  out.is_dir = true;
+  out.names = listing(dir, *st);
+  return out;
+}
+
 std::optional<Digest> DirListings::names_digest(const std::string& dir) {
   std::optional<FileStat> st = stat_path(dir);
   if (!st || !S_ISDIR(st->mode)) return std::nullopt;

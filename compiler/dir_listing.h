@@ -48,6 +48,15 @@ class DirListings {
   // directory. Uses the same memoized listing.
   std::optional<Digest> names_digest(const std::string& dir);
 
+  // The entry names of `dir` right now, from the same memo. is_dir false:
+  // `dir` is not a directory (nothing can exist under it); names null: a
+  // directory that cannot be read (ask stat(2) for each path).
+  struct Listing {
+    bool is_dir = false;
+    std::shared_ptr<const std::unordered_set<std::string>> names;
+  };
+  Listing list(const std::string& dir);
+
   // Directory reads done so far (memo misses); a test seam.
   uint64_t reads() const { return m_reads.load(); }
 

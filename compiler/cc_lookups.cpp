@@ -117,6 +117,21 @@ std::string LookupRecorder::pch_candidate(const std::string& path) {
   return "";
 }
 
+std::string LookupRecorder::no_pch_in(const std::vector<std::string>& dirs) {
+  for (const std::string& dir : dirs) {
+    DirListings::Listing listing = m_listings.list(resolve(dir.empty() ? "." : dir));
+    if (!listing.is_dir) continue;
+    if (!listing.names) return "pch_unsupported: cannot list '" + dir + "' for precompiled headers";
+    for (const std::string& name : *listing.names) {
+      if (name.size() > 4 && name.compare(name.size() - 4, 4, ".gch") == 0) {
+        return "pch_unsupported: '" + join_dir(dir, name) +
+               "' may stand for an include the scan cannot read (#include MACRO)";
+      }
+    }
+  }
+  return "";
+}
+
 std::string LookupRecorder::walk(const std::vector<std::string>& dirs, const std::string& name,
                                  const std::vector<std::string>& suffixes, bool keep_found) {
   for (const std::string& dir : dirs) {

@@ -66,6 +66,10 @@ class LookupRecorder {
   // names and every file in it, an absent path as absent.
   std::string pch_candidate(const std::string& path);
 
+  // "" when no directory in `dirs` holds an entry named *.gch right now;
+  // otherwise why not to store (pch_unsupported).
+  std::string no_pch_in(const std::vector<std::string>& dirs);
+
   // Paths (as formed) the compile is known to have read: regular files,
   // so no stat(2) is needed to stop a walk there.
   void know_regular(const std::string& path) { m_kinds.emplace(path, Kind::kRegular); }

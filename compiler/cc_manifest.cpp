@@ -190,7 +190,13 @@ std::string record_pch_candidates(LookupRecorder& lookups, const CcDetail& cc, c
     return "";
   }
   // The main file's includes are unreadable: any header found, and any
-  // candidate before it, may have been its first include.
+  // candidate before it, may have been its first include. One taken from a
+  // PCH is missing from the .d altogether: refuse when a .gch sits where a
+  // first include is searched (a subdirectory named by the macro is the
+  // documented gap).
+  std::vector<std::string> first_dirs = {dir_of(cc.source), ""};
+  first_dirs.insert(first_dirs.end(), chain.begin(), chain.end());
+  if (std::string why = lookups.no_pch_in(first_dirs); !why.empty()) return why;
   for (const std::string& dep : deps) {
     if (dep == cc.source) continue;
     if (std::string why = lookups.pch_candidate(dep + ".gch"); !why.empty()) return why;

@@ -319,6 +319,27 @@ TEST_P(GccLookups, GchAppearingBesideTheFirstIncludeMisses) {
   EXPECT_EQ(call_k(dir + "/k.so", 10), 14.0);
 }
 
+TEST_P(GccLookups, MacroFirstIncludeTakingAPchIsNotStored) {
+  // `#include HDR` cannot be read by the scan, and when gcc takes big.h.gch
+  // for it the .d names neither big.h nor the PCH: nothing would cover a
+  // later change of the .gch.
+  write_text(dir + "/big.h", "#define V 2\n");
+  write_text(dir + "/other.h", "#define V 7\n");
+  write_text(dir + "/k.cpp", "#define HDR \"big.h\"\n#include HDR\nextern \"C\" double k(double x) { return x + V; }\n");
+  ASSERT_EQ(run_direct({compiler(), "-fPIC", "-x", "c++-header", "other.h", "-o", "big.h.gch"}, dir, base_env()), 0);
+  auto r = request({"-shared", "-fPIC", "k.cpp", "-o", "k.so"});
+  Outcome o = check(r, "k.so", "ref.so");
+  EXPECT_EQ(call_k(dir + "/k.so", 10), 17.0);
+  EXPECT_FALSE(o.stored);
+  EXPECT_EQ(o.why_not.rfind(std::string(kReasonPchUnsupported) + ":", 0), 0u) << o.why_not;
+  std::filesystem::remove(dir + "/big.h.gch");  // no PCH: stored, and a .gch appearing later misses
+  EXPECT_TRUE(check(r, "k.so", "ref.so").stored);
+  EXPECT_TRUE(check(r, "k.so", "ref.so").hit);
+  ASSERT_EQ(run_direct({compiler(), "-fPIC", "-x", "c++-header", "other.h", "-o", "big.h.gch"}, dir, base_env()), 0);
+  EXPECT_FALSE(check(r, "k.so", "ref.so").hit);
+  EXPECT_EQ(call_k(dir + "/k.so", 10), 17.0);
+}
+
 TEST_P(GccLookups, GchDirectoryIsRecordedFileByFile) {
   write_text(dir + "/prefix.h", "inline double pv() { return 5; }\n");
   write_text(dir + "/other.h", "inline double pv() { return 8; }\n");

@@ -3,39 +3,18 @@
 // shadowing, ccache #504) is documented in docs/cache-keys.md.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
 #include "base/fs.h"
+#include "compiler/cc_lookups.h"
 #include "compiler/depfile.h"
 #include "compiler/manifest.h"
 #include "compiler/planner_impl.h"
 
 namespace ccpool::compiler {
 namespace {
-
-bool has_prefix_dir(const std::string& path, const std::string& dir) {
-  if (dir.empty()) return false;
-  if (dir == "/") return path.size() > 1 && path[0] == '/';
-  return path.size() > dir.size() + 1 && path.compare(0, dir.size(), dir) == 0 &&
-         path[dir.size()] == '/';
-}
-
-std::string join_dir(const std::string& dir, const std::string& name) {
-  if (dir.empty()) return name;
-  return dir.back() == '/' ? dir + name : dir + "/" + name;
-}
-
-std::string dir_of(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return "";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-bool is_regular_file(const std::string& path) {
-  std::optional<FileStat> st = stat_path(path);
-  return st && S_ISREG(st->mode);
-}
 
 int64_t now_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -45,7 +24,7 @@ int64_t now_seconds() {
 
 Digest result_key(const Digest& direct, const ManifestEntry& e) {
   Hasher h;
-  h.add_field("ccpool-cc-result-v1");
+  h.add_field("ccpool-cc-result-v2");
   hash_digest(h, direct);
   h.add_u64(e.files.size());
   for (const auto& [path, digest] : e.files) {
@@ -54,6 +33,13 @@ Digest result_key(const Digest& direct, const ManifestEntry& e) {
   }
   h.add_u64(e.negatives.size());
   for (const std::string& n : e.negatives) h.add_field(n);
+  h.add_u64(e.absent.size());
+  for (const std::string& a : e.absent) h.add_field(a);
+  h.add_u64(e.dirs.size());
+  for (const auto& [path, digest] : e.dirs) {
+    h.add_field(path);
+    hash_digest(h, digest);
+  }
   h.add_u64(static_cast<uint64_t>(e.date_bucket + 1));
   return h.digest();
 }
@@ -76,19 +62,24 @@ std::vector<std::string> add_search_negatives(const std::string& dep, const std:
   return names;
 }
 
-std::vector<NegativeGroup> group_by_dir(const std::vector<std::string>& negatives) {
-  std::map<std::string, std::vector<std::string>> by_dir;
-  for (const std::string& n : negatives) {
+std::vector<NegativeGroup> group_by_dir(const std::vector<std::string>& negatives,
+                                        const std::vector<std::string>& absent) {
+  std::map<std::string, NegativeGroup> by_dir;
+  auto add = [&](const std::string& n, bool must_be_absent) {
     size_t slash = n.rfind('/');
-    if (slash == std::string::npos) {
-      by_dir[""].push_back(n);
-    } else {
-      by_dir[slash == 0 ? "/" : n.substr(0, slash)].push_back(n.substr(slash + 1));
-    }
-  }
+    std::string dir = slash == std::string::npos ? "" : slash == 0 ? "/" : n.substr(0, slash);
+    std::string name = slash == std::string::npos ? n : n.substr(slash + 1);
+    NegativeGroup& g = by_dir[dir];
+    (must_be_absent ? g.absent : g.names).push_back(std::move(name));
+  };
+  for (const std::string& n : negatives) add(n, false);
+  for (const std::string& a : absent) add(a, true);
   std::vector<NegativeGroup> groups;
   groups.reserve(by_dir.size());
-  for (auto& [dir, names] : by_dir) groups.push_back({dir, std::move(names)});
+  for (auto& [dir, group] : by_dir) {
+    group.dir = dir;
+    groups.push_back(std::move(group));
+  }
   return groups;
 }
 
@@ -113,8 +104,9 @@ std::shared_ptr<const ParsedManifest> Planner::Impl::parsed_manifest(const Diges
   for (ManifestEntry& e : manifest->entries) {
     ParsedEntry pe;
     pe.key_ok = result_key(direct, e) == e.result_key;
-    pe.groups = group_by_dir(e.negatives);
+    pe.groups = group_by_dir(e.negatives, e.absent);
     e.negatives.clear();
+    e.absent.clear();
     pe.entry = std::move(e);
     parsed->entries.push_back(std::move(pe));
   }
@@ -145,16 +137,84 @@ Result<std::optional<Digest>> Planner::Impl::lookup_cc(const Plan& plan,
         break;
       }
     }
-    // Negative paths, one parent directory at a time (compiler/dir_listing.h).
+    // Negative and absent paths, one parent directory at a time
+    // (compiler/dir_listing.h).
     for (size_t i = 0; valid && i < pe.groups.size(); ++i) {
       const NegativeGroup& g = pe.groups[i];
       std::string dir = g.dir.empty() ? (cc.cwd.empty() ? "." : cc.cwd) : absolute_path(g.dir, cc.cwd);
-      if (!listings.none_regular(dir, g.names)) valid = false;
+      if (!listings.check(dir, g.names, g.absent)) valid = false;
+    }
+    // NAME.gch/ directories: the same names (their files are in e.files).
+    for (size_t i = 0; valid && i < e.dirs.size(); ++i) {
+      std::optional<Digest> names = listings.names_digest(absolute_path(e.dirs[i].first, cc.cwd));
+      if (!names || *names != e.dirs[i].second) valid = false;
     }
     if (valid) return std::optional<Digest>(e.result_key);
   }
   return std::optional<Digest>();
 }
+
+namespace {
+
+// Precompiled headers gcc or clang could have taken instead of a header: the
+// .d file lists neither the PCH nor the header then (docs/cache-keys.md).
+// gcc tries NAME.gch (a file, or every file of a NAME.gch/ directory) in each
+// directory it searches, before NAME, but only for the first include of the
+// main file (or an -include); clang only for -include, as NAME.pch or
+// NAME.gch beside the path given. Over-approximated: every -include and
+// every spelling of the main file is walked.
+std::string record_pch_candidates(LookupRecorder& lookups, const CcDetail& cc, const IncludeScan* main_scan,
+                                  const std::vector<std::string>& deps, const std::set<std::string>& negatives) {
+  std::vector<std::string> chain = cc.dirs.quote;
+  chain.insert(chain.end(), cc.dirs.bracket.begin(), cc.dirs.bracket.end());
+  std::vector<std::string> from_cwd = {""};  // -include: the cwd, then the quote chain
+  from_cwd.insert(from_cwd.end(), chain.begin(), chain.end());
+  for (const std::string& forced : cc.forced_includes) {
+    if (std::string why = lookups.pch_search(from_cwd, forced, {".gch", ".pch"}); !why.empty()) return why;
+  }
+  if (cc.family != Family::kGcc) return "";
+  for (const std::string& dep : deps) {
+    // The implicit pre-include is looked up like a first include too.
+    if (base_name(dep) != "stdc-predef.h") continue;
+    if (std::string why = lookups.pch_search(cc.dirs.bracket, "stdc-predef.h", {".gch"}); !why.empty()) return why;
+  }
+  if (main_scan && !main_scan->opaque) {
+    std::vector<std::string> quote_dirs = {dir_of(cc.source)};
+    quote_dirs.insert(quote_dirs.end(), chain.begin(), chain.end());
+    for (const std::string& q : main_scan->quote) {
+      if (std::string why = lookups.pch_search(quote_dirs, q, {".gch"}); !why.empty()) return why;
+    }
+    for (const std::string& a : main_scan->angle) {
+      if (std::string why = lookups.pch_search(cc.dirs.bracket, a, {".gch"}); !why.empty()) return why;
+    }
+    return "";
+  }
+  // The main file's includes are unreadable: any header found, and any
+  // candidate before it, may have been its first include. One taken from a
+  // PCH is missing from the .d altogether: refuse when a .gch sits where a
+  // first include is searched (a subdirectory named by the macro is the
+  // documented gap).
+  std::vector<std::string> first_dirs = {dir_of(cc.source), ""};
+  first_dirs.insert(first_dirs.end(), chain.begin(), chain.end());
+  if (std::string why = lookups.no_pch_in(first_dirs); !why.empty()) return why;
+  for (const std::string& dep : deps) {
+    if (dep == cc.source) continue;
+    if (std::string why = lookups.pch_candidate(dep + ".gch"); !why.empty()) return why;
+  }
+  for (const std::string& n : negatives) {
+    if (std::string why = lookups.pch_candidate(n + ".gch"); !why.empty()) return why;
+  }
+  return "";
+}
+
+bool under_system_dir(const std::string& path, const CcDetail& cc) {
+  for (const std::string& d : cc.dirs.system) {
+    if (has_prefix_dir(path, d)) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_clock::time_point started,
                                           const ManifestStorage& manifests) {
@@ -169,7 +229,10 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
   Result<std::string> text = read_file(cc.dep_path);
   if (!text) return refuse("no dependency file: " + text.error().message);
   std::optional<std::vector<std::string>> deps = parse_depfile(*text);
-  if (!deps || deps->empty() || (*deps)[0] != cc.source) return refuse("dependency file not understood");
+  // clang lists a PCH's own inputs before the source.
+  if (!deps || std::find(deps->begin(), deps->end(), cc.source) == deps->end()) {
+    return refuse("dependency file not understood");
+  }
   if (deps->size() > kMaxManifestFiles) return refuse("more than 10000 inputs");
 
   int64_t start_ns = to_ns(started);
@@ -178,6 +241,9 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
   std::set<std::string> quote_spellings;
   bool opaque = false;  // some include could not be read: every header may be a quote include
   bool date = false;
+  LookupRecorder lookups(hasher, listings, cc.cwd, start_ns);
+  SearchOrder order{cc.dirs.quote, cc.dirs.bracket};
+  std::shared_ptr<const IncludeScan> main_scan;
   for (const std::string& dep : *deps) {
     std::string abs = absolute_path(dep, cc.cwd);
     Result<HashedFile> f = hasher.hash(abs);
@@ -192,16 +258,26 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
     } else {
       quote_spellings.insert(info.includes->quote.begin(), info.includes->quote.end());
     }
+    if (dep == cc.source) main_scan = info.includes;
     if (flags & kScanTimestamp) return refuse("__TIMESTAMP__ in '" + dep + "'");
     if ((flags & kScanTime) && !cc.sde_pinned) return refuse("__TIME__ without SOURCE_DATE_EPOCH in '" + dep + "'");
     if ((flags & kScanDate) && !cc.sde_pinned) date = true;
     if (flags & kScanIncbin) return refuse(".incbin in '" + dep + "'");
-    if (flags & kScanHasInclude) {
-      bool system = false;
-      for (const std::string& d : cc.dirs.system) system |= has_prefix_dir(dep, d);
-      if (!system) return refuse("__has_include in '" + dep + "' (its probes are not in the .d)");
+    // __has_include answers are not in the .d: resolve each literal probe
+    // the way the compiler did. Headers in the compiler's default system
+    // directories are trusted (managed by the package manager).
+    bool probes = (flags & kScanHasInclude) || !info.includes || info.includes->probe_nonliteral;
+    if (probes && !under_system_dir(dep, cc)) {
+      if (!info.includes || info.includes->probe_nonliteral) {
+        return refuse(std::string(kReasonHasIncludeNonliteral) + ": '" + dep +
+                      "' probes a header named by a macro (__has_include argument not a literal)");
+      }
+      for (const HasIncludeProbe& probe : info.includes->probes) {
+        if (std::string why = lookups.probe(dep, probe, order); !why.empty()) return refuse(why);
+      }
     }
     entry.files.emplace_back(dep, f->content);
+    lookups.know_regular(dep);
     includer_dirs.insert(dir_of(dep));
   }
   std::vector<std::string> chain = cc.dirs.quote;
@@ -212,8 +288,9 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
     quote_spellings.insert(forced);
   }
   std::set<std::string> negatives;
-  for (size_t i = 1; i < deps->size(); ++i) {
-    std::vector<std::string> names = add_search_negatives((*deps)[i], chain, negatives);
+  for (const std::string& dep : *deps) {
+    if (dep == cc.source) continue;
+    std::vector<std::string> names = add_search_negatives(dep, chain, negatives);
     if (!opaque) continue;
     // Conservative rule: any header may have been a quote include of any file.
     for (const std::string& name : names) {
@@ -226,7 +303,16 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
     if (q.empty() || q[0] == '/') continue;  // absolute: no directory is searched
     for (const std::string& d : includer_dirs) negatives.insert(join_dir(d, q));
   }
+  if (std::string why = record_pch_candidates(lookups, cc, main_scan.get(), *deps, negatives); !why.empty()) {
+    return refuse(why);
+  }
+  LookupRecord& found = lookups.record();
+  negatives.insert(found.not_regular.begin(), found.not_regular.end());
   std::set<std::string> positives(deps->begin(), deps->end());
+  for (const auto& [path, digest] : found.files) {
+    if (positives.insert(path).second) entry.files.emplace_back(path, digest);
+  }
+  if (entry.files.size() > kMaxManifestFiles) return refuse("more than 10000 inputs");
   for (const std::string& n : negatives) {
     if (positives.count(n)) continue;
     std::optional<FileStat> st = stat_path(absolute_path(n, cc.cwd));
@@ -242,6 +328,10 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
     entry.negatives.push_back(n);
     if (entry.negatives.size() > kMaxManifestNegatives) return refuse("too many negative paths");
   }
+  entry.absent.assign(found.absent.begin(), found.absent.end());
+  if (entry.absent.size() > kMaxManifestNegatives - entry.negatives.size()) return refuse("too many negative paths");
+  entry.dirs.assign(found.dirs.begin(), found.dirs.end());
+  if (entry.dirs.size() > kMaxManifestDirs) return refuse("pch_unsupported: too many PCH directories");
   if (date) {
     int64_t start_s = start_ns / 1000000000;
     int64_t bucket = date_bucket(start_s);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <map>
 
 #include "base/fs.h"
 
@@ -70,6 +71,71 @@ std::string job_class(const std::string& tool, const CcArgs& a) {
   return out;
 }
 
+bool has_header_extension(const std::string& path) {
+  for (std::string_view ext : {".h", ".hh", ".hpp", ".hxx", ".H", ".h++", ".HPP"}) {
+    if (path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0 &&
+        path[path.size() - ext.size() - 1] != '/') {
+      return true;
+    }
+  }
+  return false;
+}
+
+// A precompiled-header build (`-x c-header` / `-x c++-header`, or a header
+// named by its extension) is classified by parse_cc_args as the compile of
+// the same text as C or C++: the header languages are rewritten in a copy of
+// argv (same argument count, so indices hold; positional headers get a
+// suffix that reads as C++), parsed, and every rewritten argument is put back
+// afterwards. Sets `pch` when the parsed source is such a header; anything
+// else is parsed from the original argv, exactly as before. Response files
+// are not rewritten (a PCH build behind @file passes through as before).
+constexpr std::string_view kPchSourceMark = ".ccpool-pch-source.cpp";
+
+std::string unmark(const std::string& s) {
+  size_t n = kPchSourceMark.size();
+  if (s.size() > n && s.compare(s.size() - n, n, kPchSourceMark) == 0 &&
+      has_header_extension(s.substr(0, s.size() - n))) {
+    return s.substr(0, s.size() - n);
+  }
+  return s;
+}
+
+CcArgs parse_cc_or_pch_args(const Request& request, bool& pch) {
+  pch = false;
+  std::vector<std::string> argv = request.argv;
+  std::map<size_t, std::string> rewritten;  // index in argv -> original text
+  bool header_lang = false;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    std::string& arg = argv[i];
+    if (!arg.empty() && arg[0] == '@') return parse_cc_args(request.argv, request.cwd);
+    bool joined = arg.size() > 2 && arg.compare(0, 2, "-x") == 0;
+    if ((arg == "-x" && i + 1 < argv.size()) || joined) {
+      size_t at = joined ? i : i + 1;
+      std::string value = joined ? arg.substr(2) : argv[at];
+      if (value == "c-header" || value == "c++-header") {
+        rewritten.emplace(at, argv[at]);
+        argv[at] = (joined ? "-x" : "") + value.substr(0, value.size() - 7);
+        header_lang = true;
+      }
+      i = at;
+    } else if (!arg.empty() && arg[0] != '-' && has_header_extension(arg)) {
+      rewritten.emplace(i, arg);  // maybe an option's value: put back below
+      arg += kPchSourceMark;
+    }
+  }
+  if (rewritten.empty()) return parse_cc_args(request.argv, request.cwd);
+  CcArgs a = parse_cc_args(argv, request.cwd);
+  bool header_source = !a.source.empty() && rewritten.count(a.source_index + 1) > 0;
+  if (!a.refused.empty() || !(header_lang || header_source)) return parse_cc_args(request.argv, request.cwd);
+  for (const auto& [index, original] : rewritten) a.args[index - 1] = original;
+  a.source = a.args[a.source_index];
+  a.output = unmark(a.output);
+  a.dep_mf = unmark(a.dep_mf);
+  for (std::string& arg : a.include_args) arg = unmark(arg);
+  pch = true;
+  return a;
+}
+
 }  // namespace
 
 Result<ScanInfo> Planner::Impl::scan(const std::string& path, const Digest& content) {
@@ -98,8 +164,19 @@ Result<ScanInfo> Planner::Impl::scan(const std::string& path, const Digest& cont
 
 Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& tool, Family family,
                                     const std::string& work_dir) {
-  CcArgs a = parse_cc_args(request.argv, request.cwd);
+  bool pch = false;
+  CcArgs a = parse_cc_or_pch_args(request, pch);
   if (!a.refused.empty()) return passthrough_plan(request, a.refused);
+  if (pch && family != Family::kGcc) {
+    // clang records every input's path, size and mtime in a PCH and rejects
+    // it when they differ: a stored copy would fail on another checkout.
+    return passthrough_plan(request, "pch_unsupported: clang precompiled headers record input mtimes");
+  }
+  if (pch && a.mode == CcMode::kAssemble) return passthrough_plan(request, "pch_unsupported: -S of a header");
+  if (pch && a.dep_md && a.output.empty()) {
+    return passthrough_plan(request, "pch_unsupported: -MD without -o for a header (gcc names the .d after the cwd)");
+  }
+  if (pch) a.mode = CcMode::kCompile;  // nothing is linked: the output is the PCH itself
   if (env_value(request.env, "DEPENDENCIES_OUTPUT") || env_value(request.env, "SUNPRO_DEPENDENCIES")) {
     return passthrough_plan(request, "DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES write an extra file");
   }
@@ -140,16 +217,19 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   // Outputs: redirect -o into work_dir when the path cannot reach the bytes.
   bool redirect = !(a.split_dwarf || a.coverage || a.stack_usage || a.output_sensitive);
   std::string out_written = a.output;
-  if (out_written.empty()) {
+  if (out_written.empty() && pch) {
+    out_written = a.source + ".gch";  // gcc writes NAME.gch beside the header
+  } else if (out_written.empty()) {
     out_written = a.mode == CcMode::kLink ? "a.out"
                   : strip_extension(base_name(a.source)) + (a.mode == CcMode::kCompile ? ".o" : ".s");
   }
   std::string out_abs = absolute_path(out_written, request.cwd);
-  std::string run_out = work_dir + "/out" + (a.mode == CcMode::kCompile ? ".o" : a.mode == CcMode::kAssemble ? ".s" : "");
+  std::string run_out = work_dir + "/out" + (pch ? ".gch" : a.mode == CcMode::kCompile ? ".o" : a.mode == CcMode::kAssemble ? ".s" : "");
   std::string dep_target = a.dep_md && !a.dep_target ? out_written : "";
 
   Hasher h;
   h.add_field("ccpool-cc-v1");
+  if (pch) h.add_field("precompiled-header");
   hash_digest(h, tool.key);
   h.add_field(request.program);
   h.add_field(base_name(request.argv[0]));

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "compiler/file_hasher.h"
@@ -23,54 +24,81 @@ std::string join(const std::string& dir, const std::string& name) {
 
 }  // namespace
 
-bool DirListings::none_regular(const std::string& dir, const std::vector<std::string>& names) {
+std::shared_ptr<const DirListings::Names> DirListings::listing(const std::string& dir, const FileStat& st) {
+  Key key{st.dev, st.ino, st.mtime_ns, st.ctime_ns};
+  {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    auto it = m_memo.find(key);
+    if (it != m_memo.end()) return it->second;
+  }
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return nullptr;
+  auto fresh = std::make_shared<Names>();
+  while (struct dirent* e = ::readdir(d)) fresh->insert(e->d_name);
+  struct stat after;
+  bool stable = ::fstat(::dirfd(d), &after) == 0 && static_cast<uint64_t>(after.st_dev) == st.dev &&
+                static_cast<uint64_t>(after.st_ino) == st.ino &&
+                int64_t{after.st_mtim.tv_sec} * 1000000000 + after.st_mtim.tv_nsec == st.mtime_ns &&
+                int64_t{after.st_ctim.tv_sec} * 1000000000 + after.st_ctim.tv_nsec == st.ctime_ns;
+  ::closedir(d);
+  m_reads.fetch_add(1);
+  int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  // Only a listing read in one piece from a directory untouched for 2 s is
+  // remembered; otherwise it answers this check only (like one stat each).
+  if (stable && st.mtime_ns <= now_ns - kRacyNs && st.ctime_ns <= now_ns - kRacyNs) {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    if (m_memo.size() >= kMaxEntries) m_memo.clear();
+    m_memo.emplace(key, fresh);
+  }
+  return fresh;
+}
+
+bool DirListings::check(const std::string& dir, const std::vector<std::string>& not_regular,
+                        const std::vector<std::string>& absent) {
   std::optional<FileStat> st = stat_path(dir);
   // A path whose parent does not exist (or is not a directory) does not
   // exist: stat(2) fails with ENOENT/ENOTDIR.
   if (!st || !S_ISDIR(st->mode)) return true;
-  Key key{st->dev, st->ino, st->mtime_ns, st->ctime_ns};
-  std::shared_ptr<const Names> listing;
-  {
-    std::lock_guard<std::mutex> lock(m_mutex);
-    auto it = m_memo.find(key);
-    if (it != m_memo.end()) listing = it->second;
+  std::shared_ptr<const Names> names = listing(dir, *st);
+  // Unlisted (searchable but unreadable, or vanished): ask for each path.
+  auto listed = [&](const std::string& n) {
+    return !names || n.empty() || n == "." || n == ".." || names->count(n) > 0;
+  };
+  for (const std::string& n : not_regular) {
+    if (listed(n) && is_regular(join(dir, n))) return false;
   }
-  if (!listing) {
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) {
-      // Searchable but unreadable (or vanished): ask for each path.
-      for (const std::string& n : names) {
-        if (is_regular(join(dir, n))) return false;
-      }
-      return true;
-    }
-    auto fresh = std::make_shared<Names>();
-    while (struct dirent* e = ::readdir(d)) fresh->insert(e->d_name);
-    struct stat after;
-    bool stable = ::fstat(::dirfd(d), &after) == 0 && static_cast<uint64_t>(after.st_dev) == st->dev &&
-                  static_cast<uint64_t>(after.st_ino) == st->ino &&
-                  int64_t{after.st_mtim.tv_sec} * 1000000000 + after.st_mtim.tv_nsec == st->mtime_ns &&
-                  int64_t{after.st_ctim.tv_sec} * 1000000000 + after.st_ctim.tv_nsec == st->ctime_ns;
-    ::closedir(d);
-    m_reads.fetch_add(1);
-    listing = fresh;
-    int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
-    // Only a listing read in one piece from a directory untouched for 2 s is
-    // remembered; otherwise it answers this check only (like one stat each).
-    if (stable && st->mtime_ns <= now_ns - kRacyNs && st->ctime_ns <= now_ns - kRacyNs) {
-      std::lock_guard<std::mutex> lock(m_mutex);
-      if (m_memo.size() >= kMaxEntries) m_memo.clear();
-      m_memo.emplace(key, listing);
-    }
-  }
-  for (const std::string& n : names) {
-    if (n.empty() || n == "." || n == ".." || listing->count(n)) {
-      if (is_regular(join(dir, n))) return false;
-    }
+  for (const std::string& n : absent) {
+    if (listed(n) && stat_path(join(dir, n))) return false;
   }
   return true;
+}
+
+DirListings::Listing DirListings::list(const std::string& dir) {
+  Listing out;
+  std::optional<FileStat> st = stat_path(dir);
+  if (!st || !S_ISDIR(st->mode)) return out;
+  out.is_dir = true;
+  out.names = listing(dir, *st);
+  return out;
+}
+
+std::optional<Digest> DirListings::names_digest(const std::string& dir) {
+  std::optional<FileStat> st = stat_path(dir);
+  if (!st || !S_ISDIR(st->mode)) return std::nullopt;
+  std::shared_ptr<const Names> names = listing(dir, *st);
+  if (!names) return std::nullopt;
+  std::vector<std::string> sorted;
+  for (const std::string& n : *names) {
+    if (n != "." && n != "..") sorted.push_back(n);
+  }
+  std::sort(sorted.begin(), sorted.end());
+  Hasher h;
+  h.add_field("ccpool-dir-names-v1");
+  h.add_u64(sorted.size());
+  for (const std::string& n : sorted) h.add_field(n);
+  return h.digest();
 }
 
 }  // namespace ccpool::compiler

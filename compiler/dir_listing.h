@@ -17,18 +17,45 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <unordered_set>
 #include <vector>
 
+#include "base/hash.h"
+
 namespace ccpool::compiler {
+
+struct FileStat;
 
 class DirListings {
  public:
   // True when, right now, no dir/name (for each name) is a regular file
   // (stat(2) following symlinks). Names contain no '/'.
-  bool none_regular(const std::string& dir, const std::vector<std::string>& names);
+  bool none_regular(const std::string& dir, const std::vector<std::string>& names) {
+    return check(dir, names, {});
+  }
+
+  // True when, right now, no dir/name in `not_regular` is a regular file and
+  // no dir/name in `absent` exists at all (stat(2) following symlinks: a
+  // dangling link does not exist, as for open(2)). Names contain no '/'.
+  bool check(const std::string& dir, const std::vector<std::string>& not_regular,
+             const std::vector<std::string>& absent);
+
+  // XXH3 of the directory's entry names (sorted, "." and ".." left out, each
+  // a length-prefixed field), or nullopt when `dir` is not a readable
+  // directory. Uses the same memoized listing.
+  std::optional<Digest> names_digest(const std::string& dir);
+
+  // The entry names of `dir` right now, from the same memo. is_dir false:
+  // `dir` is not a directory (nothing can exist under it); names null: a
+  // directory that cannot be read (ask stat(2) for each path).
+  struct Listing {
+    bool is_dir = false;
+    std::shared_ptr<const std::unordered_set<std::string>> names;
+  };
+  Listing list(const std::string& dir);
 
   // Directory reads done so far (memo misses); a test seam.
   uint64_t reads() const { return m_reads.load(); }
@@ -38,6 +65,9 @@ class DirListings {
  private:
   using Names = std::unordered_set<std::string>;
   using Key = std::tuple<uint64_t, uint64_t, int64_t, int64_t>;  // dev, ino, mtime_ns, ctime_ns
+  // The names in `dir` (whose stat is `st`), from the memo or read now;
+  // nullptr when it cannot be read.
+  std::shared_ptr<const Names> listing(const std::string& dir, const FileStat& st);
   std::mutex m_mutex;
   std::map<Key, std::shared_ptr<const Names>> m_memo;  // guarded by m_mutex
   std::atomic<uint64_t> m_reads{0};

@@ -6,7 +6,7 @@
 namespace ccpool::compiler {
 namespace {
 
-constexpr std::string_view kVersionLine = "ccpool-manifest v1\n";
+constexpr std::string_view kVersionLine = "ccpool-manifest v2\n";
 
 class Reader {
  public:
@@ -52,12 +52,19 @@ std::string serialize_manifest(const Manifest& manifest) {
   std::string out(kVersionLine);
   for (const ManifestEntry& e : manifest.entries) {
     out += "entry " + e.result_key.hex() + " " + std::to_string(e.date_bucket) + " " +
-           std::to_string(e.files.size()) + " " + std::to_string(e.negatives.size()) + "\n";
+           std::to_string(e.files.size()) + " " + std::to_string(e.negatives.size()) + " " +
+           std::to_string(e.absent.size()) + " " + std::to_string(e.dirs.size()) + "\n";
     for (const auto& [path, digest] : e.files) {
       out += "f " + digest.hex() + " " + std::to_string(path.size()) + ":" + path + "\n";
     }
     for (const std::string& path : e.negatives) {
       out += "n " + std::to_string(path.size()) + ":" + path + "\n";
+    }
+    for (const std::string& path : e.absent) {
+      out += "a " + std::to_string(path.size()) + ":" + path + "\n";
+    }
+    for (const auto& [path, digest] : e.dirs) {
+      out += "d " + digest.hex() + " " + std::to_string(path.size()) + ":" + path + "\n";
     }
   }
   return out;
@@ -69,13 +76,15 @@ std::optional<Manifest> parse_manifest(const std::string& text) {
   Manifest m;
   while (!r.done()) {
     ManifestEntry e;
-    size_t files = 0, negatives = 0;
+    size_t files = 0, negatives = 0, absent = 0, dirs = 0;
     if (!r.literal("entry ") || !r.digest(e.result_key) || !r.literal(" ") ||
         !r.number(e.date_bucket) || !r.literal(" ") || !r.number(files) || !r.literal(" ") ||
-        !r.number(negatives) || !r.literal("\n")) {
+        !r.number(negatives) || !r.literal(" ") || !r.number(absent) || !r.literal(" ") ||
+        !r.number(dirs) || !r.literal("\n")) {
       return std::nullopt;
     }
     if (files > kMaxManifestFiles || negatives > kMaxManifestNegatives ||
+        absent > kMaxManifestNegatives - negatives || dirs > kMaxManifestDirs ||
         m.entries.size() >= kMaxManifestEntries) {
       return std::nullopt;
     }
@@ -91,6 +100,19 @@ std::optional<Manifest> parse_manifest(const std::string& text) {
       std::string p;
       if (!r.literal("n ") || !r.path(p) || !r.literal("\n")) return std::nullopt;
       e.negatives.push_back(std::move(p));
+    }
+    for (size_t i = 0; i < absent; ++i) {
+      std::string p;
+      if (!r.literal("a ") || !r.path(p) || !r.literal("\n")) return std::nullopt;
+      e.absent.push_back(std::move(p));
+    }
+    for (size_t i = 0; i < dirs; ++i) {
+      std::pair<std::string, Digest> d;
+      if (!r.literal("d ") || !r.digest(d.second) || !r.literal(" ") || !r.path(d.first) ||
+          !r.literal("\n")) {
+        return std::nullopt;
+      }
+      e.dirs.push_back(std::move(d));
     }
     m.entries.push_back(std::move(e));
   }

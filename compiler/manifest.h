@@ -2,12 +2,16 @@
 // input files each one depends on. Stored by the service as a blob under the
 // direct key. Text layout, version line first (paths are length-prefixed so
 // any byte is allowed in them):
-//   ccpool-manifest v1\n
-//   entry <result-hex> <date-bucket or -1> <n-files> <n-negatives>\n
-//   f <digest-hex> <len>:<path>\n      (n-files times)
-//   n <len>:<path>\n                   (n-negatives times)
+//   ccpool-manifest v2\n
+//   entry <result-hex> <date-bucket or -1> <n-files> <n-negatives> <n-absent> <n-dirs>\n
+//   f <digest-hex> <len>:<path>\n      (n-files times)     a regular file with this content
+//   n <len>:<path>\n                   (n-negatives times) must not be a regular file
+//   a <len>:<path>\n                   (n-absent times)    must not exist at all (a PCH candidate)
+//   d <digest-hex> <len>:<path>\n      (n-dirs times)      a directory whose entry names hash to this
 // Paths are as the compiler wrote them (relative ones resolve against the
 // requester's cwd, which is only shared when cwd cannot reach the output).
+// v1 manifests (no absent/dir lists: neither PCHs nor __has_include probes
+// recorded) do not parse, so their entries are never trusted.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +28,8 @@ struct ManifestEntry {
   int64_t date_bucket = -1;  // >= 0: the result embeds __DATE__; valid only in this bucket
   std::vector<std::pair<std::string, Digest>> files;
   std::vector<std::string> negatives;  // must not exist as regular files
+  std::vector<std::string> absent;     // must not exist at all (NAME.gch / NAME.pch candidates)
+  std::vector<std::pair<std::string, Digest>> dirs;  // directory -> digest of its sorted entry names (NAME.gch/)
 };
 
 struct Manifest {
@@ -32,7 +38,8 @@ struct Manifest {
 
 constexpr size_t kMaxManifestEntries = 16;
 constexpr size_t kMaxManifestFiles = 10000;       // per entry
-constexpr size_t kMaxManifestNegatives = 100000;  // per entry
+constexpr size_t kMaxManifestNegatives = 100000;  // per entry, negatives and absent paths together
+constexpr size_t kMaxManifestDirs = 1000;         // per entry
 
 std::string serialize_manifest(const Manifest& manifest);
 // nullopt on any malformation (the caller treats it as empty: a miss).

@@ -64,6 +64,11 @@ struct ManifestStorage {  // the service backs these with store blobs
   std::function<void(const Digest&, const std::string&)> save;
 };
 
+// Stable reason codes: the text of Plan::reason / Finished::why_not before
+// its first ':' (what follows is for humans).
+inline constexpr std::string_view kReasonHasIncludeNonliteral = "has_include_nonliteral";
+inline constexpr std::string_view kReasonPchUnsupported = "pch_unsupported";
+
 struct Finished {
   bool store = false;      // false: serve this run's outputs to the current waiters only
   std::string why_not;     // when !store: why (logged)

@@ -60,7 +60,7 @@ enum ScanFlag : uint8_t {
   kScanDate = 1,        // __DATE__
   kScanTime = 2,        // __TIME__
   kScanTimestamp = 4,   // __TIMESTAMP__
-  kScanHasInclude = 8,  // __has_include / __has_include_next
+  kScanHasInclude = 8,  // __has_include / __has_include_next (the probes are in `includes`)
   kScanIncbin = 16,     // .incbin: the assembler reads a file the .d does not list
 };
 
@@ -74,11 +74,12 @@ struct ScanInfo {
 // relative one resolves against the requester's cwd) and its result key
 // already checked against the direct key.
 struct NegativeGroup {
-  std::string dir;                 // "" for a bare name (the cwd)
-  std::vector<std::string> names;  // no '/'
+  std::string dir;                  // "" for a bare name (the cwd)
+  std::vector<std::string> names;   // no '/'; must not be regular files
+  std::vector<std::string> absent;  // no '/'; must not exist (PCH candidates)
 };
 struct ParsedEntry {
-  ManifestEntry entry;  // negatives moved into groups
+  ManifestEntry entry;  // negatives and absent paths moved into groups
   bool key_ok = false;  // result_key == H(direct key, entry)
   std::vector<NegativeGroup> groups;
 };

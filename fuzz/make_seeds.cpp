@@ -121,6 +121,8 @@ int main(int argc, char** argv) {
   e.result_key = hash_bytes("result");
   e.files = {{"k.cpp", hash_bytes("src")}, {"/usr/include/stdio.h", hash_bytes("hdr")}, {"odd name\n:x.h", hash_bytes("o")}};
   e.negatives = {"k.h", "/home/u/build/include/stdio.h"};
+  e.absent = {"prefix.h.gch"};
+  e.dirs = {{"pch/prefix.h.gch", hash_bytes("names")}};
   m.entries.push_back(e);
   e.date_bucket = 1888888;
   e.negatives.clear();

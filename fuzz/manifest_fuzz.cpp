@@ -22,7 +22,7 @@ bool same(const ccpool::compiler::Manifest& a, const ccpool::compiler::Manifest&
     const auto& x = a.entries[i];
     const auto& y = b.entries[i];
     if (x.result_key != y.result_key || x.date_bucket != y.date_bucket || x.files != y.files ||
-        x.negatives != y.negatives) {
+        x.negatives != y.negatives || x.absent != y.absent || x.dirs != y.dirs) {
       return false;
     }
   }
@@ -40,6 +40,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const ManifestEntry& e : parsed->entries) {
     for (const auto& f : e.files) bytes += f.first.size();
     for (const auto& n : e.negatives) bytes += n.size();
+    for (const auto& a : e.absent) bytes += a.size();
+    for (const auto& d : e.dirs) bytes += d.first.size();
   }
   check(bytes <= size);
   auto again = parse_manifest(serialize_manifest(*parsed));

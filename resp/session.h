@@ -58,6 +58,7 @@ class Session {
   bool m_authenticated;
   bool m_quit = false;
   int m_auth_failures = 0;
+  int m_protocol = 2;  // 2 or 3, chosen by HELLO; RESP3 differs here only in nulls and HELLO's map
   std::string m_name;
 };
 

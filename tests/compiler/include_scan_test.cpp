@@ -60,6 +60,58 @@ TEST(IncludeScan, SystemHeadersAreReadable) {
   }
 }
 
+using Probes = std::set<HasIncludeProbe>;
+
+TEST(IncludeScan, CollectsAngleSpellings) {
+  IncludeScan s = scan_includes("#include <a.h>\n# include_next <sys/b.h>\n#include \"q.h\"\n");
+  EXPECT_EQ(s.angle, (Spellings{"a.h", "sys/b.h"}));
+  EXPECT_EQ(s.quote, (Spellings{"q.h"}));
+}
+
+TEST(IncludeScan, LiteralHasIncludeProbes) {
+  IncludeScan s = scan_includes(
+      "#if __has_include(<bit>) && __has_include( \"cfg.h\" )\n"
+      "#elif defined(X) || __has_include_next(<sys/x.h>)\n"
+      "#if __has_include__(<old.h>)\n#endif\n");
+  EXPECT_FALSE(s.probe_nonliteral);
+  EXPECT_EQ(s.probes, (Probes{{true, false, "bit"}, {false, false, "cfg.h"}, {true, true, "sys/x.h"},
+                              {true, false, "old.h"}}));
+}
+
+TEST(IncludeScan, FeatureTestsOfHasIncludeAreNotProbes) {
+  // gtest-port.h and pybind11 guard their probes like this; a shim defines
+  // the operator away where it is missing.
+  IncludeScan s = scan_includes(
+      "#ifdef __has_include\n#if __has_include(<any>)\n#endif\n#endif  // __has_include\n"
+      "#if defined(__has_include) && defined __has_include_next\n#endif\n"
+      "#ifndef __has_include\n#define __has_include(x) 0\n#endif\n"
+      "#endif /* __has_include(x) */\n"
+      "/* Use __has_include(HEADER) to probe,\n   or __has_include_next(H). */\n"
+      "// __has_include(FOO)\n");
+  EXPECT_FALSE(s.probe_nonliteral);
+  EXPECT_EQ(s.probes, (Probes{{true, false, "any"}}));
+}
+
+TEST(IncludeScan, NonLiteralProbesAreReported) {
+  for (const char* text : {"#define H <x.h>\n#if __has_include(H)\n#endif\n",
+                           "#  define FMT_HAS_INCLUDE(x) __has_include(x)\n",
+                           "#define HAS __has_include\n",
+                           "#define HAS_X __has_include(<foo/x.h>)\n",  // foo may be a macro there
+                           "# define HAS(h) (__has_include(<h>))\n",
+                           "#if A /* spans\n */ || __has_include(M)\n#endif\n",
+                           "#if A /* x // y */ || __has_include(M)\n#endif\n",
+                           "#if __has_include(<unterminated\n#endif\n",
+                           "#if __has_in\\\nclude(M)\n#endif\n",
+                           "#if __has_include /* c */ (<x.h>)\n#endif\n",
+                           "#if __has_incl?\?/\nude(<x.h>)\n#endif\n"}) {
+    EXPECT_TRUE(scan_includes(text).probe_nonliteral) << text;
+  }
+  EXPECT_FALSE(scan_includes("const char* s = \"?\?/\";\n").probe_nonliteral);  // not a splice
+  IncludeScan quoted = scan_includes("#define HAS_CFG __has_include(\"cfg.h\")\n");  // a string: not expanded
+  EXPECT_FALSE(quoted.probe_nonliteral);
+  EXPECT_EQ(quoted.probes, (Probes{{false, false, "cfg.h"}}));
+}
+
 TEST(DirListings, MissingParentAndListedNames) {
   std::string dir = ::ccpool::testing::scratch_dir();
   DirListings listings;
@@ -73,6 +125,24 @@ TEST(DirListings, MissingParentAndListedNames) {
   EXPECT_FALSE(listings.none_regular(dir + "/d", {"link.h"}));  // followed, like the compiler does
   write_text(dir + "/file", "");
   EXPECT_TRUE(listings.none_regular(dir + "/file", {"a.h"}));  // ENOTDIR
+}
+
+TEST(DirListings, AbsentPathsAndNameDigests) {
+  std::string dir = ::ccpool::testing::scratch_dir();
+  DirListings listings;
+  EXPECT_TRUE(listings.check(dir + "/nope", {}, {"p.h.gch"}));
+  EXPECT_FALSE(listings.names_digest(dir + "/nope"));
+  std::filesystem::create_directories(dir + "/d/p.h.gch");
+  EXPECT_FALSE(listings.check(dir + "/d", {}, {"p.h.gch"}));  // a directory exists too
+  EXPECT_TRUE(listings.check(dir + "/d", {"p.h.gch"}, {"q.h.gch"}));
+  std::filesystem::create_symlink(dir + "/d/none", dir + "/d/dangling.gch");
+  EXPECT_TRUE(listings.check(dir + "/d", {}, {"dangling.gch"}));  // open(2) would fail
+  std::optional<Digest> empty = listings.names_digest(dir + "/d/p.h.gch");
+  ASSERT_TRUE(empty);
+  write_text(dir + "/d/p.h.gch/a", "");
+  std::optional<Digest> one = listings.names_digest(dir + "/d/p.h.gch");
+  ASSERT_TRUE(one);
+  EXPECT_NE(*empty, *one);
 }
 
 TEST(DirListings, MemoizedListingSeesNewEntries) {

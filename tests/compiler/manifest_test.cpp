@@ -1,34 +1,67 @@
-// parse_manifest never moves backwards or past its input (issue 12: a length
-// near 2^64 wrapped `pos + len`, so one 100 KB blob cost 980 MB).
-#include "compiler/manifest.h"
-
+// The manifest text format (compiler/manifest.h): v2 round trip, bounds,
+// and that a v1 manifest (which recorded neither PCH candidates nor
+// __has_include probes) is never trusted.
 #include <gtest/gtest.h>
 
+#include "compiler/manifest.h"
 #include "tests/support/peak_rss.h"
 
 namespace ccpool::compiler {
 namespace {
 
-constexpr uint64_t kMiB = 1ull << 20;
-
-TEST(ManifestTest, RoundTrips) {
-  Manifest m;
+ManifestEntry sample_entry() {
   ManifestEntry e;
   e.result_key = hash_bytes("r");
-  e.files.push_back({"a b\n:c.h", hash_bytes("a")});
-  e.negatives.push_back("x/y.h");
-  m.entries.push_back(e);
-  auto back = parse_manifest(serialize_manifest(m));
-  ASSERT_TRUE(back);
-  ASSERT_EQ(back->entries.size(), 1u);
-  EXPECT_EQ(back->entries[0].files, e.files);
-  EXPECT_EQ(back->entries[0].negatives, e.negatives);
+  e.date_bucket = -1;
+  e.files = {{"k.cpp", hash_bytes("k")}, {"pch/prefix.h.gch/a", hash_bytes("a")}};
+  e.negatives = {"inc1/h.h"};
+  e.absent = {"prefix.h.gch", "/usr/include/x y.h.gch"};
+  e.dirs = {{"pch/prefix.h.gch", hash_bytes("names")}};
+  return e;
 }
 
-// "n <len>:" where pos + len wraps to the '\n' before the line: on main each
-// of the 2,000 negatives copied the 100 KB rest of the blob and jumped back.
-TEST(ManifestTest, ALengthThatWrapsIsRefusedAtOnce) {
-  std::string head = "ccpool-manifest v1\nentry " + hash_bytes("r").hex() + " -1 0 2000\n";
+TEST(Manifest, V2RoundTripsAbsentPathsAndDirectories) {
+  Manifest m;
+  m.entries = {sample_entry()};
+  std::string text = serialize_manifest(m);
+  EXPECT_EQ(text.rfind("ccpool-manifest v2\n", 0), 0u) << text;
+  std::optional<Manifest> back = parse_manifest(text);
+  ASSERT_TRUE(back);
+  ASSERT_EQ(back->entries.size(), 1u);
+  const ManifestEntry& e = back->entries[0];
+  EXPECT_EQ(e.files, m.entries[0].files);
+  EXPECT_EQ(e.negatives, m.entries[0].negatives);
+  EXPECT_EQ(e.absent, m.entries[0].absent);
+  EXPECT_EQ(e.dirs, m.entries[0].dirs);
+  EXPECT_EQ(serialize_manifest(*back), text);
+}
+
+TEST(Manifest, V1IsNotTrusted) {
+  std::string v1 = "ccpool-manifest v1\nentry " + hash_bytes("r").hex() + " -1 1 0\nf " +
+                   hash_bytes("k").hex() + " 5:k.cpp\n";
+  EXPECT_FALSE(parse_manifest(v1));
+}
+
+TEST(Manifest, RejectsTruncationAndHugeLengths) {
+  Manifest m;
+  m.entries = {sample_entry()};
+  std::string text = serialize_manifest(m);
+  for (size_t cut = 1; cut < text.size(); cut += 7) {
+    std::optional<Manifest> parsed = parse_manifest(text.substr(0, text.size() - cut));
+    EXPECT_FALSE(parsed && parsed->entries.size() == 1) << "cut " << cut;
+  }
+  std::string head = "ccpool-manifest v2\nentry " + hash_bytes("r").hex() + " -1 0 0 1 0\na ";
+  EXPECT_FALSE(parse_manifest(head + "18446744073709551615:x\n"));  // len would wrap pos + len
+  EXPECT_FALSE(parse_manifest(head + "99:x\n"));
+  std::string too_many = "ccpool-manifest v2\nentry " + hash_bytes("r").hex() + " -1 0 0 0 1001\n";
+  EXPECT_FALSE(parse_manifest(too_many));
+}
+
+// "n <len>:" where pos + len wraps to the '\n' before the line: before the
+// bounds were written as len > size - pos, each of the 2,000 negatives copied
+// the 100 KB rest of the blob and jumped back (issue 12: 100 KB cost 980 MB).
+TEST(Manifest, ALengthThatWrapsIsRefusedAtOnce) {
+  std::string head = "ccpool-manifest v2\nentry " + hash_bytes("r").hex() + " -1 0 2000 0 0\n";
   uint64_t len = 0 - uint64_t{24};  // "n " + 20 digits + ":" = 23 bytes, back to the '\n'
   std::string line = "n " + std::to_string(len) + ":";
   ASSERT_EQ(line.size(), 23u);
@@ -37,11 +70,11 @@ TEST(ManifestTest, ALengthThatWrapsIsRefusedAtOnce) {
   uint64_t growth = ccpool::testing::peak_rss_growth([&] { parsed = parse_manifest(blob); });
   ASSERT_NE(growth, UINT64_MAX) << "cannot reset the peak RSS (/proc/self/clear_refs)";
   EXPECT_FALSE(parsed);
-  EXPECT_LT(growth, 16 * kMiB);
+  EXPECT_LT(growth, 16ull << 20);
 }
 
-TEST(ManifestTest, LengthsAndDigestsPastTheEndAreRefused) {
-  std::string head = "ccpool-manifest v1\nentry " + hash_bytes("r").hex() + " -1 1 0\n";
+TEST(Manifest, DigestsAndLengthsPastTheEndAreRefused) {
+  std::string head = "ccpool-manifest v2\nentry " + hash_bytes("r").hex() + " -1 1 0 0 0\n";
   EXPECT_FALSE(parse_manifest(head + "f " + hash_bytes("a").hex() + " 5:ab\n"));
   EXPECT_FALSE(parse_manifest(head + "f " + hash_bytes("a").hex().substr(0, 20)));
   EXPECT_FALSE(parse_manifest(head + "f " + hash_bytes("a").hex() + " 18446744073709551615:ab\n"));

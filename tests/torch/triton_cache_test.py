@@ -7,9 +7,10 @@ and never runs ptxas.
 
 Triton 3.7.1's RedisRemoteCacheBackend itself cannot be constructed (it reads
 knobs.cache.redis; the knobs are knobs.redis), so `ccpool run
---frameworks-cache` as it stands makes every Triton compile raise. The first
-case shows that; the second runs Triton's RemoteCacheManager with
-support/triton_redis_backend.py, Triton's backend with that lookup fixed.
+--frameworks-cache` leaves TRITON_CACHE_MANAGER unset: the first case shows a
+Triton compile still works under it. The others opt in as a user would,
+with Triton's RemoteCacheManager and support/triton_redis_backend.py,
+Triton's backend with that lookup fixed.
 """
 import json
 import os
@@ -34,7 +35,8 @@ class TritonRemoteCacheTest(TorchCase):
         env = {"TRITON_CACHE_DIR": cache_dir}
         if protocol:
             env["CCPOOL_TEST_REDIS_PROTOCOL"] = str(protocol)
-        if backend:
+        if backend:  # the user opts in to Triton's remote cache (ccpool leaves it unset)
+            env["TRITON_CACHE_MANAGER"] = "triton.runtime.cache:RemoteCacheManager"
             env["TRITON_REMOTE_CACHE_BACKEND"] = backend
         p = self.ccpool_run(VENV_PY, TRITON_KERNELS, "--out-dir", out_dir,
                             flags=("--frameworks-cache", "--resp-port", str(port)), env=env)

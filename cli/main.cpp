@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   ccpool::cli::register_cache_commands(app);
   ccpool::cli::register_service_commands(app);
   ccpool::cli::register_launch_commands(app);
+  ccpool::cli::register_explain_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {

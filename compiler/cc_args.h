@@ -11,7 +11,8 @@ namespace ccpool::compiler {
 enum class CcMode { kCompile, kAssemble, kLink };  // -c, -S, one-step link
 
 struct CcArgs {
-  std::string refused;              // non-empty: pass-through, with the reason
+  std::string refused;              // non-empty: pass-through, with the reason (for humans)
+  std::string refused_code;         // the stable reason code when refused (docs/cache-keys.md)
   std::vector<std::string> args;    // argv[1..] after @file expansion
   CcMode mode = CcMode::kLink;
   std::string language;             // "c" or "c++"

@@ -160,17 +160,20 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
                                           const ManifestStorage& manifests) {
   Finished done;
   const CcDetail& cc = *plan.detail->cc;
-  done.why_not = verify_plan_inputs(*this, *plan.detail, started);
-  if (!done.why_not.empty()) return done;
-  auto refuse = [&](std::string why) {
+  auto refuse = [&](std::string code, std::string why) {
+    done.why_not_code = std::move(code);
     done.why_not = std::move(why);
     return done;
   };
+  WhyNot verified = verify_plan_inputs(*this, *plan.detail, started);
+  if (!verified.empty()) return refuse(std::move(verified.code), std::move(verified.text));
   Result<std::string> text = read_file(cc.dep_path);
-  if (!text) return refuse("no dependency file: " + text.error().message);
+  if (!text) return refuse("depfile_missing", "no dependency file: " + text.error().message);
   std::optional<std::vector<std::string>> deps = parse_depfile(*text);
-  if (!deps || deps->empty() || (*deps)[0] != cc.source) return refuse("dependency file not understood");
-  if (deps->size() > kMaxManifestFiles) return refuse("more than 10000 inputs");
+  if (!deps || deps->empty() || (*deps)[0] != cc.source) {
+    return refuse("depfile_not_understood", "dependency file not understood");
+  }
+  if (deps->size() > kMaxManifestFiles) return refuse("too_many_inputs", "more than 10000 inputs");
 
   int64_t start_ns = to_ns(started);
   ManifestEntry entry;
@@ -181,25 +184,31 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
   for (const std::string& dep : *deps) {
     std::string abs = absolute_path(dep, cc.cwd);
     Result<HashedFile> f = hasher.hash(abs);
-    if (!f) return refuse("input vanished: " + f.error().message);
+    if (!f) return refuse("input_unreadable", "input vanished: " + f.error().message);
     if (f->stat.mtime_ns >= start_ns || f->stat.ctime_ns >= start_ns) {
-      return refuse("'" + abs + "' was modified during the compile");
+      return refuse("input_changed_during_compile", "'" + abs + "' was modified during the compile");
     }
-    CCPOOL_TRY_ASSIGN(ScanInfo info, scan(abs, f->content));
+    Result<ScanInfo> scanned = scan(abs, f->content);
+    if (!scanned) return refuse("input_changed_during_compile", scanned.error().message);
+    const ScanInfo& info = *scanned;
     uint8_t flags = info.flags;
     if (!info.includes || info.includes->opaque) {
       opaque = true;
     } else {
       quote_spellings.insert(info.includes->quote.begin(), info.includes->quote.end());
     }
-    if (flags & kScanTimestamp) return refuse("__TIMESTAMP__ in '" + dep + "'");
-    if ((flags & kScanTime) && !cc.sde_pinned) return refuse("__TIME__ without SOURCE_DATE_EPOCH in '" + dep + "'");
+    if (flags & kScanTimestamp) return refuse("timestamp_macro", "__TIMESTAMP__ in '" + dep + "'");
+    if ((flags & kScanTime) && !cc.sde_pinned) {
+      return refuse("time_macro", "__TIME__ without SOURCE_DATE_EPOCH in '" + dep + "'");
+    }
     if ((flags & kScanDate) && !cc.sde_pinned) date = true;
-    if (flags & kScanIncbin) return refuse(".incbin in '" + dep + "'");
+    if (flags & kScanIncbin) return refuse("incbin", ".incbin in '" + dep + "'");
     if (flags & kScanHasInclude) {
       bool system = false;
       for (const std::string& d : cc.dirs.system) system |= has_prefix_dir(dep, d);
-      if (!system) return refuse("__has_include in '" + dep + "' (its probes are not in the .d)");
+      if (!system) {
+        return refuse("has_include", "__has_include in '" + dep + "' (its probes are not in the .d)");
+      }
     }
     entry.files.emplace_back(dep, f->content);
     includer_dirs.insert(dir_of(dep));
@@ -235,17 +244,21 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
       // the include is not the one that happened (or #include_next skipped
       // it). Unless it appeared during the compile, it proves nothing.
       if (st->mtime_ns >= start_ns || st->ctime_ns >= start_ns) {
-        return refuse("'" + n + "' appeared during the compile");
+        return refuse("input_changed_during_compile", "'" + n + "' appeared during the compile");
       }
       continue;
     }
     entry.negatives.push_back(n);
-    if (entry.negatives.size() > kMaxManifestNegatives) return refuse("too many negative paths");
+    if (entry.negatives.size() > kMaxManifestNegatives) {
+      return refuse("too_many_negatives", "too many negative paths");
+    }
   }
   if (date) {
     int64_t start_s = start_ns / 1000000000;
     int64_t bucket = date_bucket(start_s);
-    if (date_bucket(now_seconds()) != bucket) return refuse("__DATE__ and the compile crossed a date bucket");
+    if (date_bucket(now_seconds()) != bucket) {
+      return refuse("date_bucket_crossed", "__DATE__ and the compile crossed a date bucket");
+    }
     entry.date_bucket = bucket;
   }
   entry.result_key = result_key(plan.flight_key, entry);

@@ -99,9 +99,10 @@ Result<ScanInfo> Planner::Impl::scan(const std::string& path, const Digest& cont
 Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& tool, Family family,
                                     const std::string& work_dir) {
   CcArgs a = parse_cc_args(request.argv, request.cwd);
-  if (!a.refused.empty()) return passthrough_plan(request, a.refused);
+  if (!a.refused.empty()) return passthrough_plan(request, a.refused_code, a.refused);
   if (env_value(request.env, "DEPENDENCIES_OUTPUT") || env_value(request.env, "SUNPRO_DEPENDENCIES")) {
-    return passthrough_plan(request, "DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES write an extra file");
+    return passthrough_plan(request, "depfile_env",
+                            "DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES write an extra file");
   }
   ProbeContext ctx{*this, request, tool, a};
   auto detail = std::make_shared<PlanDetail>();
@@ -127,13 +128,13 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
     }
   }
   Result<SearchDirs> dirs = probe_search_dirs(ctx);
-  if (!dirs) return passthrough_plan(request, dirs.error().message);
+  if (!dirs) return passthrough_plan(request, "search_dirs_probe_failed", dirs.error().message);
   cc.dirs = std::move(*dirs);
   {
     CcArgs defaults = a;
     defaults.include_args.clear();
     Result<SearchDirs> system = probe_search_dirs(ProbeContext{*this, request, tool, defaults});
-    if (!system) return passthrough_plan(request, system.error().message);
+    if (!system) return passthrough_plan(request, "search_dirs_probe_failed", system.error().message);
     cc.dirs.system = system->bracket;
   }
 
@@ -174,17 +175,19 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   hash_env(h, request.env, kCcEnv);
   if (a.native) {
     Result<std::string> native = probe_native(ctx);
-    if (!native) return passthrough_plan(request, native.error().message);
+    if (!native) return passthrough_plan(request, "native_probe_failed", native.error().message);
     h.add_field(*native);
   }
   std::string source_abs = absolute_path(a.source, request.cwd);
   Result<HashedFile> source = hasher.hash(source_abs);
-  if (!source) return passthrough_plan(request, "source: " + source.error().message);
+  if (!source) {
+    return passthrough_plan(request, "source_unreadable", "source: " + source.error().message);
+  }
   hash_digest(h, source->content);
   detail->inputs.push_back({source_abs, source->content});
   if (a.mode == CcMode::kLink) {
     Result<void> linked = hash_link_inputs(ctx, h, detail->inputs, detail->tools);
-    if (!linked) return passthrough_plan(request, linked.error().message);
+    if (!linked) return passthrough_plan(request, "link_probe_failed", linked.error().message);
   }
 
   Plan plan;

@@ -92,14 +92,25 @@ struct PlanDetail {
   std::optional<CcDetail> cc;                           // set for direct-mode C/C++ plans
 };
 
+// Why a result is not cached: a stable code (docs/cache-keys.md) and text
+// for humans.
+struct WhyNot {
+  std::string code, text;
+  bool empty() const { return code.empty(); }
+};
+
 // Shared helpers of the models (planner.cpp).
-Plan passthrough_plan(const Request& request, std::string reason);
+Plan passthrough_plan(const Request& request, std::string code, std::string reason);
+// "code:detail" with detail cut to a bounded, printable, space-free token
+// (detail comes from the command line: the counters keyed by codes must not
+// grow without bound or carry arbitrary bytes).
+std::string reason_code(std::string_view code, std::string_view detail);
 std::string absolute_path(const std::string& path, const std::string& cwd);  // lexical
 std::string base_name(const std::string& path);
 // Adds NAME=value (or NAME unset) for each name, in the given order.
 void hash_env(Hasher& h, const std::vector<std::string>& env, const std::vector<std::string>& names);
-// Re-verifies tools and plan-time inputs; returns why not to store, or "".
-std::string verify_plan_inputs(Planner::Impl& impl, const PlanDetail& detail,
+// Re-verifies tools and plan-time inputs; returns why not to store, or empty.
+WhyNot verify_plan_inputs(Planner::Impl& impl, const PlanDetail& detail,
                                std::chrono::system_clock::time_point started);
 inline void hash_digest(Hasher& h, const Digest& d) {
   h.update(std::string_view(reinterpret_cast<const char*>(d.bytes.data()), d.bytes.size()));

@@ -27,13 +27,19 @@ Result<Plan> Planner::Impl::plan_ptxas(const Request& request, const ToolIdentit
   for (size_t i = 1; i < argv.size(); ++i) {
     const std::string& arg = argv[i];
     std::string name = arg.substr(0, arg.find('='));
-    if (kRefused.count(name)) return passthrough_plan(request, "ptxas option " + name + " not cacheable");
+    if (kRefused.count(name)) {
+      return passthrough_plan(request, reason_code("unsupported_option", name),
+                              "ptxas option " + name + " not cacheable");
+    }
     if (arg.empty() || arg[0] != '-') {
       positionals.push_back(arg);
       continue;
     }
     if (kWithValue.count(arg)) {
-      if (i + 1 >= argv.size()) return passthrough_plan(request, "ptxas option " + arg + " lacks a value");
+      if (i + 1 >= argv.size()) {
+        return passthrough_plan(request, reason_code("option_missing_value", arg),
+                                "ptxas option " + arg + " lacks a value");
+      }
       if (arg == "-o" || arg == "--output-file") output = argv[i + 1];
       ++i;
     } else if (name == "--output-file" || name == "-o") {
@@ -42,15 +48,19 @@ Result<Plan> Planner::Impl::plan_ptxas(const Request& request, const ToolIdentit
   }
   if (positionals.size() != 1 || positionals[0].size() < 5 ||
       positionals[0].compare(positionals[0].size() - 4, 4, ".ptx") != 0) {
-    return passthrough_plan(request, "ptxas needs exactly one .ptx input");
+    return passthrough_plan(request, "ptxas_inputs", "ptxas needs exactly one .ptx input");
   }
-  if (output.empty() || output == "-") return passthrough_plan(request, "ptxas without -o FILE");
+  if (output.empty() || output == "-") {
+    return passthrough_plan(request, "ptxas_no_output", "ptxas without -o FILE");
+  }
 
   auto detail = std::make_shared<PlanDetail>();
   detail->tools.emplace_back(tool.real_path, tool.stat);
   std::string input = absolute_path(positionals[0], request.cwd);
   Result<HashedFile> file = hasher.hash(input);
-  if (!file) return passthrough_plan(request, "ptxas input: " + file.error().message);
+  if (!file) {
+    return passthrough_plan(request, "source_unreadable", "ptxas input: " + file.error().message);
+  }
   detail->inputs.push_back({input, file->content});
 
   Hasher h;

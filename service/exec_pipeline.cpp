@@ -84,6 +84,14 @@ Result<void> deliver(const compiler::Planner& planner, const compiler::Plan& pla
   return ok();
 }
 
+// Per-reason counts: the service's own (status) and the store's (persistent,
+// `ccpool cache stats`).
+void count_reason(ExecPipeline::Deps& deps, std::string_view kind, const std::string& code) {
+  const std::string& c = code.empty() ? std::string("unknown") : code;
+  (kind == "passthrough" ? deps.counters.passthrough_reasons : deps.counters.not_stored_reasons).add(c);
+  deps.store.count_event(std::string(kind) + ":" + c);
+}
+
 ipc::ExecReply completed(const cache::Entry& entry, ipc::CacheOutcome outcome) {
   ipc::ExecReply reply;
   reply.status = ipc::ExecStatus::kCompleted;
@@ -165,7 +173,8 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   bool cacheable = plan->kind != compiler::PlanKind::kPassthrough;
   if (!cacheable) {
     ++m_deps.counters.passthrough;
-    spdlog::debug("pass-through {}: {}", plan->tool, plan->reason);
+    count_reason(m_deps, "passthrough", plan->reason_code);
+    spdlog::debug("pass-through {} {}: {}", plan->reason_code, plan->tool, plan->reason);
   } else if (serve_from_store(*plan, waiter, true)) {
     m_deps.counters.hit_time_ns += static_cast<uint64_t>(
         (std::chrono::steady_clock::now() - received).count());
@@ -386,14 +395,19 @@ void ExecPipeline::finish_flight(const std::shared_ptr<Flight>& flight, pool::Pr
       entry.outputs.push_back(cache::Output{spec.name, static_cast<uint32_t>(st.st_mode & 0777), 0, {},
                                             std::move(*data)});
     }
+    compiler::Finished missing;
+    missing.why_not = "an output is missing";
+    missing.why_not_code = "output_missing";
     auto finished = complete ? m_deps.planner.finish(plan, flight->started, manifests())
-                             : Result<compiler::Finished>(compiler::Finished{false, "an output is missing", {}});
+                             : Result<compiler::Finished>(std::move(missing));
     if (!finished) {
-      spdlog::warn("not storing {}: {}", plan.tool, finished.error().message);
+      spdlog::warn("not stored internal_error {}: {}", plan.tool, finished.error().message);
       ++m_deps.counters.not_stored;
+      count_reason(m_deps, "not_stored", "internal_error");
     } else if (!finished->store) {
-      spdlog::info("not storing {}: {}", plan.tool, finished->why_not);
+      spdlog::info("not stored {} {}: {}", finished->why_not_code, plan.tool, finished->why_not);
       ++m_deps.counters.not_stored;
+      count_reason(m_deps, "not_stored", finished->why_not_code);
     } else if (FaultInjector::instance().should_fail_store_write()) {
       spdlog::warn("fault injection: failing a store write");
       ++m_deps.counters.store_errors;

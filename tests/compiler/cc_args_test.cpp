@@ -86,6 +86,42 @@ TEST(CcArgs, ClassificationTable) {
   }
 }
 
+// Stable reason codes (docs/cache-keys.md): counted per code by the service,
+// so they are part of the interface.
+TEST(CcArgs, RefusalsCarryStableReasonCodes) {
+  const std::vector<std::pair<std::string, std::string>> rows = {
+      {"-c k.cpp -o k.o", ""},
+      {"a.cpp b.cpp -c", "multiple_sources"},
+      {"a.o b.o -o prog", "link_inputs"},
+      {"-o prog", "no_source"},
+      {"-E k.cpp", "unsupported_option:-E"},
+      {"-c k.cpp -Xfoo", "unknown_option:-Xfoo"},
+      {"-c k.cpp --frobnicate=1", "unknown_option:--frobnicate"},
+      {"-c k.cpp -fplugin=/x/y.so", "unsupported_option:-fplugin"},
+      {"-c k.cpp -Wp,-MD,x.d", "unsupported_option:-Wp"},
+      {"-x c -c -", "stdin_input"},
+      {"-c k.cpp -o -", "output_to_stdout"},
+      {"-x c++-header -c k.h", "unsupported_language:c++-header"},
+      {"-c k.h -o k.gch", "unknown_input_language"},
+      {"k.cpp -shared -Wl,--version-script=v.map -o k.so", "linker_option:--version-script"},
+      {"-c k.cpp -Wa,-adhln=x.lst", "assembler_option:-adhln"},
+      {"-c k.cpp -fuse-ld=lld", "linker_choice"},
+      {"-c k.cpp -o", "option_missing_value:-o"},
+      {"k.cpp -MD -o k", "depfile_outside_compile"},
+      {"k.cpp -gsplit-dwarf -o k", "side_outputs_outside_compile"},
+  };
+  for (const auto& [line, code] : rows) {
+    CcArgs a = parse_cc_args(split(line), "/tmp");
+    EXPECT_EQ(a.refused_code, code) << line << " -> '" << a.refused << "'";
+    EXPECT_EQ(a.refused.empty(), code.empty()) << line;
+  }
+  // Codes are bounded and printable whatever the command line holds.
+  CcArgs long_option = parse_cc_args(split("-c k.cpp -X" + std::string(500, 'y')), "/tmp");
+  EXPECT_LE(long_option.refused_code.size(), std::string("unknown_option:").size() + 48);
+  CcArgs odd = parse_cc_args({"g++", "-c", "k.cpp", "-X\x01\xff"}, "/tmp");
+  for (char c : odd.refused_code) EXPECT_TRUE(c > ' ' && c < 127) << odd.refused_code;
+}
+
 TEST(CcArgs, ResponseFilesExpandWithQuotes) {
   std::string dir = ::ccpool::testing::scratch_dir();
   compiler::testing::write_text(dir + "/a.rsp", "-c 'k 1.cpp' \"-DX=a b\" @b.rsp\n");

@@ -229,6 +229,7 @@ TEST_P(CcCorrectness, DateIsKeyedAndTimeIsNotStored) {
   Outcome o = execute(planner, store, rt);
   EXPECT_FALSE(o.stored);
   EXPECT_NE(o.why_not.find("__TIME__"), std::string::npos) << o.why_not;
+  EXPECT_EQ(o.why_not_code, "time_macro");
   rt.env.push_back("SOURCE_DATE_EPOCH=1700000000");
   if (GetParam().find("clang") != std::string::npos) {
     // clang 14 ignores SOURCE_DATE_EPOCH: __TIME__ is never pinned, never stored.
@@ -358,9 +359,11 @@ TEST_P(CcCorrectness, StdinAndUnknownOptionsPassThrough) {
   Outcome in = execute(planner, store, request({"-x", "c", "-c", "-", "-o", "k.o"}));
   EXPECT_EQ(in.plan.kind, PlanKind::kPassthrough);
   EXPECT_NE(in.plan.reason.find("stdin"), std::string::npos);
+  EXPECT_EQ(in.plan.reason_code, "stdin_input");
   Outcome unknown = execute(planner, store, request({"-c", "k.c", "--frobnicate", "-o", "k.o"}));
   EXPECT_EQ(unknown.plan.kind, PlanKind::kPassthrough);
   EXPECT_NE(unknown.plan.reason.find("--frobnicate"), std::string::npos);
+  EXPECT_EQ(unknown.plan.reason_code, "unknown_option:--frobnicate");
   EXPECT_EQ(store.results.size(), 0u);
 }
 
@@ -376,6 +379,8 @@ TEST_P(CcCorrectness, EditsDuringTheCompileAreNotStored) {
   Outcome hdr = execute(planner, store, r, [&] { write_text(dir + "/inc/h.h", "#define V 1\n"); });
   EXPECT_FALSE(hdr.stored);
   EXPECT_NE(hdr.why_not.find("modified during"), std::string::npos) << hdr.why_not;
+  EXPECT_EQ(src.why_not_code, "input_changed_during_compile");
+  EXPECT_EQ(hdr.why_not_code, "input_changed_during_compile");
   EXPECT_EQ(store.results.size(), 0u);
 }
 

@@ -118,6 +118,7 @@ Outcome execute(Planner& planner, MemoryStore& store, const Request& request,
       o.stored = true;
     } else if (done) {
       o.why_not = done->why_not;
+      o.why_not_code = done->why_not_code;
     }
   }
   if (plan->uses_work_dir) remove_tree(work);

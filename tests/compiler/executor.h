@@ -32,6 +32,7 @@ struct Outcome {
   bool hit = false;
   bool stored = false;
   std::string why_not;
+  std::string why_not_code;
   int exit_code = 0;
   std::string stderr_text;
 };

@@ -7,12 +7,14 @@ Every comparison is against the same command run directly in the same cwd.
 Concurrency is made deterministic with a gate job holding the only slot
 (jobs=1): the requests provably queue behind it before it is released.
 """
+import json
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
 from e2e_case import PYTHON, E2ECase, main  # noqa: E402
+from harness import CCPOOL  # noqa: E402
 
 N = 8
 
@@ -209,6 +211,50 @@ class CcServiceBase(E2ECase):
         self.assertIn(b"from_stdin", ref[1])
         self.check_pass_through([self.CC, "-x", "c", "-", "-c", "-o", "stdin.o"], stdin=src,
                                 out="stdin.o")
+
+    def test_reasons_are_counted_and_explained(self):
+        """Every pass-through and not-stored result is counted under its stable
+        reason code in `ccpool status --json`, and persistently in the store
+        (`ccpool cache stats --json`); `ccpool explain` names the same code
+        without running the command."""
+        self.start_service(jobs=2)
+        self.put("p.c", "int p(int x) { return x; }\n")
+        self.put("q.c", "int q(int x) { return x; }\n")
+        self.put("t.c", "const char* t(void) { return __TIME__; }\n")
+        self.check_pass_through([self.CC, "-E", "p.c"])
+        self.check_pass_through([self.CC, "-c", "p.c", "q.c"])
+        self.check_pass_through([self.CC, "-c", "p.c", "q.c"])
+        rc, _, err = self.via([self.CC, "-c", "t.c", "-o", "t.o"])
+        self.assertEqual(rc, 0, err)
+        s = self.status()
+        self.assertEqual(s["passthrough_reasons"],
+                         {"unsupported_option:-E": 1, "multiple_sources": 2})
+        self.assertEqual(s["not_stored_reasons"], {"time_macro": 1})
+        self.assertEqual(s["not_stored"], 1)
+        r = subprocess.run([CCPOOL, "explain", "--json", "--", self.CC, "-c", "p.c", "q.c"],
+                           env=self.env, cwd=self.work, capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        explained = json.loads(r.stdout)
+        self.assertFalse(explained["cacheable"])
+        self.assertEqual(explained["reason_code"], "multiple_sources")
+        r = subprocess.run([CCPOOL, "explain", "--json", "--", self.CC, "-c", "t.c", "-o", "never.o"],
+                           env=self.env, cwd=self.work, capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        explained = json.loads(r.stdout)
+        self.assertTrue(explained["cacheable"])
+        self.assertEqual(explained["mode"], "direct")
+        self.assertEqual(explained["store"], "miss")
+        self.assertFalse(os.path.exists(self.wpath("never.o")))  # nothing ran
+        r = subprocess.run([CCPOOL, "stop", "--socket", self.sock], env=self.env,
+                           capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = subprocess.run([CCPOOL, "cache", "stats", "--json", "--dir", self.store],
+                           env=self.env, capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        stats = json.loads(r.stdout)
+        self.assertEqual(stats["passthrough_reasons"],
+                         {"unsupported_option:-E": 1, "multiple_sources": 2})
+        self.assertEqual(stats["not_stored_reasons"], {"time_macro": 1})
 
 
 class GccServiceTest(CcServiceBase):

@@ -20,7 +20,7 @@ const std::set<std::string> kSeparate = {
 // Read extra files we do not hash, write files we do not collect, or change
 // what the driver does in ways we do not model.
 const std::set<std::string> kRefused = {
-    "-E", "-M", "-MM", "-MMD", "-MG", "-MJ", "-Xlinker", "-Xassembler", "-Xpreprocessor",
+    "-E", "-M", "-MM", "-MG", "-MJ", "-Xlinker", "-Xassembler", "-Xpreprocessor",
     "-Xclang", "-specs", "-T", "-aux-info", "-wrapper", "-v", "-###", "-H", "--help",
     "--version", "-dumpversion", "-dumpmachine", "-dumpspecs", "-dumpfullversion", "-arch",
     "-fsyntax-only", "-dumpbase", "-dumpdir", "-dumpbase-ext", "-Q", "--", "-combine",
@@ -64,7 +64,7 @@ const std::set<std::string> kKnownFlags = {
     "-c", "-S", "-shared", "-static", "-static-libgcc", "-static-libstdc++", "-static-pie",
     "-rdynamic", "-pie", "-no-pie", "-pthread", "-pthreads", "-nostdlib", "-nodefaultlibs",
     "-nostartfiles", "-nostdinc", "-nostdinc++", "-s", "-w", "-ansi", "-pedantic",
-    "-pedantic-errors", "-pipe", "-MD", "-MP", "-p", "-pg", "-undef", "-trigraphs", "-I-",
+    "-pedantic-errors", "-pipe", "-MD", "-MMD", "-MP", "-p", "-pg", "-undef", "-trigraphs", "-I-",
     "--coverage", "-m32", "-m64", "-mx32"};
 // Families of options accepted by prefix (their values are keyed as written).
 const char* const kKnownPrefixes[] = {"-f", "-m", "-W", "-O", "-g", "-std=", "--std=", "-stdlib=",
@@ -249,8 +249,12 @@ CcArgs parse_cc_args(const std::vector<std::string>& argv, const std::string& cw
       if (separate) r.dep_mf_indices.push_back(i + 1);
     } else if (name == "-MT" || name == "-MQ") {
       r.dep_target = true;
-    } else if (arg == "-MD") {
+    } else if (arg == "-MD" || arg == "-MMD") {
       r.dep_md = true;
+      r.dep_user_only = arg == "-MMD";
+      if (arg == "-MMD") r.dep_mmd_indices.push_back(i);
+    } else if (arg == "-MP") {
+      r.dep_phony = true;
     } else if (arg == "-c") {
       compile = true;
     } else if (arg == "-S") {
@@ -306,9 +310,11 @@ CcArgs parse_cc_args(const std::vector<std::string>& argv, const std::string& cw
     r.language = r.language == "cpp-output" ? "c" : "c++";
   }
   r.mode = compile ? CcMode::kCompile : assemble ? CcMode::kAssemble : CcMode::kLink;
-  if (r.dep_md && r.mode != CcMode::kCompile) refuse("depfile_outside_compile", "-MD outside -c compiles");
-  if (!r.dep_md && (!r.dep_mf.empty() || r.dep_target)) {
-    refuse("depfile_flags_without_md", "-MF/-MT/-MQ without -MD");
+  if (r.dep_md && r.mode != CcMode::kCompile) {
+    refuse("depfile_outside_compile", "-MD/-MMD outside -c compiles");
+  }
+  if (!r.dep_md && (!r.dep_mf.empty() || r.dep_target || r.dep_phony)) {
+    refuse("depfile_flags_without_md", "-MF/-MT/-MQ/-MP without -MD or -MMD");
   }
   if ((r.split_dwarf || r.coverage || r.stack_usage) && r.mode != CcMode::kCompile) {
     refuse("side_outputs_outside_compile", "side outputs (.dwo/.gcno/.su) outside -c compiles");

@@ -174,6 +174,9 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
     return refuse("depfile_not_understood", "dependency file not understood");
   }
   if (deps->size() > kMaxManifestFiles) return refuse("too_many_inputs", "more than 10000 inputs");
+  if (cc.dep_view && !derive_depfile(*text, *cc.dep_view)) {
+    return refuse("depfile_not_derivable", "the -MMD/DEPENDENCIES_OUTPUT file cannot be derived exactly");
+  }
 
   int64_t start_ns = to_ns(started);
   ManifestEntry entry;

@@ -57,6 +57,41 @@ void hash_mapped_cwd(Hasher& h, const std::string& cwd, const std::vector<std::s
   }
 }
 
+// How the user's dependency file differs from the run's full -MD file. A
+// directory counts as system only when known to be one (the compiler's
+// defaults, -isystem, -idirafter, C/CPLUS_INCLUDE_PATH); any other is taken
+// as a user directory, which can only add prerequisites.
+DepfileView depfile_view(Family family, const CcArgs& a, const std::vector<std::string>& defaults,
+                         const std::vector<std::string>& env, bool user_only, bool drop_main) {
+  DepfileView view;
+  view.gcc_layout = family == Family::kGcc;
+  view.user_only = user_only;
+  view.drop_main = drop_main;
+  view.phony = a.dep_phony;
+  view.system_dirs = defaults;
+  for (size_t i = 0; i < a.args.size(); ++i) {
+    for (std::string_view opt : {"-isystem", "-idirafter"}) {
+      if (a.args[i] == opt && i + 1 < a.args.size()) {
+        view.system_dirs.push_back(a.args[i + 1]);
+      } else if (a.args[i].size() > opt.size() && a.args[i].compare(0, opt.size(), opt) == 0) {
+        view.system_dirs.push_back(a.args[i].substr(opt.size()));
+      }
+    }
+  }
+  for (const char* name : {"C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"}) {
+    if (std::string(name) == "C_INCLUDE_PATH" ? a.language != "c" : a.language != "c++") continue;
+    std::optional<std::string> value = env_value(env, name);
+    size_t start = 0;
+    while (value && start <= value->size()) {
+      size_t colon = value->find(':', start);
+      if (colon == std::string::npos) colon = value->size();
+      if (colon > start) view.system_dirs.push_back(value->substr(start, colon - start));
+      start = colon + 1;
+    }
+  }
+  return view;
+}
+
 std::string job_class(const std::string& tool, const CcArgs& a) {
   std::string out = tool;
   for (const std::string& arg : a.args) {
@@ -100,9 +135,19 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
                                     const std::string& work_dir) {
   CcArgs a = parse_cc_args(request.argv, request.cwd);
   if (!a.refused.empty()) return passthrough_plan(request, a.refused_code, a.refused);
-  if (env_value(request.env, "DEPENDENCIES_OUTPUT") || env_value(request.env, "SUNPRO_DEPENDENCIES")) {
-    return passthrough_plan(request, "depfile_env",
-                            "DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES write an extra file");
+  // gcc's environment form of -MMD (DEPENDENCIES_OUTPUT) and -MD without the
+  // main file (SUNPRO_DEPENDENCIES): "FILE [TARGET]", appended to FILE.
+  std::optional<std::string> dep_env = env_value(request.env, "DEPENDENCIES_OUTPUT");
+  bool sunpro = !dep_env && env_value(request.env, "SUNPRO_DEPENDENCIES").has_value();
+  if (sunpro) dep_env = env_value(request.env, "SUNPRO_DEPENDENCIES");
+  std::string dep_env_file, dep_env_target;
+  if (dep_env) {
+    dep_env_file = dep_env->substr(0, dep_env->find(' '));
+    if (dep_env->find(' ') != std::string::npos) dep_env_target = dep_env->substr(dep_env->find(' ') + 1);
+    if (family != Family::kGcc || a.dep_md || dep_env_file.empty() || a.mode != CcMode::kCompile) {
+      return passthrough_plan(request, "depfile_env",
+                              "DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES with clang, -M flags or outside -c");
+    }
   }
   ProbeContext ctx{*this, request, tool, a};
   auto detail = std::make_shared<PlanDetail>();
@@ -173,6 +218,8 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   if (cwd_in_key) h.add_field(request.cwd);
   if (a.debug && !a.prefix_maps.empty()) hash_mapped_cwd(h, request.cwd, a.prefix_maps);
   hash_env(h, request.env, kCcEnv);
+  h.add_u64(dep_env ? (sunpro ? 2 : 1) : 0);
+  if (dep_env) h.add_field(dep_env_target);
   if (a.native) {
     Result<std::string> native = probe_native(ctx);
     if (!native) return passthrough_plan(request, "native_probe_failed", native.error().message);
@@ -199,11 +246,20 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   plan.run_program = request.program;
   plan.run_cwd = request.cwd;
   plan.run_env = environment_without_shim(request.env);
+  if (dep_env) {
+    std::erase_if(plan.run_env, [](const std::string& e) {
+      return e.rfind("DEPENDENCIES_OUTPUT=", 0) == 0 || e.rfind("SUNPRO_DEPENDENCIES=", 0) == 0;
+    });
+  }
   plan.uses_work_dir = true;
   plan.inputs.push_back(source_abs);
   plan.run_argv.push_back(request.argv[0]);
   for (size_t i = 0; i < a.args.size(); ++i) {
     if (std::find(a.dep_mf_indices.begin(), a.dep_mf_indices.end(), i) != a.dep_mf_indices.end()) continue;
+    if (std::find(a.dep_mmd_indices.begin(), a.dep_mmd_indices.end(), i) != a.dep_mmd_indices.end()) {
+      plan.run_argv.push_back("-MD");  // the manifest needs system headers too
+      continue;
+    }
     if (redirect && !a.output.empty() && i == a.output_index) {
       plan.run_argv.push_back(a.output_joined ? "-o" + run_out : run_out);
       continue;
@@ -222,6 +278,18 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
     std::string dep_deliver = absolute_path(a.dep_mf.empty() ? strip_extension(out_written) + ".d" : a.dep_mf,
                                             request.cwd);
     plan.outputs.push_back({"dep", cc.dep_path, dep_deliver, false});
+    if (a.dep_user_only) cc.dep_view = depfile_view(family, a, cc.dirs.system, request.env, true, false);
+  } else if (dep_env) {
+    cc.dep_path = work_dir + "/dep.d";
+    plan.run_argv.insert(plan.run_argv.end(), {"-MD", "-MF", cc.dep_path});
+    if (dep_env_target.empty()) {
+      plan.run_argv.insert(plan.run_argv.end(), {"-MQ", strip_extension(base_name(a.source)) + ".o"});
+    } else {
+      plan.run_argv.insert(plan.run_argv.end(), {"-MT", dep_env_target});
+    }
+    plan.outputs.push_back({"dep", cc.dep_path, absolute_path(dep_env_file, request.cwd), false});
+    cc.dep_view = depfile_view(family, a, cc.dirs.system, request.env, !sunpro, sunpro);
+    cc.dep_append = true;
   } else {
     cc.dep_path = work_dir + "/ccpool.d";
     plan.run_argv.insert(plan.run_argv.end(), {"-MD", "-MF", cc.dep_path});
@@ -238,8 +306,17 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
 std::string Planner::deliver_bytes(const Plan& requester, const OutputSpec& output,
                                    std::string_view stored) const {
   // The .d target is pinned in the key (-MQ <the requester's -o as written>),
-  // so stored bytes are already what this requester's own compile writes.
-  return std::string(stored);
+  // so stored bytes are already what this requester's own compile writes,
+  // unless the user asked for less than the full -MD file.
+  const PlanDetail* detail = requester.detail.get();
+  if (output.name != "dep" || !detail || !detail->cc || !detail->cc->dep_view) return std::string(stored);
+  // finish() refuses to store a file the model cannot derive; if this one is
+  // such a run's own, the full file is a superset the build can still use.
+  std::optional<std::string> derived = derive_depfile(stored, *detail->cc->dep_view);
+  std::string bytes = derived ? std::move(*derived) : std::string(stored);
+  if (!detail->cc->dep_append) return bytes;
+  Result<std::string> existing = read_file(output.deliver_path);
+  return (existing ? *existing : std::string()) + bytes;
 }
 
 }  // namespace ccpool::compiler

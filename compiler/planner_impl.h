@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "compiler/depfile.h"
 #include "compiler/dir_listing.h"
 #include "compiler/file_hasher.h"
 #include "compiler/include_scan.h"
@@ -53,6 +54,11 @@ struct CcDetail {
   bool sde_pinned = false;        // gcc with SOURCE_DATE_EPOCH: __DATE__/__TIME__ fixed
   std::string source;             // as written: the .d file's first prerequisite
   std::vector<std::string> forced_includes;  // -include/-imacros values: quote includes from the cwd
+  // Set when the user's dependency file is not the run's full -MD file
+  // (-MMD, DEPENDENCIES_OUTPUT, SUNPRO_DEPENDENCIES): "dep" holds the full
+  // file and deliver_bytes() derives the user's from it.
+  std::optional<DepfileView> dep_view;
+  bool dep_append = false;        // DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES append to the file
 };
 
 // What a scan of a source or header found (bit flags).

@@ -342,6 +342,82 @@ TEST_P(CcCorrectness, DependencyFilesMatchDirectCompile) {
   }
 }
 
+// Issue 13 item 2: every dependency-flag combination that make, CMake
+// (Makefile and Ninja generators) and autotools' depcomp use, byte-compared
+// with the compiler's own file, on the miss and on the hit. Long paths make
+// both compilers wrap lines; system headers (defaults and -isystem) are what
+// -MMD drops.
+TEST_P(CcCorrectness, DependencyFlagTableMatchesDirectCompile) {
+  std::string lng(40, 'x');
+  write_text(dir + "/inc/" + lng + "/a.h", "#include <cstddef>\n#define V 1\n");
+  write_text(dir + "/sys/s.h", "#include <cstdint>\n#define W 2\n");
+  write_text(dir + "/sp ace/h#1.h", "#define Y 3\n");
+  write_text(dir + "/k.cpp", "#include \"inc/" + lng + "/a.h\"\n#include <s.h>\n#include \"sp ace/h#1.h\"\n"
+                             "#include <vector>\nint f() { return V + W + Y; }\n");
+  std::filesystem::create_directories(dir + "/obj");
+  struct Case {
+    std::vector<std::string> args;
+    std::string dep;                     // the file the compiler writes
+    std::vector<std::string> env = {};   // extra environment
+  };
+  const std::vector<std::string> base = {"-c", "k.cpp", "-isystem", "sys"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  std::vector<Case> cases = {
+      {with({"-MMD", "-o", "k.o"}), "k.d"},                                   // make auto-deps
+      {with({"-MMD", "-MP", "-o", "obj/k.o"}), "obj/k.d"},                    // make auto-deps + phony
+      {with({"-MMD"}), "k.d"},                                                // no -o: k.d, target k.o
+      {with({"-MMD", "-MF", "deps/k.dep", "-o", "k.o"}), "deps/k.dep"},
+      {with({"-MMD", "-MT", "obj/k.o", "-MF", "obj/k.o.d", "-o", "obj/k.o"}), "obj/k.o.d"},
+      {with({"-MMD", "-MP", "-MT", "a$b", "-MQ", "c$d", "-MF", "k.d", "-o", "k.o"}), "k.d"},
+      {with({"-MD", "-MT", "obj/k.o", "-MF", "obj/k.o.d", "-o", "obj/k.o"}), "obj/k.o.d"},  // CMake Ninja/Makefiles
+      {with({"-MT", "obj/k.o", "-MD", "-MP", "-MF", "obj/k.Tpo", "-o", "obj/k.o"}), "obj/k.Tpo"},  // depcomp gcc3
+      {with({"-MD", "-MP", "-o", "k.o"}), "k.d"},
+      {with({"-MD", "-MMD", "-o", "k.o"}), "k.d"},                            // the last one wins
+  };
+  if (GetParam() == "g++") {  // clang has no environment form
+    cases.push_back({with({"-o", "k.o"}), "env.d", {"DEPENDENCIES_OUTPUT=env.d"}});
+    cases.push_back({with({"-o", "obj/k.o"}), "env.d", {"DEPENDENCIES_OUTPUT=env.d obj/k.o"}});
+    cases.push_back({with({"-o", "k.o"}), "sun.d", {"SUNPRO_DEPENDENCIES=sun.d"}});
+  }
+  std::filesystem::create_directories(dir + "/deps");
+  for (const Case& c : cases) {
+    std::string what = c.dep + " from";
+    for (const auto& arg : c.args) what += " " + arg;
+    std::vector<std::string> env = base_env();
+    env.insert(env.end(), c.env.begin(), c.env.end());
+    std::vector<std::string> direct = {compiler()};
+    direct.insert(direct.end(), c.args.begin(), c.args.end());
+    std::filesystem::remove(dir + "/" + c.dep);
+    ASSERT_EQ(run_direct(direct, dir, env), 0) << what;
+    std::string want = read_text(dir + "/" + c.dep);
+    ASSERT_FALSE(want.empty()) << what;
+    if (!c.env.empty()) {  // appended: the service must append once, like the compiler
+      std::string twice = want + want;
+      ASSERT_EQ(run_direct(direct, dir, env), 0) << what;
+      ASSERT_EQ(read_text(dir + "/" + c.dep), twice) << what;
+    }
+    for (int round = 0; round < 2; ++round) {
+      std::filesystem::remove(dir + "/" + c.dep);
+      Request r = request(c.args);
+      r.env = env;
+      Outcome o = execute(planner, store, r);
+      ASSERT_EQ(o.plan.kind, PlanKind::kCompiler) << what << ": " << o.plan.reason;
+      EXPECT_EQ(o.hit, round == 1) << what;
+      if (round == 0) EXPECT_TRUE(o.stored) << what << ": " << o.why_not;
+      EXPECT_EQ(read_text(dir + "/" + c.dep), want) << what << (round ? " (hit)" : " (miss)");
+    }
+  }
+  // -MMD must not hide a system header from the manifest: changing one misses.
+  Request r = request(with({"-MMD", "-o", "k.o"}));
+  EXPECT_TRUE(execute(planner, store, r).hit);
+  write_text(dir + "/sys/s.h", "#include <cstdint>\n#define W 5\n");
+  EXPECT_FALSE(execute(planner, store, r).hit);
+}
+
 TEST_P(CcCorrectness, ResponseFileIsExpanded) {
   write_text(dir + "/k.cpp", "int f() { return V; }\n");
   write_text(dir + "/args.rsp", "-c \"-DV=4\"\n-O2\n");

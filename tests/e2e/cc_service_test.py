@@ -137,6 +137,21 @@ class CcServiceBase(E2ECase):
                                   "deps/wd.d", "-MT", "custom-target"], ["wd.o", "deps/wd.d"])
         self.assertTrue(self.bytes_of("deps/wd.d").startswith(b"custom-target:"))
 
+    def test_mmd_depfiles_are_cached(self):
+        """make's -MMD -MP auto-dependencies through the service: miss then hit,
+        object and .d byte-identical to the direct compile (system headers
+        dropped, phony targets added)."""
+        self.start_service(jobs=2)
+        self.put("inc/h.h", HEADER)
+        self.put("w.cpp", "#include <cstdio>\n" + WARN_SRC)
+        os.makedirs(self.wpath("obj"))
+        self.check_miss_then_hit([self.CXX, "-O2", "-DVALUE=5", "-c", "w.cpp", "-MMD", "-MP", "-o",
+                                  "obj/w.o"],
+                                 ["obj/w.o", "obj/w.d"])
+        self.assertNotIn(b"/usr/include", self.bytes_of("obj/w.d"))
+        self.assertIn(b"\ninc/h.h:\n", self.bytes_of("obj/w.d"))
+        self.assertEqual(self.status()["passthrough"], 0)
+
     # --- output modes follow the client's umask ------------------------------
     def test_output_modes_follow_umask(self):
         self.start_service(jobs=2)

@@ -10,6 +10,7 @@
 #include "base/fs.h"
 
 #include "compiler/cc_args.h"
+#include "compiler/cc_preprocessed.h"
 #include "compiler/cc_probe.h"
 #include "compiler/planner_impl.h"
 
@@ -298,6 +299,7 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   if (a.split_dwarf) plan.outputs.push_back({"dwo", stem + ".dwo", stem + ".dwo", true});
   if (a.coverage) plan.outputs.push_back({"gcno", stem + ".gcno", stem + ".gcno", true});
   if (a.stack_usage) plan.outputs.push_back({"su", stem + ".su", stem + ".su", true});
+  set_up_preprocessor_mode(cc, a, request, tool);
   detail->cc = std::move(cc);
   plan.detail = std::move(detail);
   return plan;

@@ -181,7 +181,11 @@ Result<Plan> Planner::plan(const Request& request, const std::string& work_dir) 
 Result<std::optional<Digest>> Planner::lookup(const Plan& plan, const ManifestStorage& manifests) {
   if (plan.kind == PlanKind::kPassthrough) return std::optional<Digest>();
   if (!plan.direct_mode) return std::optional<Digest>(plan.flight_key);
-  return m_impl->lookup_cc(plan, manifests);
+  Result<std::optional<Digest>> direct = m_impl->lookup_cc(plan, manifests);
+  if (direct && !*direct && plan.detail && plan.detail->cc) {
+    if (std::optional<Digest> pp = m_impl->lookup_pp(plan, manifests)) return pp;
+  }
+  return direct;
 }
 
 Result<Finished> Planner::finish(const Plan& plan, std::chrono::system_clock::time_point started,
@@ -192,7 +196,15 @@ Result<Finished> Planner::finish(const Plan& plan, std::chrono::system_clock::ti
     done.why_not_code = "passthrough";
     return done;
   }
-  if (plan.direct_mode) return m_impl->finish_cc(plan, started, manifests);
+  if (plan.direct_mode) {
+    Result<Finished> direct = m_impl->finish_cc(plan, started, manifests);
+    if (!direct) return direct;
+    if (direct->store) {
+      direct->mode = KeyMode::kDirect;
+      return direct;
+    }
+    return m_impl->finish_pp(plan, started, std::move(*direct), manifests);
+  }
   WhyNot why = verify_plan_inputs(*m_impl, *plan.detail, started);
   done.why_not = std::move(why.text);
   done.why_not_code = std::move(why.code);

@@ -65,8 +65,16 @@ struct ManifestStorage {  // the service backs these with store blobs
   std::function<void(const Digest&, const std::string&)> save;
 };
 
+// Which rule made a stored result's key.
+enum class KeyMode {
+  kExact,         // the plan's key alone (generic jobs, ptxas)
+  kDirect,        // C/C++ direct mode: the direct key plus a manifest of every header
+  kPreprocessor,  // C/C++ preprocessor mode: the direct key plus the compiler's -E output
+};
+
 struct Finished {
   bool store = false;      // false: serve this run's outputs to the current waiters only
+  KeyMode mode = KeyMode::kExact;  // when store: how result_key was made
   std::string why_not;     // when !store: why, for humans (logged)
   std::string why_not_code;  // when !store: a stable code (docs/cache-keys.md)
   Digest result_key;       // valid when store

@@ -23,6 +23,13 @@ namespace ccpool::compiler {
 
 enum class Family { kUnknown, kGcc, kClang };
 
+// Why a result is not cached: a stable code (docs/cache-keys.md) and text
+// for humans.
+struct WhyNot {
+  std::string code, text;
+  bool empty() const { return code.empty(); }
+};
+
 struct ToolIdentity {
   std::string real_path;
   Digest content;
@@ -58,6 +65,11 @@ struct CcDetail {
   // (-MMD, DEPENDENCIES_OUTPUT, SUNPRO_DEPENDENCIES): "dep" holds the full
   // file and deliver_bytes() derives the user's from it.
   std::optional<DepfileView> dep_view;
+  // Preprocessor-mode fallback (cc_preprocessed.cpp); pp_argv empty when the
+  // command is not eligible.
+  std::vector<std::string> pp_argv;  // the compile's arguments as a -E run
+  std::vector<std::string> pp_env;
+  Digest pp_marker;                  // "preprocessor mode needed here": tool, language, search dirs
   bool dep_append = false;        // DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES append to the file
 };
 
@@ -92,17 +104,20 @@ struct ParsedManifest {
   std::vector<ParsedEntry> entries;
 };
 
+// The preprocessor-mode key lookup() computed before the run, for finish()
+// to compare with the one after it.
+struct PpMemo {
+  std::mutex mutex;
+  bool looked_up = false;        // guarded by mutex
+  std::optional<Digest> before;  // guarded by mutex
+  WhyNot why;                    // guarded by mutex; why `before` is empty
+};
+
 struct PlanDetail {
+  std::shared_ptr<PpMemo> pp = std::make_shared<PpMemo>();
   std::vector<CheckedInput> inputs;
   std::vector<std::pair<std::string, FileStat>> tools;  // binaries whose identity is keyed
   std::optional<CcDetail> cc;                           // set for direct-mode C/C++ plans
-};
-
-// Why a result is not cached: a stable code (docs/cache-keys.md) and text
-// for humans.
-struct WhyNot {
-  std::string code, text;
-  bool empty() const { return code.empty(); }
 };
 
 // Shared helpers of the models (planner.cpp).
@@ -143,6 +158,13 @@ struct Planner::Impl {
   Result<std::optional<Digest>> lookup_cc(const Plan& plan, const ManifestStorage& manifests);
   Result<Finished> finish_cc(const Plan& plan, std::chrono::system_clock::time_point started,
                              const ManifestStorage& manifests);
+  // Preprocessor mode (cc_preprocessed.cpp): after a direct-mode miss, and
+  // after direct mode refused to store with a code it applies to.
+  std::optional<Digest> lookup_pp(const Plan& plan, const ManifestStorage& manifests);
+  Finished finish_pp(const Plan& plan, std::chrono::system_clock::time_point started, Finished refused,
+                     const ManifestStorage& manifests);
+  // Runs the -E; nullopt with `why` when the output does not determine the result.
+  std::optional<Digest> pp_key(const Plan& plan, WhyNot& why);
 
   // Scan flags and include spellings of a file's content, memoized by
   // content digest.

@@ -400,6 +400,9 @@ void ExecPipeline::finish_flight(const std::shared_ptr<Flight>& flight, pool::Pr
     missing.why_not_code = "output_missing";
     auto finished = complete ? m_deps.planner.finish(plan, flight->started, manifests())
                              : Result<compiler::Finished>(std::move(missing));
+    if (finished && finished->store && finished->mode == compiler::KeyMode::kPreprocessor) {
+      entry.label = "preprocessor mode";  // which rule made the key (`ccpool cache ls/show`)
+    }
     if (!finished) {
       spdlog::warn("not stored internal_error {}: {}", plan.tool, finished.error().message);
       ++m_deps.counters.not_stored;

@@ -418,6 +418,86 @@ TEST_P(CcCorrectness, DependencyFlagTableMatchesDirectCompile) {
   EXPECT_FALSE(execute(planner, store, r).hit);
 }
 
+// Issue 13 item 3: preprocessor mode takes over where direct mode cannot
+// prove the result (a __has_include probe outside the system directories).
+// The first compile of a context arms it; from then on a direct miss runs -E.
+TEST_P(CcCorrectness, PreprocessorModeHitsAndMissesWhenAnyIncludedFileChanges) {
+  write_text(dir + "/inc/probe.h",
+             "#if __has_include(<ccpool_optional_zz.h>)\n#include <ccpool_optional_zz.h>\n#else\n#define OPT 1\n#endif\n");
+  write_text(dir + "/inc/plain.h", "#define P 2 /* a comment */\n");
+  write_text(dir + "/k.cpp", "#include \"probe.h\"\n#include \"plain.h\"\nint f() { return OPT + P; }\n");
+  write_text(dir + "/j.cpp", "#include \"probe.h\"\nint g() { return OPT * 5; }\n");
+  std::filesystem::create_directories(dir + "/first");
+  auto r = request({"-c", "k.cpp", "-Iinc", "-Ifirst", "-O2", "-o", "k.o"});
+  Outcome armed = check(r, "k.o", "ref.o");
+  EXPECT_FALSE(armed.stored);
+  EXPECT_EQ(armed.why_not_code.rfind("has_include", 0), 0u) << armed.why_not_code;
+  Outcome stored = check(r, "k.o", "ref.o");
+  EXPECT_FALSE(stored.hit);
+  EXPECT_TRUE(stored.stored) << stored.why_not_code << ": " << stored.why_not;
+  EXPECT_EQ(stored.mode, KeyMode::kPreprocessor);
+  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
+  // Another source of the same context is stored on its first compile.
+  auto rj = request({"-c", "j.cpp", "-Iinc", "-Ifirst", "-O2", "-o", "j.o"});
+  EXPECT_TRUE(check(rj, "j.o", "refj.o").stored);
+  EXPECT_TRUE(check(rj, "j.o", "refj.o").hit);
+  // The probed header appears: the -E output changes, a miss, right bytes.
+  write_text(dir + "/first/ccpool_optional_zz.h", "#define OPT 40\n");
+  Outcome appeared = check(r, "k.o", "ref.o");
+  EXPECT_FALSE(appeared.hit);
+  EXPECT_TRUE(appeared.stored);
+  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
+  // Any included file's content, even a comment -E drops, is keyed.
+  write_text(dir + "/inc/plain.h", "#define P 2 /* another comment */\n");
+  EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
+  write_text(dir + "/first/ccpool_optional_zz.h", "#define OPT 41\n");
+  EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
+  write_text(dir + "/first/ccpool_optional_zz.h", "#define OPT 40\n");
+  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);  // the state of a stored entry again
+  std::filesystem::remove(dir + "/first/ccpool_optional_zz.h");
+  EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
+  EXPECT_EQ(store.executions, 7);
+}
+
+// -E output does not determine __TIME__, __DATE__ or __TIMESTAMP__ (nor a
+// __TIME__ built by token pasting): preprocessor mode never stores them,
+// except gcc's SOURCE_DATE_EPOCH-pinned __TIME__/__DATE__.
+TEST_P(CcCorrectness, PreprocessorModeRefusesDateAndTimeMacros) {
+  write_text(dir + "/inc/probe.h", "#if __has_include(<ccpool_optional_zz.h>)\n#define OPT 2\n#else\n#define OPT 1\n#endif\n");
+  write_text(dir + "/arm.cpp", "#include \"probe.h\"\nint a() { return OPT; }\n");
+  EXPECT_FALSE(execute(planner, store, request({"-c", "arm.cpp", "-Iinc", "-o", "arm.o"})).stored);
+  struct Case {
+    std::string name, body;
+    bool pinnable;
+  };
+  const std::vector<Case> cases = {
+      {"time", "const char* t() { return __TIME__; }", true},
+      {"date", "const char* t() { return __DATE__; }", true},
+      {"stamp", "const char* t() { return __TIMESTAMP__; }", false},
+      {"pasted", "#define CAT(a, b) a##b\nconst char* t() { return CAT(__TI, ME__); }", true},
+  };
+  for (const Case& c : cases) {
+    write_text(dir + "/" + c.name + ".cpp", "#include \"probe.h\"\n" + c.body + "\nint o() { return OPT; }\n");
+    auto r = request({"-c", c.name + ".cpp", "-Iinc", "-o", c.name + ".o"});
+    for (int i = 0; i < 2; ++i) {
+      Outcome o = execute(planner, store, r);
+      EXPECT_FALSE(o.stored) << c.name;
+      EXPECT_FALSE(o.hit) << c.name;
+    }
+    // Direct mode sees the literal macros first; the pasted one only -E finds.
+    std::string code = execute(planner, store, r).why_not_code;
+    EXPECT_TRUE(code == "date_time_macro" || code == "time_macro" || code == "timestamp_macro")
+        << c.name << ": " << code;
+    if (c.name == "pasted" || c.name == "date") EXPECT_EQ(code, "date_time_macro") << c.name;
+    r.env.push_back("SOURCE_DATE_EPOCH=1700000000");
+    bool pinned = c.pinnable && GetParam() == "g++";  // clang 14 ignores SOURCE_DATE_EPOCH
+    Outcome first = execute(planner, store, r);
+    if (!first.stored) first = execute(planner, store, r);
+    EXPECT_EQ(first.stored, pinned) << c.name << ": " << first.why_not_code;
+    if (pinned) EXPECT_TRUE(check(r, c.name + ".o", "ref.o").hit) << c.name;
+  }
+}
+
 TEST_P(CcCorrectness, ResponseFileIsExpanded) {
   write_text(dir + "/k.cpp", "int f() { return V; }\n");
   write_text(dir + "/args.rsp", "-c \"-DV=4\"\n-O2\n");

@@ -116,6 +116,7 @@ Outcome execute(Planner& planner, MemoryStore& store, const Request& request,
     if (done && done->store) {
       store.results[done->result_key] = rec;
       o.stored = true;
+      o.mode = done->mode;
     } else if (done) {
       o.why_not = done->why_not;
       o.why_not_code = done->why_not_code;

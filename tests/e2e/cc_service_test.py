@@ -137,6 +137,34 @@ class CcServiceBase(E2ECase):
                                   "deps/wd.d", "-MT", "custom-target"], ["wd.o", "deps/wd.d"])
         self.assertTrue(self.bytes_of("deps/wd.d").startswith(b"custom-target:"))
 
+    def test_preprocessor_mode_through_the_service(self):
+        """A __has_include probe direct mode cannot prove: the first compile
+        arms preprocessor mode, the second stores, the third hits; a header
+        appearing where the probe looks is a miss with the right bytes."""
+        self.start_service(jobs=2)
+        self.put("inc/probe.h", "#if __has_include(<ccpool_opt_zz.h>)\n#include <ccpool_opt_zz.h>\n"
+                                "#else\n#define OPT 1\n#endif\n")
+        self.put("p.cpp", '#include "probe.h"\nint p() { return OPT; }\n')
+        os.makedirs(self.wpath("first"))
+        args = [self.CXX, "-O2", "-Ifirst", "-Iinc", "-c", "p.cpp", "-o", "p.o"]
+        ref = self.direct(args)
+        want = self.bytes_of("p.o")
+        for expect in ("misses", "misses", "hits"):
+            self.remove("p.o")
+            before = self.counters()
+            self.assertEqual(self.via(args), ref)
+            self.assert_delta(before, **{expect: 1})
+            self.assertEqual(self.bytes_of("p.o"), want)
+        s = self.status()
+        self.assertEqual(s["not_stored_reasons"], {"has_include": 1})
+        self.put("first/ccpool_opt_zz.h", "#define OPT 7\n")
+        ref = self.direct(args)
+        want = self.bytes_of("p.o")
+        before = self.counters()
+        self.assertEqual(self.via(args), ref)
+        self.assert_delta(before, misses=1)
+        self.assertEqual(self.bytes_of("p.o"), want)
+
     def test_mmd_depfiles_are_cached(self):
         """make's -MMD -MP auto-dependencies through the service: miss then hit,
         object and .d byte-identical to the direct compile (system headers

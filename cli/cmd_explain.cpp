@@ -1,8 +1,8 @@
 // `ccpool explain -- COMMAND...`: what the service would do with COMMAND, run
 // from here, without running it: whether it is cacheable, the key inputs, the
 // reason code when not, and (when a store is there) whether it would hit.
-// Planning may run the compiler's own probes (`--version`, `-E -v`, `-###`),
-// never the compile. JSON keys: docs/cli.md.
+// Planning may run the compiler's own probes (`--version`, `-E -v`, `-###`)
+// and the lookup one `-E` (preprocessor mode), never the compile. JSON keys: docs/cli.md.
 #include <unistd.h>
 
 #include <cstdio>

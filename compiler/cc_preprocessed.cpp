@@ -133,7 +133,7 @@ Finished Planner::Impl::finish_pp(const Plan& plan, std::chrono::system_clock::t
                                   Finished refused, const ManifestStorage& manifests) {
   const CcDetail& cc = *plan.detail->cc;
   if (refused.store || !fallback_applies(refused.why_not_code) || cc.pp_argv.empty()) return refused;
-  if (manifests.save) manifests.save(cc.pp_marker, kMarker);
+  if (manifests.save && !(manifests.load && manifests.load(cc.pp_marker))) manifests.save(cc.pp_marker, kMarker);
   std::optional<Digest> before;
   Finished done;
   {

@@ -1,5 +1,7 @@
 #include "base/error.h"
 
+#include <cstring>
+
 namespace ccpool {
 
 const char* error_code_name(ErrorCode code) {
@@ -20,5 +22,7 @@ const char* error_code_name(ErrorCode code) {
   }
   return "unknown";
 }
+
+std::string errno_text(int err) { return std::strerror(err); }
 
 }  // namespace ccpool

@@ -28,6 +28,9 @@ enum class ErrorCode {
 
 const char* error_code_name(ErrorCode code);
 
+// strerror(err) as a string, for messages.
+std::string errno_text(int err);
+
 struct Error {
   ErrorCode code;
   std::string message;

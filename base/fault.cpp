@@ -32,6 +32,8 @@ FaultInjector::FaultInjector(const std::string& spec) : m_spec(spec) {
       m_fail_store_write = std::atoll(value.c_str());
     } else if (name == "delay_exec") {
       m_delay_exec_ms = std::atoll(value.c_str());
+    } else if (name == "delay_finish") {
+      m_delay_finish_ms = std::atoll(value.c_str());
     } else {
       continue;
     }

@@ -6,6 +6,8 @@
 //   delay_reply=M:MS     delay the Mth reply sent to a client by MS milliseconds
 //   fail_store_write=N   fail the Nth store write (0 = every write)
 //   delay_exec=MS        sleep MS before each execution (widens race windows)
+//   delay_finish=MS      hold each finished execution MS before its result is
+//                        collected: its flight stays joinable with its tool gone
 #pragma once
 
 #include <atomic>
@@ -27,6 +29,7 @@ class FaultInjector {
   int64_t reply_delay_ms();          // counts replies; 0 when no delay
   bool should_fail_store_write();    // counts store writes
   int64_t exec_delay_ms() const { return m_delay_exec_ms; }
+  int64_t finish_delay_ms() const { return m_delay_finish_ms; }
 
  private:
   std::string m_spec;
@@ -36,6 +39,7 @@ class FaultInjector {
   int64_t m_delay_reply_ms = 0;
   int64_t m_fail_store_write = -1;
   int64_t m_delay_exec_ms = 0;
+  int64_t m_delay_finish_ms = 0;
   std::atomic<int64_t> m_exec_count{0};
   std::atomic<int64_t> m_reply_count{0};
   std::atomic<int64_t> m_store_write_count{0};

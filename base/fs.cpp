@@ -7,17 +7,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <algorithm>
 #include <atomic>
 
 namespace ccpool {
-namespace {
-
-std::string errno_text(int err) { return std::strerror(err); }
-
-}  // namespace
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
   if (this != &other) reset(other.release());
@@ -95,6 +92,21 @@ Result<void> write_file_atomic(const std::string& path, std::string_view data, m
   return ok();
 }
 
+Result<std::string> read_secret_file(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return make_error(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo,
+                      "cannot read '" + path + "': " + errno_text(errno));
+  }
+  if (st.st_mode & 077) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%03o", static_cast<unsigned>(st.st_mode & 0777));
+    return make_error(ErrorCode::kPermission, "'" + path + "' holds a secret but is mode " + mode +
+                                                  "; run 'chmod 600 " + path + "'");
+  }
+  return read_file(path);
+}
+
 Result<void> ensure_private_dir(const std::string& path) {
   std::error_code ec;
   std::filesystem::path p(path);
@@ -104,9 +116,48 @@ Result<void> ensure_private_dir(const std::string& path) {
                       "cannot create directory '" + path + "': " + errno_text(errno) +
                           "; choose a directory you can write");
   }
+  return check_private_dir(path);
+}
+
+namespace {
+
+std::string mode_text(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%03o", static_cast<unsigned>(mode & 0777));
+  return text;
+}
+
+// Every ancestor of `path` (resolved): one that others may write without the
+// sticky bit lets them rename `path` away and put their own in its place.
+Result<void> check_ancestors(const std::string& path) {
+  char resolved[PATH_MAX];
+  if (::realpath(path.c_str(), resolved) == nullptr) {
+    return make_error(ErrorCode::kIo, "cannot resolve '" + path + "': " + errno_text(errno));
+  }
+  std::string dir(resolved);
+  while (dir.size() > 1) {
+    dir.resize(std::max<size_t>(dir.rfind('/'), 1));
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0) {
+      return make_error(ErrorCode::kIo, "cannot stat '" + dir + "': " + errno_text(errno));
+    }
+    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
+      return make_error(ErrorCode::kPermission,
+                        "'" + dir + "' (a parent of '" + path + "') is writable by every user (mode " +
+                            mode_text(st.st_mode) + ", no sticky bit), so another user could replace '" +
+                            path + "'; run 'chmod o-w " + dir + "' or choose a directory elsewhere");
+    }
+  }
+  return ok();
+}
+
+}  // namespace
+
+Result<void> check_private_dir(const std::string& path) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) {
-    return make_error(ErrorCode::kIo, "cannot stat '" + path + "': " + errno_text(errno));
+    return make_error(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo,
+                      "cannot stat '" + path + "': " + errno_text(errno));
   }
   if (!S_ISDIR(st.st_mode)) {
     return make_error(ErrorCode::kInvalidArgument,
@@ -119,12 +170,10 @@ Result<void> ensure_private_dir(const std::string& path) {
                           "); use a directory of your own");
   }
   if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%03o", st.st_mode & 0777);
     return make_error(ErrorCode::kPermission, "'" + path + "' is writable by others (mode " +
-                                                  mode + "); run 'chmod 700 " + path + "'");
+                                                  mode_text(st.st_mode) + "); run 'chmod 700 " + path + "'");
   }
-  return ok();
+  return check_ancestors(path);
 }
 
 const char* network_filesystem_name(int64_t magic) {

@@ -34,15 +34,27 @@ class UniqueFd {
 
 Result<std::string> read_file(const std::string& path);
 
+// read_file for a password or key: the file (after symlinks) must not be
+// readable or writable by group or others (mode 0600 or stricter), else
+// kPermission naming the path, its mode and the chmod that fixes it.
+Result<std::string> read_secret_file(const std::string& path);
+
 // Writes via a temp file in the same directory, fsync-free, then rename(2).
 // A crash leaves either the old file or the new one, never a torn one.
 Result<void> write_file_atomic(const std::string& path, std::string_view data, mode_t mode);
 
 Result<void> write_all(int fd, std::string_view data);
 
-// Creates `path` (and parents) with mode 0700 if missing, then verifies it is
-// a directory owned by the current uid and not writable by group or others.
+// Creates `path` (and parents) with mode 0700 if missing, then checks it with
+// check_private_dir.
 Result<void> ensure_private_dir(const std::string& path);
+
+// Checks that `path` may hold private state: a directory (not a symlink)
+// owned by the effective uid, not writable by group or others, and no
+// ancestor writable by every user without the sticky bit (such a parent lets
+// another user rename `path` away and put their own in its place).
+// kNotFound when it does not exist; kPermission names the directory and the fix.
+Result<void> check_private_dir(const std::string& path);
 
 // Network filesystems break LMDB's locking and mmap coherence. The statfs magic
 // is read through a seam so tests can inject any filesystem type.

@@ -1,5 +1,6 @@
 #include "base/paths.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -26,14 +27,25 @@ std::string default_socket_path(const std::string& flag) {
   if (!flag.empty()) return flag;
   if (auto env = env_or_empty("CCPOOL_SOCKET"); !env.empty()) return env;
   if (auto xdg = env_or_empty("XDG_RUNTIME_DIR"); !xdg.empty()) return xdg + "/ccpool/sock";
+  // systemd's runtime directory, for environments that lost XDG_RUNTIME_DIR
+  // (env -i, cron, subprocess env={...}): only when it is really ours.
+  std::string run_user = "/run/user/" + std::to_string(::getuid());
+  struct stat st;
+  if (::lstat(run_user.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
+      (st.st_mode & 077) == 0) {
+    return run_user + "/ccpool/sock";
+  }
+  // Anyone can create this directory first: clients and the service check
+  // who owns it before they use it (check_socket_dir, ensure_private_dir).
   return "/tmp/ccpool-" + std::to_string(::getuid()) + "/sock";
 }
 
 std::string state_dir_for_socket(const std::string& socket_path) {
   auto slash = socket_path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return socket_path.substr(0, slash);
+  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : socket_path.substr(0, slash);
+  std::string name = slash == std::string::npos ? socket_path : socket_path.substr(slash + 1);
+  if (name == kDefaultSocketName) return dir;
+  return (dir == "/" ? "" : dir) + "/" + name + ".d";
 }
 
 }  // namespace ccpool

@@ -55,6 +55,9 @@ pids+=($!)
 for _ in $(seq 200); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
 redis-cli -p "$port" ping >/dev/null
 url=redis://127.0.0.1:$port
+# Nodes sign what they share (serve --remote requires a key file).
+key="$work/cluster.key"
+(umask 077; head -c 32 /dev/urandom | base64 >"$key")
 
 # start_node NAME [serve args...]: a node in the foreground (its pid is ours).
 start_node() {
@@ -79,8 +82,8 @@ wait_stat() {  # NODE KEY VALUE: until KEY >= VALUE
 
 # --- 1. hit latency ------------------------------------------------------------
 echo "== hit latency: $N sequential ccpool exec, $SIZE-byte outputs" >&2
-start_node lat-a --remote "$url" --remote-prefix lat:
-start_node lat-b --remote "$url" --remote-prefix lat:
+start_node lat-a --remote "$url" --remote-key-file "$key" --remote-prefix lat:
+start_node lat-b --remote "$url" --remote-key-file "$key" --remote-prefix lat:
 mkdir -p "$work/lat"
 for i in $(seq "$N"); do head -c "$SIZE" /dev/urandom >"$work/lat/in_$i.bin"; done
 # A script, not `sh -c`: see the report on dash arguments of declared jobs.
@@ -149,7 +152,7 @@ echo "== 2 nodes x $RANKS ranks x $KERNELS kernels, cold, without the tier" >&2
 cold notier >"$work/notier.res"   # not $(...): the nodes' pids must stay in this shell
 read -r t_plain e_plain r_plain h_plain <"$work/notier.res"
 echo "== 2 nodes x $RANKS ranks x $KERNELS kernels, cold, with the tier" >&2
-cold tier --remote "$url" --remote-prefix ranks: >"$work/tier.res"
+cold tier --remote "$url" --remote-key-file "$key" --remote-prefix ranks: >"$work/tier.res"
 read -r t_tier e_tier r_tier h_tier <"$work/tier.res"
 
 # --- table ---------------------------------------------------------------------

@@ -1,6 +1,8 @@
 // `ccpool cache ...`: inspect and maintain the store. Exit codes: 0 OK,
 // 1 operational error (missing/corrupt store, corruption found, I/O),
 // 2 usage error (malformed key, size or duration). JSON keys: docs/cli.md.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <memory>
 
@@ -9,6 +11,7 @@
 #include "cache/store.h"
 #include "cli/cache_format.h"
 #include "cli/commands.h"
+#include "service/delivery.h"
 
 namespace ccpool::cli {
 namespace {
@@ -65,16 +68,40 @@ Digest resolve_key(Store& store, const std::string& text) {
 CLI::App* add_command(CLI::App* group, const std::shared_ptr<CacheArgs>& a, const std::string& name,
                       const std::string& help, bool json) {
   CLI::App* sub = group->add_subcommand(name, help);
-  sub->add_option("--dir", a->dir, "store directory (default: $CCPOOL_DIR, else ${XDG_CACHE_HOME:-~/.cache}/ccpool)");
-  if (json) sub->add_flag("--json", a->json, "print JSON (stable keys, see docs/cli.md)");
+  sub->add_option("--dir", a->dir, "Store directory (default: $CCPOOL_DIR, else ${XDG_CACHE_HOME:-~/.cache}/ccpool)");
+  if (json) sub->add_flag("--json", a->json, "Print JSON (stable keys, see docs/cli.md)");
   return sub;
 }
 
+// A store that does not exist yet is an empty one, as ccache reports it: its
+// zeros and exit 0 (the service creates it on the first compile).
 void cmd_stats(const CacheArgs& a) {
-  auto store = open_store(a, false);
-  auto s = check(store->stats());
-  if (a.json) print_json(stats_json(s, store->dir()));
-  else print_stats(s, store->dir());
+  cache::StoreOptions options;
+  options.dir = default_store_dir(a.dir);
+  options.create_if_missing = false;
+  auto store = Store::open(options);
+  if (!store && store.error().code == ErrorCode::kNotFound) {
+    cache::StoreStats empty;
+    empty.max_size = options.max_size;
+    if (a.json) {
+      nlohmann::json j = stats_json(empty, options.dir);
+      j["exists"] = false;
+      print_json(j);
+    } else {
+      print_stats(empty, options.dir);
+      std::printf("(the store does not exist yet: the service creates it on its first compile)\n");
+    }
+    return;
+  }
+  if (!store) fail(kExitError, store.error().message);
+  auto s = check((*store)->stats());
+  if (a.json) {
+    nlohmann::json j = stats_json(s, (*store)->dir());
+    j["exists"] = true;
+    print_json(j);
+  } else {
+    print_stats(s, (*store)->dir());
+  }
 }
 
 void cmd_ls(const CacheArgs& a) {
@@ -117,7 +144,11 @@ void cmd_cat(const CacheArgs& a) {
       continue;
     }
     if (!a.out_file.empty()) {
-      check(write_file_atomic(a.out_file, o.data, o.mode & 07777));
+      // As a compile would create it: 0666/0777 under the umask, never the
+      // setuid/setgid/sticky bits a crafted entry might carry.
+      mode_t mask = ::umask(0);
+      ::umask(mask);
+      check(write_file_atomic(a.out_file, o.data, service::delivered_mode(o.mode, mask)));
     } else {
       std::fwrite(o.data.data(), 1, o.data.size(), stdout);
       std::fflush(stdout);
@@ -209,40 +240,40 @@ void cmd_archive(const CacheArgs& a, bool do_export) {
 }  // namespace
 
 void register_cache_commands(CLI::App& app) {
-  CLI::App* group = app.add_subcommand("cache", "inspect and maintain the node-local store");
+  CLI::App* group = app.add_subcommand("cache", "Inspect and maintain the node-local store");
   group->require_subcommand(1);
   auto a = std::make_shared<CacheArgs>();
 
-  add_command(group, a, "stats", "entries, sizes, compression, hits, misses, time saved, map use", true)
+  add_command(group, a, "stats", "Show entries, sizes, compression, hits, misses, time saved and map use", true)
       ->callback([a] { cmd_stats(*a); });
-  CLI::App* ls = add_command(group, a, "ls", "one line per entry", true);
-  ls->add_option("--sort", a->sort, "used, size or hits")->check(CLI::IsMember({"used", "size", "hits"}));
-  ls->add_option("--limit", a->limit, "show at most N entries");
+  CLI::App* ls = add_command(group, a, "ls", "List the entries, one line each", true);
+  ls->add_option("--sort", a->sort, "Sort by: used, size or hits")->check(CLI::IsMember({"used", "size", "hits"}));
+  ls->add_option("--limit", a->limit, "Show at most N entries");
   ls->callback([a] { cmd_ls(*a); });
-  CLI::App* show = add_command(group, a, "show", "every field of one entry (KEY may be a unique hex prefix)", true);
-  show->add_option("KEY", a->key, "key or unique hex prefix")->required();
+  CLI::App* show = add_command(group, a, "show", "Show every field of one entry", true);
+  show->add_option("KEY", a->key, "Key or unique hex prefix")->required();
   show->callback([a] { cmd_show(*a); });
-  CLI::App* cat = add_command(group, a, "cat", "write one output of an entry, byte-exact", false);
-  cat->add_option("KEY", a->key, "key or unique hex prefix")->required();
-  cat->add_option("OUTPUT", a->output_name, "output name")->required();
-  cat->add_option("-o,--output", a->out_file, "write to FILE instead of stdout");
+  CLI::App* cat = add_command(group, a, "cat", "Write one output of an entry, byte-exact, to stdout or a file", false);
+  cat->add_option("KEY", a->key, "Key or unique hex prefix")->required();
+  cat->add_option("OUTPUT", a->output_name, "Output name")->required();
+  cat->add_option("-o,--output", a->out_file, "Write to FILE instead of stdout");
   cat->callback([a] { cmd_cat(*a); });
-  CLI::App* rm = add_command(group, a, "rm", "remove entries", true);
-  rm->add_option("KEY", a->keys, "keys or unique hex prefixes")->required();
+  CLI::App* rm = add_command(group, a, "rm", "Remove entries", true);
+  rm->add_option("KEY", a->keys, "Keys or unique hex prefixes")->required();
   rm->callback([a] { cmd_rm(*a); });
-  add_command(group, a, "clear", "remove every entry", true)->callback([a] { cmd_clear(*a); });
-  CLI::App* gc = add_command(group, a, "gc", "evict down to a size bound, by age, and expired entries", true);
-  gc->add_option("--max-size", a->max_size, "evict least-recently-used entries down to SIZE (e.g. 5G)");
-  gc->add_option("--older-than", a->older_than, "evict entries unused for DURATION (e.g. 7d, 12h)");
+  add_command(group, a, "clear", "Remove every entry", true)->callback([a] { cmd_clear(*a); });
+  CLI::App* gc = add_command(group, a, "gc", "Evict down to a size bound, by age, and expired entries", true);
+  gc->add_option("--max-size", a->max_size, "Evict least-recently-used entries down to SIZE (e.g. 5G)");
+  gc->add_option("--older-than", a->older_than, "Evict entries unused for DURATION (e.g. 7d, 12h)");
   gc->callback([a] { cmd_gc(*a); });
-  CLI::App* verify = add_command(group, a, "verify", "decompress and checksum everything", true);
-  verify->add_flag("--fix", a->fix, "remove corrupt entries");
+  CLI::App* verify = add_command(group, a, "verify", "Decompress and checksum every entry", true);
+  verify->add_flag("--fix", a->fix, "Remove corrupt entries");
   verify->callback([a] { cmd_verify(*a); });
-  CLI::App* exp = add_command(group, a, "export", "write a portable, checksummed archive", true);
-  exp->add_option("FILE", a->file, "archive path")->required();
+  CLI::App* exp = add_command(group, a, "export", "Write a portable, checksummed archive", true);
+  exp->add_option("FILE", a->file, "Archive path")->required();
   exp->callback([a] { cmd_archive(*a, true); });
-  CLI::App* imp = add_command(group, a, "import", "add the entries of an archive (present keys are skipped)", true);
-  imp->add_option("FILE", a->file, "archive path")->required();
+  CLI::App* imp = add_command(group, a, "import", "Add the entries of an archive (present keys are skipped)", true);
+  imp->add_option("FILE", a->file, "Archive path")->required();
   imp->callback([a] { cmd_archive(*a, false); });
 }
 

@@ -1,5 +1,6 @@
 // ccpool run / ccpool env: give a job the shim, the socket and the fair-share
 // worker caps, and (run) supervise it so nothing is left behind.
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 
@@ -49,14 +50,27 @@ launch::LaunchEnv compute_env(const LaunchFlags& flags, const launch::EnvMap& en
   return std::move(*computed);
 }
 
+// CLI11's PositiveNumber reports "Value 0 not in range 0.000000 to 1.79e308".
+CLI::Validator positive_count() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        long n = std::strtol(value.c_str(), &end, 10);
+        bool ok = !value.empty() && *end == '\0' && errno == 0 && n > 0 && n <= 1'000'000;
+        return ok ? std::string() : "'" + value + "' is not a positive whole number";
+      },
+      "POSITIVE");
+}
+
 void add_common_options(CLI::App* sub, LaunchFlags& flags) {
-  sub->add_option("--jobs,-j", flags.jobs, "compiler slots on this node (default CCPOOL_JOBS, else CPUs)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--ranks", flags.ranks, "ranks per node (default: from the launcher's argv or env)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--socket", flags.socket, "service socket (default CCPOOL_SOCKET, else runtime dir)");
+  sub->add_option("--jobs,-j", flags.jobs, "Compiler slots on this node (default: CCPOOL_JOBS, else CPUs)")
+      ->check(positive_count());
+  sub->add_option("--ranks", flags.ranks, "Ranks per node (default: from the launcher's argv or env)")
+      ->check(positive_count());
+  sub->add_option("--socket", flags.socket, "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or /tmp/ccpool-$UID/sock)");
   sub->add_flag("--frameworks-cache", flags.frameworks_cache,
-                "point Inductor and Triton remote caches at the service's Redis front");
+                "Point Inductor and Triton remote caches at the service's Redis front");
   sub->add_option("--resp-port", flags.resp_port, "TCP port of the Redis front (for Triton)");
 }
 
@@ -81,6 +95,10 @@ void run_command(const LaunchFlags& flags) {
   if (!(no_service && std::string(no_service) == "1")) {
     auto started = ensure_service(settings);
     if (!started) fail(kExitError, started.error().message);
+    if (flags.frameworks_cache) {
+      auto trusted = check_resp_socket(state_dir_for_socket(settings.socket) + "/resp.sock");
+      if (!trusted) fail(kExitError, "--frameworks-cache: " + trusted.error().message);
+    }
   }
   if (flags.verbose) {
     for (const launch::EnvSetting& s : job_env.settings) {
@@ -111,23 +129,23 @@ void register_launch_commands(CLI::App& app) {
   // Owned for the life of the process: CLI11 callbacks refer to it.
   static LaunchFlags* flags = new LaunchFlags();
 
-  CLI::App* run = app.add_subcommand("run", "run a job with every compiler routed to the node service");
+  CLI::App* run = app.add_subcommand("run", "Run a job with every compiler routed to the node service");
   add_common_options(run, *flags);
-  run->add_option("--mem-budget", flags->mem_budget, "service memory budget (e.g. 16G)");
-  run->add_option("--grace", flags->grace, "time between the first forwarded signal and SIGKILL");
-  run->add_option("--dir", flags->dir, "service store directory");
-  run->add_flag("--verbose,-v", flags->verbose, "print each variable set or kept, and why");
+  run->add_option("--mem-budget", flags->mem_budget, "Memory budget of a service this starts, e.g. 16G");
+  run->add_option("--grace", flags->grace, "Time between the first forwarded signal and SIGKILL (default: 5s)");
+  run->add_option("--dir", flags->dir, "Store directory of a service this starts");
+  run->add_flag("--verbose,-v", flags->verbose, "Print each variable set or kept, and why");
   // Everything from the first non-option (or after "--") is the job's argv.
   // CLI11 2.1 needs all three settings for both spellings to work.
-  run->add_option("command", flags->command, "the job: CMD ARGS...");
+  run->add_option("command", flags->command, "The job: CMD ARGS...");
   run->positionals_at_end();
   run->prefix_command();
   run->footer("usage: ccpool run [options] [--] CMD ARGS...");
   run->callback([] { run_command(*flags); });
 
-  CLI::App* env = app.add_subcommand("env", "print the job environment for launchers that cannot wrap");
+  CLI::App* env = app.add_subcommand("env", "Print the job environment for launchers that cannot wrap");
   add_common_options(env, *flags);
-  env->add_option("--shell", flags->shell, "sh (default), fish or json");
+  env->add_option("--shell", flags->shell, "Output syntax: sh (default), fish or json");
   env->callback([] { env_command(*flags); });
 }
 

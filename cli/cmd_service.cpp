@@ -1,7 +1,5 @@
 // serve, status, stop and exec.
 #include <fcntl.h>
-#include <spdlog/sinks/rotating_file_sink.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -18,8 +16,11 @@
 #include "base/paths.h"
 #include "base/units.h"
 #include "cli/commands.h"
+#include "cli/logging.h"
 #include "client/client_main.h"
 #include "ipc/client.h"
+#include "service/activation.h"
+#include "service/metrics.h"
 #include "service/service.h"
 
 namespace ccpool::cli {
@@ -30,6 +31,8 @@ struct ServeFlags {
   std::string remote, remote_prefix = "ccpool:", remote_ttl = "7d", remote_timeout = "300ms";
   std::string remote_max_value = "256M", remote_hmac_key_file, resp_password_file;
   int resp_port = 0;
+  bool remote_unsigned = false;
+  int metrics_port = -1;
   bool no_resp = false;
   bool foreground = false;
 };
@@ -49,17 +52,6 @@ template <typename T>
 T value_or_fail(Result<T> r, const std::string& what) {
   if (!r) fail(kExitUsage, what + ": " + r.error().message);
   return std::move(*r);
-}
-
-void setup_logging(const std::string& state_dir, bool foreground) {
-  std::vector<spdlog::sink_ptr> sinks;
-  sinks.push_back(std::make_shared<spdlog::sinks::rotating_file_sink_mt>(
-      state_dir + "/ccpool.log", 10u << 20, 3));
-  if (foreground) sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
-  auto logger = std::make_shared<spdlog::logger>("ccpool", sinks.begin(), sinks.end());
-  logger->set_level(spdlog::level::from_str(env_or("CCPOOL_LOG", "info")));
-  logger->flush_on(spdlog::level::info);
-  spdlog::set_default_logger(logger);
 }
 
 service::ServiceOptions resolve(const ServeFlags& f) {
@@ -88,12 +80,27 @@ service::ServiceOptions resolve(const ServeFlags& f) {
         value_or_fail(parse_duration(f.remote_ttl), "--remote-ttl"));
     r.op_timeout = r.connect_timeout = value_or_fail(parse_duration(f.remote_timeout), "--remote-timeout");
     r.max_value = value_or_fail(parse_size(f.remote_max_value), "--remote-max-value");
+    bool unsigned_ok = f.remote_unsigned || env_or("CCPOOL_REMOTE_UNSIGNED", "0") != "0";
+    if (r.hmac_key_file.empty() && !unsigned_ok) {
+      fail(kExitUsage, "--remote '" + remote +
+                           "' needs --remote-key-file FILE (or CCPOOL_REMOTE_KEY_FILE): without a shared key, "
+                           "anyone who can write to that Redis can serve any object to every node. Create one "
+                           "with 'head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE' on every node, or "
+                           "pass --remote-unsigned to accept unsigned entries anyway");
+    }
     o.remote = r;
   }
   o.resp_enabled = !f.no_resp;
+  if (f.metrics_port > 65535 || f.metrics_port < -1) {
+    fail(kExitUsage, "invalid --metrics-port " + std::to_string(f.metrics_port) + "; use 1-65535 (0: any free port)");
+  }
+  o.metrics_port = f.metrics_port;
+  if (f.resp_port < 0 || f.resp_port > 65535) {
+    fail(kExitUsage, "invalid --resp-port " + std::to_string(f.resp_port) + "; use 1-65535");
+  }
   o.resp_port = f.resp_port;
   if (!f.resp_password_file.empty()) {
-    auto pw = read_file(f.resp_password_file);
+    auto pw = read_secret_file(f.resp_password_file);
     if (!pw) fail(kExitUsage, "--resp-password-file: " + pw.error().message);
     while (!pw->empty() && (pw->back() == '\n' || pw->back() == '\r')) pw->pop_back();
     o.resp_password = *pw;
@@ -101,8 +108,21 @@ service::ServiceOptions resolve(const ServeFlags& f) {
   return o;
 }
 
-// Takes the instance lock. Returns the held fd, or -1 after printing who
-// holds it (a second serve is not an error).
+// A socket named `sock` keeps its state in its own directory. When that is a
+// shared one (/tmp), "chmod 700 /tmp" is the wrong fix: say where to put it.
+std::string state_dir_advice(const Error& e, const std::string& socket) {
+  if (e.code != ErrorCode::kPermission || state_dir_for_socket(socket) + "/" + kDefaultSocketName != socket) {
+    return e.message;
+  }
+  std::string dir = state_dir_for_socket(socket);
+  std::string base = dir == "/" ? "" : dir;
+  return "cannot keep the service's state in '" + dir + "': " + e.message.substr(0, e.message.find(';')) +
+         ". The socket's directory must be yours alone (clients refuse one others can write): use a directory of "
+         "your own (--socket " + base + "/ccpool-" + std::to_string(::geteuid()) + "/sock)";
+}
+
+// Takes the instance lock of this socket (its state directory is its own).
+// Returns the held fd, or -1 after printing which service holds it.
 int take_lock(const std::string& state_dir, const std::string& socket) {
   std::string lock_path = state_dir + "/serve.lock";
   int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -111,19 +131,27 @@ int take_lock(const std::string& state_dir, const std::string& socket) {
   ::close(fd);
   auto pid = read_file(state_dir + "/serve.pid");
   std::string who = pid ? " (pid " + std::string(pid->substr(0, pid->find('\n'))) + ")" : "";
-  std::printf("ccpool: a service is already running on %s%s\n", socket.c_str(), who.c_str());
+  std::fprintf(stderr, "ccpool: a service is already running on %s%s; stop it with 'ccpool stop --socket %s'\n",
+               socket.c_str(), who.c_str(), socket.c_str());
   return -1;
 }
 
 int serve(const ServeFlags& flags) {
   service::ServiceOptions options = resolve(flags);
+  // Before anything forks: LISTEN_PID names this process.
+  auto activation = service::take_activation_socket(options.socket_path);
+  if (!activation) fail(kExitError, activation.error().message);
+  bool activated = static_cast<bool>(*activation);
   std::string state_dir = state_dir_for_socket(options.socket_path);
-  if (auto r = ensure_private_dir(state_dir); !r) fail(kExitError, r.error().message);
+  if (auto r = ensure_private_dir(state_dir); !r) fail(kExitError, state_dir_advice(r.error(), options.socket_path));
   int lock_fd = take_lock(state_dir, options.socket_path);
-  if (lock_fd < 0) return kExitOk;
+  if (lock_fd < 0) return kExitError;
+  options.listen_fd = activation->release();
 
   int ready[2] = {-1, -1};
-  if (!flags.foreground) {
+  // Under systemd the started process is the service: never daemonize.
+  bool foreground = flags.foreground || activated;
+  if (!foreground) {
     if (::pipe2(ready, O_CLOEXEC) != 0) fail(kExitError, "pipe failed");
     pid_t pid = ::fork();
     if (pid < 0) fail(kExitError, "fork failed");
@@ -151,14 +179,17 @@ int serve(const ServeFlags& flags) {
     if (::chdir("/") != 0) {}
   }
   ::umask(022);
-  setup_logging(state_dir, flags.foreground);
+  setup_serve_logging(state_dir, foreground);
+  if (activated) spdlog::info("socket-activated: accepting on the socket systemd passed");
   auto written = write_file_atomic(state_dir + "/serve.pid", std::to_string(::getpid()) + "\n", 0600);
   if (!written) spdlog::warn("{}", written.error().message);
 
   auto service = service::Service::create(options);
   if (!service) {
     spdlog::error("{}", service.error().message);
-    if (flags.foreground) std::fprintf(stderr, "ccpool: %s\n", service.error().message.c_str());
+    if (foreground && !service::stderr_is_journal()) {
+      std::fprintf(stderr, "ccpool: %s\n", service.error().message.c_str());
+    }
     return kExitError;
   }
   g_service = service->get();
@@ -167,7 +198,7 @@ int serve(const ServeFlags& flags) {
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
-  if (!flags.foreground) ::signal(SIGHUP, SIG_IGN);
+  if (!foreground) ::signal(SIGHUP, SIG_IGN);
   if (ready[1] >= 0) {
     char byte = 1;
     [[maybe_unused]] ssize_t n = ::write(ready[1], &byte, 1);
@@ -184,9 +215,13 @@ int serve(const ServeFlags& flags) {
 
 ipc::Client connect_or_fail(const std::string& socket) {
   auto client = ipc::Client::connect(socket, ipc::deadline_in(std::chrono::seconds(2)));
+  // Unreachable: the client's message names the socket and the fix. Other
+  // failures (refused, dropped) may not name the socket: add it.
   if (!client) {
-    fail(kExitError, "no ccpool service answers on '" + socket + "' (" + client.error().message +
-                         "); start one with 'ccpool serve'");
+    const std::string& message = client.error().message;
+    fail(kExitError, message.find(socket) != std::string::npos
+                         ? message
+                         : "cannot use the ccpool service on '" + socket + "': " + message);
   }
   return std::move(*client);
 }
@@ -218,7 +253,19 @@ void print_status_human(const nlohmann::json& j) {
                 j.value("remote_errors", 0ull), j.value("remote_writes", 0ull),
                 j.value("breaker_open", false) ? "OPEN" : "closed");
   }
-  std::printf("clients    %zu connected\n", j.value("clients", size_t{0}));
+  if (j.contains("store") && j["store"].is_object()) {
+    const auto& st = j["store"];
+    std::printf("store      %llu entries, %s of %s, %s saved\n", st.value("entries", 0ull),
+                format_size(st.value("stored_bytes", 0ull)).c_str(),
+                format_size(st.value("max_size", 0ull)).c_str(),
+                format_duration(std::chrono::milliseconds(st.value("time_saved_ms", 0ll))).c_str());
+  }
+  // `clients` counts this status request's own connection: leave it out.
+  size_t clients = j.value("clients", size_t{0});
+  std::printf("clients    %zu connected\n", clients > 0 ? clients - 1 : 0);
+  if (j.value("metrics_port", 0) > 0) {
+    std::printf("metrics    http://127.0.0.1:%d/metrics\n", j.value("metrics_port", 0));
+  }
   for (const auto& job : j["running_jobs"]) {
     std::printf("  pid %-7d %-10s %6.1f s %8s  client %d  %s\n", job.value("pid", 0),
                 job.value("tool", "").c_str(), job.value("elapsed_ms", 0) / 1000.0,
@@ -230,7 +277,7 @@ void print_status_human(const nlohmann::json& j) {
 void register_serve(CLI::App& app) {
   auto flags = std::make_shared<ServeFlags>();
   auto* cmd = app.add_subcommand("serve", "Run the node service (one per user per node)");
-  cmd->add_option("--dir", flags->dir, "Store directory (default: CCPOOL_DIR or ~/.cache/ccpool)");
+  cmd->add_option("--dir", flags->dir, "Store directory (default: $CCPOOL_DIR, else ${XDG_CACHE_HOME:-~/.cache}/ccpool)");
   cmd->add_option("--socket", flags->socket, "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or /tmp/ccpool-$UID/sock)");
   cmd->add_option("--jobs", flags->jobs, "Concurrent tool processes (default: CCPOOL_JOBS or available CPUs)");
   cmd->add_option("--mem-budget", flags->mem_budget, "Memory budget for running jobs, e.g. 8G (default: CCPOOL_MEM_BUDGET or min(80% MemAvailable, cgroup limit))");
@@ -242,11 +289,13 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--remote-ttl", flags->remote_ttl, "TTL of values written to Redis (default: 7d)");
   cmd->add_option("--remote-timeout", flags->remote_timeout, "Connect and operation timeout for Redis (default: 300ms)");
   cmd->add_option("--remote-max-value", flags->remote_max_value, "Larger values are not written to Redis (default: 256M)");
-  cmd->add_option("--remote-key-file", flags->remote_hmac_key_file, "Shared HMAC key file: sign entries and reject unsigned ones (default: CCPOOL_REMOTE_KEY_FILE)");
+  cmd->add_option("--remote-key-file", flags->remote_hmac_key_file, "Shared HMAC key file (mode 0600): sign entries and reject unsigned ones; required with --remote unless --remote-unsigned (default: CCPOOL_REMOTE_KEY_FILE)");
+  cmd->add_flag("--remote-unsigned", flags->remote_unsigned, "Run the cluster tier without --remote-key-file: any writer of that Redis can serve objects to this node (also CCPOOL_REMOTE_UNSIGNED=1; logged as a warning)");
   cmd->add_option("--resp-port", flags->resp_port, "Also serve the Redis-protocol front on 127.0.0.1:PORT");
   cmd->add_option("--resp-password-file", flags->resp_password_file, "Require AUTH with the password in this file on the Redis-protocol front");
+  cmd->add_option("--metrics-port", flags->metrics_port, "Serve Prometheus metrics at http://127.0.0.1:PORT/metrics");
   cmd->add_flag("--no-resp", flags->no_resp, "Do not start the Redis-protocol front");
-  cmd->add_flag("--foreground", flags->foreground, "Do not daemonize; also log to stderr");
+  cmd->add_flag("--foreground", flags->foreground, "Do not daemonize; also log to stderr (implied under systemd socket activation)");
   cmd->callback([flags] { throw CLI::RuntimeError(serve(*flags)); });
 }
 
@@ -254,11 +303,14 @@ void register_status(CLI::App& app) {
   auto socket = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   auto watch = std::make_shared<bool>(false);
+  auto prometheus = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand("status", "Show the service's pool, counters and running jobs");
-  cmd->add_option("--socket", *socket, "Socket path");
-  cmd->add_flag("--json", *json, "Print one JSON object (keys in docs/cli.md)");
+  cmd->add_option("--socket", *socket, "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or /tmp/ccpool-$UID/sock)");
+  auto* json_flag = cmd->add_flag("--json", *json, "Print one JSON object (keys in docs/service.md)");
+  auto* prom_flag = cmd->add_flag("--prometheus", *prometheus, "Print the metrics once, in the Prometheus text format");
   cmd->add_flag("--watch", *watch, "Refresh every second until interrupted");
-  cmd->callback([socket, json, watch] {
+  json_flag->excludes(prom_flag);
+  cmd->callback([socket, json, watch, prometheus] {
     std::string path = default_socket_path(*socket);
     for (;;) {
       ipc::Client client = connect_or_fail(path);
@@ -266,6 +318,11 @@ void register_status(CLI::App& app) {
       if (!status) fail(kExitError, "status failed: " + status.error().message);
       if (*json) {
         std::printf("%s\n", status->c_str());
+      } else if (*prometheus) {
+        if (*watch) std::printf("\033[H\033[2J");
+        auto parsed = nlohmann::json::parse(*status, nullptr, false);
+        if (parsed.is_discarded()) fail(kExitError, "the service sent a status that is not JSON");
+        std::fputs(service::render_metrics(parsed, service::MetricsFormat::kPrometheusText).c_str(), stdout);
       } else {
         if (*watch) std::printf("\033[H\033[2J");
         print_status_human(nlohmann::json::parse(*status));
@@ -280,7 +337,7 @@ void register_status(CLI::App& app) {
 void register_stop(CLI::App& app) {
   auto socket = std::make_shared<std::string>();
   auto* cmd = app.add_subcommand("stop", "Stop the service: waiters run their tools locally, jobs are killed");
-  cmd->add_option("--socket", *socket, "Socket path");
+  cmd->add_option("--socket", *socket, "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or /tmp/ccpool-$UID/sock)");
   cmd->callback([socket] {
     std::string path = default_socket_path(*socket);
     ipc::Client client = connect_or_fail(path);
@@ -308,10 +365,10 @@ void register_stop(CLI::App& app) {
 void register_exec(CLI::App& app) {
   auto* cmd = app.add_subcommand("exec", "Run PROGRAM through the service (cached when it can be)");
   auto unused = std::make_shared<std::vector<std::string>>();
-  cmd->add_option("--socket", "Socket path");
+  cmd->add_option("--socket", "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or /tmp/ccpool-$UID/sock)");
   cmd->add_option("--input", "A file the command reads (declared jobs are cached)");
   cmd->add_option("--output", "A file the command writes");
-  cmd->add_option("command", *unused, "-- PROGRAM ARGS...");
+  cmd->add_option("command", *unused, "The command, after --: PROGRAM ARGS...");
   cmd->callback([] {
     fail(kExitUsage,
          "usage: ccpool exec [--socket S] [--input FILE]... [--output FILE]... -- PROGRAM ARGS...");

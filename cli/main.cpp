@@ -11,6 +11,7 @@
 #include "base/shim_env.h"
 #include "cli/commands.h"
 #include "client/client_main.h"
+#include "service/service.h"
 
 namespace ccpool::cli {
 
@@ -37,6 +38,24 @@ void reexec_serve_without_shim(char** argv) {
   std::fprintf(stderr, "ccpool: cannot restart without the shim: %s\n", std::strerror(errno));
 }
 
+// "ccpool cache bogus" when argv names a command that does not exist at a
+// level that needs one; empty when every command word is known.
+std::string unknown_command(CLI::App& app, int argc, char** argv) {
+  std::string path = "ccpool";
+  CLI::App* level = &app;
+  for (int i = 1; i < argc && level->get_require_subcommand_min() > 0; ++i) {
+    if (argv[i][0] == '-') return {};
+    CLI::App* next = nullptr;
+    for (CLI::App* sub : level->get_subcommands({})) {
+      if (sub->check_name(argv[i])) next = sub;
+    }
+    path += std::string(" ") + argv[i];
+    if (next == nullptr) return path;
+    level = next;
+  }
+  return {};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -47,11 +66,17 @@ int main(int argc, char** argv) {
   }
   CLI::App app{"ccpool: one bounded, deduplicating compile pool per node", "ccpool"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "ccpool 0.1.0");
+  app.set_version_flag("--version", std::string("ccpool ") + ccpool::service::kVersion);
   ccpool::cli::register_cache_commands(app);
   ccpool::cli::register_service_commands(app);
   ccpool::cli::register_launch_commands(app);
   ccpool::cli::register_explain_command(app);
+  // CLI11 reports an unknown command as "A subcommand is required".
+  if (std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
+    std::fprintf(stderr, "ccpool: unknown command '%s'; see '%s --help'\n", unknown.c_str(),
+                 unknown.substr(0, unknown.rfind(' ')).c_str());
+    return ccpool::cli::kExitUsage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,7 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/process.h"
+#include "base/paths.h"
 #include "base/shim_env.h"
+#include "base/unix_socket.h"
 #include "ipc/client.h"
 
 extern char** environ;
@@ -27,8 +31,11 @@ std::string self_executable() {
 
 namespace {
 
-bool answers(const std::string& socket) {
+// true: our service answered a ping; false: nobody (yet); kPermission: the
+// socket is not ours (see ipc::Client::connect), so never start one there.
+Result<bool> answers(const std::string& socket) {
   auto client = ipc::Client::connect(socket, ipc::deadline_in(std::chrono::milliseconds(500)));
+  if (!client && client.error().code == ErrorCode::kPermission) return tl::unexpected(client.error());
   return client && client->ping(ipc::deadline_in(std::chrono::milliseconds(1000)));
 }
 
@@ -48,10 +55,21 @@ Result<void> check_resp_port(const ServiceSettings& settings) {
                         "' so it restarts with --resp-port, or use its port");
 }
 
+// True while some process holds the socket's instance lock (running or starting).
+bool lock_held(const std::string& socket) {
+  std::string path = state_dir_for_socket(socket) + "/serve.lock";
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0;
+  ::close(fd);
+  return held;
+}
+
 }  // namespace
 
 Result<void> ensure_service(const ServiceSettings& settings) {
-  if (answers(settings.socket)) return check_resp_port(settings);
+  CCPOOL_TRY_ASSIGN(bool up, answers(settings.socket));
+  if (up) return check_resp_port(settings);
   std::vector<std::string> args = {self_executable(), "serve", "--socket", settings.socket};
   if (!settings.store_dir.empty()) args.insert(args.end(), {"--dir", settings.store_dir});
   if (settings.jobs > 0) args.insert(args.end(), {"--jobs", std::to_string(settings.jobs)});
@@ -59,9 +77,7 @@ Result<void> ensure_service(const ServiceSettings& settings) {
     args.insert(args.end(), {"--mem-budget", std::to_string(settings.mem_budget)});
   }
   if (settings.resp_port > 0) args.insert(args.end(), {"--resp-port", std::to_string(settings.resp_port)});
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  std::vector<char*> argv = c_string_array(args);
   // `serve` daemonizes (setsid + double fork) and exits once the socket
   // listens, or at once when another instance holds the lock.
   // Its "serving on ..." line must not land in the output of the job we launch.
@@ -71,9 +87,7 @@ Result<void> ensure_service(const ServiceSettings& settings) {
   std::vector<std::string> env_storage;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) env_storage.emplace_back(*e);
   env_storage = environment_without_shim(env_storage);
-  std::vector<char*> envp;
-  for (auto& e : env_storage) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  std::vector<char*> envp = c_string_array(env_storage);
   pid_t pid;
   int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
@@ -82,14 +96,32 @@ Result<void> ensure_service(const ServiceSettings& settings) {
   }
   int status = 0;
   ::waitpid(pid, &status, 0);
+  std::string log = state_dir_for_socket(settings.socket) + "/ccpool.log";
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (std::chrono::steady_clock::now() < until) {
-    if (answers(settings.socket)) return check_resp_port(settings);
+    CCPOOL_TRY_ASSIGN(bool now_up, answers(settings.socket));
+    if (now_up) return check_resp_port(settings);
+    // Our serve failed and no other instance is starting (the lock is free):
+    // waiting longer cannot help.
+    if (status != 0 && !lock_held(settings.socket)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return make_error(ErrorCode::kUnreachable,
-                    "the ccpool service did not come up on '" + settings.socket +
-                        "'; see the log in the socket's directory or run 'ccpool serve --foreground'");
+                    "the ccpool service did not come up on '" + settings.socket + "'; see " + log +
+                        " or run 'ccpool serve --foreground --socket " + settings.socket + "'");
+}
+
+Result<void> check_resp_socket(const std::string& resp_socket) {
+  CCPOOL_TRY(check_socket_dir(resp_socket));
+  CCPOOL_TRY_ASSIGN(sockaddr_un addr, unix_address(resp_socket));
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return make_error(ErrorCode::kIo, "socket() failed: " + errno_text(errno));
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    return make_error(ErrorCode::kUnreachable, "nothing listens on the Redis front's socket '" + resp_socket +
+                                                   "' (" + errno_text(errno) +
+                                                   "); the service runs with --no-resp? restart it with `ccpool stop`");
+  }
+  return check_peer_is_self(fd.get(), resp_socket);
 }
 
 }  // namespace ccpool::cli

@@ -25,6 +25,13 @@ std::string self_executable();
 // it) if none answers. Several callers racing get exactly one service. A
 // service that already runs keeps its settings; a requested resp_port it does
 // not serve is reported as an error naming the fix.
+// A socket that is not ours (ipc::Client::connect's checks) is kPermission:
+// nothing is started there.
 Result<void> ensure_service(const ServiceSettings& settings);
+
+// Before a job's Redis clients (redis-py in Inductor and Triton, which check
+// nothing) are pointed at the front's Unix socket: its directory must be ours
+// and the process listening on it must run as us. kPermission names the path.
+Result<void> check_resp_socket(const std::string& resp_socket);
 
 }  // namespace ccpool::cli

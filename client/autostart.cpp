@@ -8,6 +8,7 @@
 #include <climits>
 #include <thread>
 
+#include "base/process.h"
 #include "client/fallback.h"
 #include "client/request.h"
 
@@ -47,11 +48,8 @@ Result<void> start_service(const std::string& ccpool_binary, const std::string& 
   // async-signal-safe calls (the caller may have threads, e.g. `ccpool exec`).
   std::vector<std::string> argv_storage = {ccpool_binary, "serve", "--socket", socket};
   std::vector<std::string> env_storage = environment_without_shim(env);
-  std::vector<char*> args, envp;
-  for (std::string& a : argv_storage) args.push_back(a.data());
-  args.push_back(nullptr);
-  for (std::string& e : env_storage) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  std::vector<char*> args = c_string_array(argv_storage);
+  std::vector<char*> envp = c_string_array(env_storage);
 
   pid_t child = ::fork();
   if (child < 0) return make_error(ErrorCode::kIo, "fork failed while starting the service");

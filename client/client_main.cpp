@@ -61,7 +61,9 @@ int run_client(const ClientInvocation& inv) {
   }
   if (env_flag(env, "CCPOOL_DISABLE")) return exec_program(*program, argv, env);
 
-  std::string socket = default_socket_path(inv.socket);
+  std::string socket = inv.socket;
+  if (socket.empty() && !env_value(env, "CCPOOL_SOCKET")) socket = inv.inherited_socket;
+  socket = default_socket_path(socket);
   std::string state_dir = state_dir_for_socket(socket);
   auto request = build_request(*program, argv, inv.inputs, inv.outputs);
   if (!request) return run_fallback(state_dir, request.error().message, *program, argv, env);
@@ -73,6 +75,11 @@ int run_client(const ClientInvocation& inv) {
   }
   auto client = connect_or_start(socket, ccpool_binary, !env_flag(env, "CCPOOL_NO_AUTOSTART"), env,
                                  kStartupBudget);
+  if (!client && client.error().code == ErrorCode::kPermission) {
+    // Not our service, or not our directory: say so, and keep out of it.
+    (void)write_all(2, "ccpool: " + client.error().message + "; running '" + *program + "' locally\n");
+    return run_fallback("", client.error().message, *program, argv, env);
+  }
   if (!client) return run_fallback(state_dir, client.error().message, *program, argv, env);
   // Our stdin goes along: a pass-through tool (e.g. `gcc -x c -`) reads it.
   int stdin_fd = ::fcntl(0, F_GETFD) >= 0 ? 0 : -1;
@@ -85,14 +92,20 @@ int run_client(const ClientInvocation& inv) {
 }
 
 int client_main(int argc, char** argv) {
+  constexpr std::string_view kInherited = "--inherited-socket=";
+  ClientInvocation inv;
+  if (argc >= 2 && std::string_view(argv[1]).substr(0, kInherited.size()) == kInherited) {
+    inv.inherited_socket = argv[1] + kInherited.size();
+    --argc;
+    ++argv;
+  }
   if (argc < 3) {
     static constexpr char kUsage[] =
-        "usage: ccpool-client <resolved-program-path> <argv0> [args...]\n"
+        "usage: ccpool-client [--inherited-socket=PATH] <resolved-program-path> <argv0> [args...]\n"
         "  (exec'd by libccpool-shim.so; use `ccpool exec -- PROGRAM ARGS...` by hand)\n";
     (void)write_all(2, kUsage);
     return 2;
   }
-  ClientInvocation inv;
   inv.program = argv[1];
   inv.argv.assign(argv + 2, argv + argc);
   return run_client(inv);

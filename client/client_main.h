@@ -4,8 +4,12 @@
 // and `ccpool exec`.
 //
 // ccpool-client argv contract (the shim relies on it):
-//   ccpool-client <resolved-program-path> <original argv[0]> <original argv[1]> ...
-// The resolved path must be absolute (the shim has already done PATH lookup).
+//   ccpool-client [--inherited-socket=PATH] <resolved-program-path> <original argv[0]> <original argv[1]> ...
+// The resolved path must be absolute (the shim has already done PATH lookup),
+// so a first argument starting with "--inherited-socket=" is never a program.
+// PATH is the socket the shim's process saw when it started (its CCPOOL_SOCKET
+// or XDG_RUNTIME_DIR): it survives a caller that cleans the environment of
+// the exec (env -i, subprocess env={...}).
 #pragma once
 
 #include <string>
@@ -16,7 +20,8 @@ namespace ccpool::client {
 struct ClientInvocation {
   std::string program;            // absolute, or resolved through PATH when not
   std::vector<std::string> argv;  // argv[0] as the caller gave it
-  std::string socket;             // empty: CCPOOL_SOCKET > default_socket_path()
+  std::string socket;             // empty: CCPOOL_SOCKET > inherited_socket > default_socket_path()
+  std::string inherited_socket;   // from the shim: --inherited-socket=PATH
   std::vector<std::string> inputs, outputs;  // declared files (ccpool exec)
   // Path of the `ccpool` binary used to auto-start the service; empty:
   // CCPOOL_SERVICE_BINARY, else the `ccpool` next to the running executable.
@@ -31,6 +36,10 @@ struct ClientInvocation {
 // Environment read:
 //   CCPOOL_DISABLE=1          exec the program directly, no service
 //   CCPOOL_SOCKET             socket path (when invocation.socket is empty)
+//
+// A socket it must not trust (check_socket_dir, check_peer_is_self) is
+// reported on stderr, naming the path and the fix, and the program runs
+// locally without touching that socket's directory.
 //   CCPOOL_CLIENT_TIMEOUT     reply deadline ("1h" default, base/units syntax)
 //   CCPOOL_NO_AUTOSTART=1     never start the service (tests)
 //   CCPOOL_SERVICE_BINARY     the `ccpool` to auto-start (tests; default: sibling)

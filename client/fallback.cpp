@@ -12,6 +12,7 @@
 #include <ctime>
 
 #include "base/fs.h"
+#include "base/process.h"
 #include "client/request.h"
 
 namespace ccpool::client {
@@ -87,14 +88,10 @@ void log_fallback(const std::string& state_dir, std::string_view reason, const s
 
 int exec_program(const std::string& program, const std::vector<std::string>& argv,
                  const std::vector<std::string>& env) {
-  std::vector<char*> args, envp;
-  args.reserve(argv.size() + 1);
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  if (args.empty()) args.push_back(const_cast<char*>(program.c_str()));
-  args.push_back(nullptr);
-  envp.reserve(env.size() + 1);
-  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
+  std::vector<std::string> program_only;  // an empty argv gets the program as its argv[0]
+  if (argv.empty()) program_only.push_back(program);
+  std::vector<char*> args = c_string_array(argv.empty() ? program_only : argv);
+  std::vector<char*> envp = c_string_array(env);
   ::execve(program.c_str(), args.data(), envp.data());
   int err = errno;
   std::string message = "ccpool-client: cannot execute '" + program + "': " + std::strerror(err) + "\n";
@@ -105,10 +102,10 @@ int exec_program(const std::string& program, const std::vector<std::string>& arg
 
 int run_fallback(const std::string& state_dir, std::string_view reason, const std::string& program,
                  const std::vector<std::string>& argv, const std::vector<std::string>& env) {
-  log_fallback(state_dir, reason, program);
+  if (!state_dir.empty()) log_fallback(state_dir, reason, program);
   std::vector<std::string> child_env = environment_without_shim(env);
   set_env_entry(child_env, "CCPOOL_DISABLE", "1");
-  int slot = acquire_fallback_slot(state_dir, fallback_slot_count(env));
+  int slot = state_dir.empty() ? -1 : acquire_fallback_slot(state_dir, fallback_slot_count(env));
   int code = exec_program(program, argv, child_env);
   if (slot >= 0) ::close(slot);
   return code;

@@ -34,7 +34,8 @@ int exec_program(const std::string& program, const std::vector<std::string>& arg
                  const std::vector<std::string>& env);
 
 // The whole fallback: log, take a slot, exec with the environment minus the
-// shim and with CCPOOL_DISABLE=1. Returns only when the exec fails.
+// shim and with CCPOOL_DISABLE=1. Returns only when the exec fails. An empty
+// `state_dir` (one we must not trust) skips the log and the slot.
 int run_fallback(const std::string& state_dir, std::string_view reason, const std::string& program,
                  const std::vector<std::string>& argv, const std::vector<std::string>& env);
 

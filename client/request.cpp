@@ -1,3 +1,4 @@
+#include "base/process.h"
 #include "client/request.h"
 
 #include <sys/stat.h>
@@ -11,14 +12,6 @@
 extern char** environ;
 
 namespace ccpool::client {
-namespace {
-
-bool is_executable_file(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
-
-}  // namespace
 
 void set_env_entry(std::vector<std::string>& env, std::string_view name, std::string_view value) {
   std::string entry = std::string(name) + "=" + std::string(value);
@@ -72,17 +65,8 @@ Result<std::string> resolve_program(const std::string& program, const std::strin
     if (program[0] == '/') return program;
     return cwd + "/" + program;
   }
-  std::string_view path = env_value(env, "PATH").value_or("/usr/local/bin:/usr/bin:/bin");
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find(':', start);
-    if (end == std::string_view::npos) end = path.size();
-    std::string dir(path.substr(start, end - start));
-    if (dir.empty()) dir = cwd;  // an empty PATH entry means the cwd
-    std::string candidate = dir + "/" + program;
-    if (is_executable_file(candidate)) return candidate;
-    start = end + 1;
-  }
+  std::string found = search_path(program, env_value(env, "PATH").value_or(kDefaultSearchPath), cwd);
+  if (!found.empty()) return found;
   return make_error(ErrorCode::kNotFound, "'" + program + "' not found in PATH; give its full path");
 }
 

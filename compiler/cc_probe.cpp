@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "base/fs.h"
+#include "base/process.h"
 
 namespace ccpool::compiler {
 namespace {
@@ -89,16 +90,8 @@ Result<void> follow_linker_script(const ProbeContext& ctx, const std::string& pa
 
 std::string resolve_in_path(const std::string& name, const std::vector<std::string>& env) {
   if (name.find('/') != std::string::npos) return name;
-  std::string path = env_value(env, "PATH").value_or("/usr/bin:/bin");
-  size_t i = 0;
-  while (i <= path.size()) {
-    size_t j = path.find(':', i);
-    if (j == std::string::npos) j = path.size();
-    std::string candidate = (j > i ? path.substr(i, j - i) : std::string(".")) + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0 && is_regular(candidate)) return candidate;
-    i = j + 1;
-  }
-  return "";
+  std::optional<std::string> path = env_value(env, "PATH");
+  return search_path(name, path ? std::string_view(*path) : kDefaultSearchPath, ".");
 }
 
 }  // namespace

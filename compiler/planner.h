@@ -105,6 +105,13 @@ class Planner {
   Result<Finished> finish(const Plan& plan, std::chrono::system_clock::time_point started,
                           const ManifestStorage& manifests);
 
+  // After finish() said store: "" when this run's stdout/stderr may be
+  // replayed to every requester with the same result key, else why not (the
+  // caller then serves the run to its own waiters only and stores nothing).
+  // ptxas is keyed without its temp paths, yet its warnings name the input
+  // path ("ptxas /tmp/tmpab.ptx, line 7; warning : ...").
+  std::string replay_blocker(const Plan& plan, std::string_view out, std::string_view err) const;
+
   // The bytes to write at output.deliver_path for `requester`, given the
   // stored bytes (which may come from another requester's run).
   std::string deliver_bytes(const Plan& requester, const OutputSpec& output,

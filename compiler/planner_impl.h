@@ -118,6 +118,10 @@ struct PlanDetail {
   std::vector<CheckedInput> inputs;
   std::vector<std::pair<std::string, FileStat>> tools;  // binaries whose identity is keyed
   std::optional<CcDetail> cc;                           // set for direct-mode C/C++ plans
+  // Strings the key leaves out (ptxas: its input and output paths) that the
+  // tool may still print; a run whose stdout/stderr holds one is not stored
+  // (Planner::replay_blocker).
+  std::vector<std::string> unkeyed_texts;
 };
 
 // Shared helpers of the models (planner.cpp).

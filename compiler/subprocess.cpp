@@ -11,18 +11,11 @@
 #include <cstring>
 
 #include "base/fs.h"
+#include "base/process.h"
 
 namespace ccpool::compiler {
 namespace {
 
-
-std::vector<char*> c_strings(const std::vector<std::string>& items) {
-  std::vector<char*> out;
-  out.reserve(items.size() + 1);
-  for (const std::string& s : items) out.push_back(const_cast<char*>(s.c_str()));
-  out.push_back(nullptr);
-  return out;
-}
 
 // posix_spawn has no chdir before glibc 2.29's _np extension; Debian 12 has it.
 Result<pid_t> spawn(const std::string& program, const std::vector<std::string>& argv, const std::vector<std::string>& env,
@@ -39,8 +32,8 @@ Result<pid_t> spawn(const std::string& program, const std::vector<std::string>& 
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  std::vector<char*> args = c_strings(argv);
-  std::vector<char*> envp = c_strings(env);
+  std::vector<char*> args = c_string_array(argv);
+  std::vector<char*> envp = c_string_array(env);
   pid_t pid = -1;
   int rc = posix_spawn(&pid, program.c_str(), &actions, &attr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);

@@ -13,7 +13,11 @@ Error unexpected_reply(const char* request, const Message& reply) {
 }  // namespace
 
 Result<Client> Client::connect(const std::string& socket, Deadline deadline, uint64_t capabilities) {
+  // Nothing is sent before we know the listener is us (docs/threat-model.md):
+  // the directory first, so an impostor's socket is never even connected to.
+  CCPOOL_TRY(check_socket_dir(socket));
   CCPOOL_TRY_ASSIGN(UniqueFd fd, connect_unix(socket, deadline));
+  CCPOOL_TRY(check_peer_is_self(fd.get(), socket));
   Client client(std::move(fd));
   Hello hello;
   hello.capabilities = capabilities;

@@ -14,9 +14,12 @@ namespace ccpool::ipc {
 
 class Client {
  public:
-  // Connects and performs the Hello/HelloOk handshake before `deadline`.
-  // An ErrorFrame reply maps to its ErrorCode (e.g. kPermission for a refused
-  // uid, kUnsupported for a version mismatch).
+  // Checks whom it talks to, then connects and performs the Hello/HelloOk
+  // handshake before `deadline`. kPermission, before anything is sent, when
+  // the socket's directory is not ours (check_socket_dir) or the listener
+  // runs under another uid (check_peer_is_self). An ErrorFrame reply maps to
+  // its ErrorCode (e.g. kPermission for a refused uid, kUnsupported for a
+  // version mismatch).
   static Result<Client> connect(const std::string& socket, Deadline deadline,
                                 uint64_t capabilities = 0);
 

@@ -17,21 +17,6 @@
 namespace ccpool::ipc {
 namespace {
 
-std::string errno_text(int err) { return std::strerror(err); }
-
-Result<sockaddr_un> make_address(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "socket path '" + path + "' is empty or longer than " +
-                          std::to_string(sizeof(addr.sun_path) - 1) +
-                          " bytes; choose a shorter --socket/CCPOOL_SOCKET");
-  }
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  return addr;
-}
-
 // Milliseconds until `deadline`, rounded up, clamped to [0, INT_MAX].
 int poll_timeout(Deadline deadline) {
   auto left = deadline - std::chrono::steady_clock::now();
@@ -72,40 +57,8 @@ Error peer_closed() {
 
 }  // namespace
 
-Result<UniqueFd> listen_unix(const std::string& path) {
-  CCPOOL_TRY_ASSIGN(sockaddr_un addr, make_address(path));
-  struct stat st;
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
-      return make_error(ErrorCode::kInvalidArgument,
-                        "'" + path + "' exists and is not a socket; remove it or choose another --socket");
-    }
-    // A socket file nobody accepts on is left over from a crash: reuse the path.
-    auto probe = connect_unix(path, deadline_in(std::chrono::milliseconds(200)));
-    if (probe) {
-      return make_error(ErrorCode::kUnsupported, "a ccpool service already listens on '" + path + "'");
-    }
-    if (probe.error().code != ErrorCode::kUnreachable) return tl::unexpected<Error>(probe.error());
-    ::unlink(path.c_str());
-  }
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd) return make_error(ErrorCode::kIo, "socket() failed: " + errno_text(errno));
-  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-    int err = errno;
-    return make_error(err == EACCES ? ErrorCode::kPermission : ErrorCode::kIo,
-                      "cannot bind '" + path + "': " + errno_text(err));
-  }
-  // The state directory is 0700 already; 0600 on the socket is a second fence.
-  if (::chmod(path.c_str(), 0600) != 0 || ::listen(fd.get(), SOMAXCONN) != 0) {
-    int err = errno;
-    ::unlink(path.c_str());
-    return make_error(ErrorCode::kIo, "cannot listen on '" + path + "': " + errno_text(err));
-  }
-  return fd;
-}
-
 Result<UniqueFd> connect_unix(const std::string& path, Deadline deadline) {
-  CCPOOL_TRY_ASSIGN(sockaddr_un addr, make_address(path));
+  CCPOOL_TRY_ASSIGN(sockaddr_un addr, unix_address(path));
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) return make_error(ErrorCode::kIo, "socket() failed: " + errno_text(errno));
   for (;;) {
@@ -120,15 +73,6 @@ Result<UniqueFd> connect_unix(const std::string& path, Deadline deadline) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-}
-
-Result<PeerCred> peer_credentials(int fd) {
-  ucred cred{};
-  socklen_t len = sizeof cred;
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-    return make_error(ErrorCode::kIo, "SO_PEERCRED failed: " + errno_text(errno));
-  }
-  return PeerCred{cred.pid, cred.uid, cred.gid};
 }
 
 namespace {

@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "base/fs.h"
+#include "base/unix_socket.h"
 #include "ipc/protocol.h"
 
 namespace ccpool::ipc {
@@ -26,22 +27,15 @@ inline Deadline deadline_in(std::chrono::milliseconds d) {
   return std::chrono::steady_clock::now() + d;
 }
 
-// Binds and listens on a Unix stream socket at `path`. The fd is nonblocking
-// and CLOEXEC; the socket file gets mode 0600. A stale socket file (nobody
-// accepts on it) is unlinked first; a live one is kUnsupported ("already
-// serving"). The caller owns the directory (see ensure_private_dir).
-Result<UniqueFd> listen_unix(const std::string& path);
+// listen_unix, PeerCred and peer_credentials live in base/unix_socket.h,
+// shared with the Redis front; the protocol uses them under these names.
+using ccpool::listen_unix;
+using ccpool::PeerCred;
+using ccpool::peer_credentials;
 
 // Connects to `path`. The returned fd is blocking-mode-agnostic (the helpers
 // below poll) and CLOEXEC.
 Result<UniqueFd> connect_unix(const std::string& path, Deadline deadline);
-
-struct PeerCred {
-  pid_t pid;
-  uid_t uid;
-  gid_t gid;
-};
-Result<PeerCred> peer_credentials(int fd);  // SO_PEERCRED
 
 // Writes one whole frame, polling for POLLOUT until `deadline`. With pass_fd
 // >= 0, that descriptor travels with the frame's first bytes (SCM_RIGHTS):

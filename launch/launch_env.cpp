@@ -139,10 +139,10 @@ Result<LaunchEnv> compute_launch_env(const LaunchOptions& options,
     set("TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE", "1", "Inductor FX graph cache on the RESP front");
     set("TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE", "1", "Inductor autotune cache on the RESP front");
     set("TORCHINDUCTOR_REDIS_URL", "unix://" + state_dir + "/resp.sock", "the RESP front socket");
-    set("TRITON_CACHE_MANAGER", "triton.runtime.cache:RemoteCacheManager",
-        "Triton remote cache");
-    set("TRITON_REMOTE_CACHE_BACKEND", "triton.runtime.cache:RedisRemoteCacheBackend",
-        "Triton remote cache over Redis");
+    // TRITON_CACHE_MANAGER is left to the user: Triton 3.7.1's own
+    // RedisRemoteCacheBackend cannot be constructed (it reads knobs.cache.redis),
+    // so setting it would make every Triton compile raise. Triton's one
+    // subprocess, ptxas, is cached by the service by content anyway.
     if (options.resp_port > 0) {
       set("TRITON_REDIS_HOST", "127.0.0.1", "Triton speaks TCP only: the RESP front's port");
       set("TRITON_REDIS_PORT", std::to_string(options.resp_port), "--resp-port");

@@ -21,30 +21,12 @@
 #include <unordered_map>
 
 #include "base/fs.h"
+#include "base/process.h"
 
 namespace ccpool::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// ppid of `pid` from /proc/<pid>/stat ("pid (comm) S ppid ..."; comm may hold
-// spaces and parentheses, so parse after the last ')'). -1 when gone.
-int read_ppid(const char* pid) {
-  char path[300];
-  std::snprintf(path, sizeof path, "/proc/%s/stat", pid);
-  UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
-  if (!fd) return -1;
-  char buf[512];
-  ssize_t n = ::read(fd.get(), buf, sizeof buf - 1);
-  if (n <= 0) return -1;
-  buf[n] = '\0';
-  const char* close = std::strrchr(buf, ')');
-  if (!close) return -1;
-  char state = 0;
-  int ppid = -1;
-  if (std::sscanf(close + 1, " %c %d", &state, &ppid) != 2) return -1;
-  return ppid;
-}
 
 // Descendants of the calling process, skipping the subtrees rooted at `exclude`.
 std::vector<int> descendants_except(const std::set<int>& exclude) {
@@ -52,7 +34,7 @@ std::vector<int> descendants_except(const std::set<int>& exclude) {
   if (DIR* dir = ::opendir("/proc")) {
     while (dirent* e = ::readdir(dir)) {
       if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-      int ppid = read_ppid(e->d_name);
+      int ppid = parent_pid(std::atoi(e->d_name));
       if (ppid > 0) children[ppid].push_back(std::atoi(e->d_name));
     }
     ::closedir(dir);
@@ -79,21 +61,12 @@ int shell_status(int status) {
 
 std::string path_lookup(const std::string& file, const std::vector<std::string>& envp) {
   if (file.find('/') != std::string::npos) return file;
-  std::string path = "/bin:/usr/bin";
+  std::string path(kDefaultSearchPath);
   for (const std::string& e : envp)
     if (e.rfind("PATH=", 0) == 0) path = e.substr(5);
-  std::string first_found;
-  size_t start = 0;
-  while (true) {
-    size_t end = path.find(':', start);
-    std::string dir = path.substr(start, end == std::string::npos ? end : end - start);
-    std::string candidate = (dir.empty() ? "." : dir) + "/" + file;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    if (first_found.empty() && ::access(candidate.c_str(), F_OK) == 0) first_found = candidate;
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return first_found;  // not executable: posix_spawn reports EACCES
+  std::string first_existing;
+  std::string found = search_path(file, path, ".", &first_existing);
+  return found.empty() ? first_existing : found;  // not executable: posix_spawn reports EACCES
 }
 
 // Owns the signal mask and the signalfd for one run; restores both.
@@ -137,12 +110,8 @@ Result<pid_t> spawn_job(const std::vector<std::string>& argv, const std::vector<
     return make_error(ErrorCode::kNotFound,
                       "command '" + argv[0] + "' not found in PATH; give its full path");
   }
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::vector<char*> env;
-  for (const std::string& e : envp) env.push_back(const_cast<char*>(e.c_str()));
-  env.push_back(nullptr);
+  std::vector<char*> args = c_string_array(argv);
+  std::vector<char*> env = c_string_array(envp);
 
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);

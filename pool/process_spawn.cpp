@@ -1,3 +1,4 @@
+#include "base/process.h"
 #include "pool/process_spawn.h"
 
 #include <fcntl.h>
@@ -32,14 +33,6 @@ class FdGuard {
  private:
   std::vector<int> m_fds;
 };
-
-std::vector<char*> to_c_array(const std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  out.reserve(strings.size() + 1);
-  for (const std::string& s : strings) out.push_back(const_cast<char*>(s.c_str()));
-  out.push_back(nullptr);
-  return out;
-}
 
 Error spawn_error(const SpawnSpec& spec, int err) {
   std::string msg = "cannot execute " + spec.program;
@@ -122,8 +115,8 @@ Result<SpawnedChild> spawn_child(const SpawnSpec& spec) {
     return make_error(ErrorCode::kInternal, std::string("posix_spawn setup: ") + std::strerror(rc));
   }
   std::vector<std::string> argv = spec.argv.empty() ? std::vector<std::string>{spec.program} : spec.argv;
-  std::vector<char*> c_argv = to_c_array(argv);
-  std::vector<char*> c_env = to_c_array(spec.env);
+  std::vector<char*> c_argv = c_string_array(argv);
+  std::vector<char*> c_env = c_string_array(spec.env);
   pid_t pid = -1;
   int rc = ::posix_spawn(&pid, spec.program.c_str(), &setup.actions, &setup.attr, c_argv.data(),
                          c_env.data());

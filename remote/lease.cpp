@@ -34,7 +34,15 @@ LeaseState TierImpl::acquire_lease(const Digest& key) {
   std::string ttl = std::to_string(m_options.lease_ttl.count());
   auto reply = call({"SET", name, m_token, "NX", "PX", ttl}, nullptr);
   if (!reply) return LeaseState::kUnavailable;
-  if (reply->type == Reply::Type::kNil) return LeaseState::kHeldByOther;
+  if (reply->type == Reply::Type::kNil) {
+    // Our leases always carry a TTL; one without (PTTL -1) would never expire.
+    auto ttl = call({"PTTL", name}, nullptr);
+    if (ttl && ttl->type == Reply::Type::kInteger && ttl->integer == -1) {
+      ++m_counters.lease_untimed;
+      return LeaseState::kUnavailable;
+    }
+    return LeaseState::kHeldByOther;
+  }
   {
     std::lock_guard lock(m_lease_mutex);
     m_held.insert(key);

@@ -19,10 +19,11 @@ std::string trim_trailing_newlines(std::string text) {
 }
 
 Result<std::string> read_secret(const std::string& path, const char* what, const char* env_hint) {
-  auto text = read_file(path);
+  auto text = read_secret_file(path);
   if (!text) {
-    return make_error(ErrorCode::kIo, std::string("cannot read the remote ") + what + " file '" +
-                                          path + "' (" + env_hint + "): " + text.error().message);
+    return make_error(text.error().code == ErrorCode::kPermission ? ErrorCode::kPermission : ErrorCode::kIo,
+                      std::string("cannot use the remote ") + what + " file '" + path + "' (" + env_hint +
+                          "): " + text.error().message);
   }
   return trim_trailing_newlines(std::move(*text));
 }
@@ -39,7 +40,7 @@ Result<Secrets> load_secrets(const RemoteOptions& options) {
     }
   }
   if (!options.hmac_key_file.empty()) {
-    CCPOOL_TRY_ASSIGN(secrets.hmac_key, read_secret(options.hmac_key_file, "HMAC key", "signing"));
+    CCPOOL_TRY_ASSIGN(secrets.hmac_key, read_secret(options.hmac_key_file, "HMAC key", "--remote-key-file"));
     if (secrets.hmac_key.size() < kMinHmacKeyBytes) {
       return make_error(ErrorCode::kInvalidArgument,
                         "the remote HMAC key file '" + options.hmac_key_file + "' holds " +
@@ -87,6 +88,8 @@ void Tier::put_async(const Digest& key, std::string value) {
   m_impl->put_async(key, std::move(value));
 }
 LeaseState Tier::acquire_lease(const Digest& key) { return m_impl->acquire_lease(key); }
+
+std::chrono::milliseconds Tier::lease_wait_max() const { return m_impl->lease_wait_max(); }
 void Tier::release_lease(const Digest& key) { m_impl->release_lease(key); }
 std::optional<std::string> Tier::wait_for_result(const Digest& key,
                                                   std::chrono::milliseconds max_wait) {
@@ -228,6 +231,7 @@ RemoteCounters TierImpl::counters() const {
   c.breaker_rejected = m_counters.breaker_rejected;
   c.dropped = m_counters.dropped;
   c.lease_lost = m_counters.lease_lost;
+  c.lease_untimed = m_counters.lease_untimed;
   return c;
 }
 

@@ -32,6 +32,9 @@ struct RemoteOptions {
   uint64_t max_value = 256ull << 20;                 // larger values are skipped (counted)
   std::chrono::milliseconds lease_ttl{10000};        // renewed every lease_ttl/3 while held
   std::chrono::milliseconds poll_interval{50};
+  // The longest a node waits on another node's lease before it compiles
+  // itself; a holder that keeps renewing cannot make it wait longer.
+  std::chrono::milliseconds lease_wait_max{600000};
   std::function<bool(std::string_view value)> validate;   // store-side structural+checksum validation; false -> counted as invalid, never returned
   // Write-back queue bounds; a put_async beyond either is dropped (counted).
   size_t write_queue_entries = 256;
@@ -49,6 +52,9 @@ struct RemoteCounters {
   // dropped because the queue was full or the tier was shutting down; leases
   // this node held that another token took over (renewal found them gone).
   uint64_t breaker_rejected = 0, dropped = 0, lease_lost = 0;
+  // Leases found without a TTL (no node of ours writes one): ignored, the
+  // caller compiles without a lease instead of waiting on them.
+  uint64_t lease_untimed = 0;
 };
 
 enum class LeaseState { kAcquired, kHeldByOther, kUnavailable };
@@ -64,7 +70,12 @@ class Tier {
 
   std::optional<std::string> get(const Digest& key);                   // verified value or nullopt (miss, error, breaker open, bad/missing signature, invalid)
   void put_async(const Digest& key, std::string value);                // off the caller's path: a background writer thread with a bounded queue
-  LeaseState acquire_lease(const Digest& key);                         // SET <prefix>lease:<hex> <node-token> NX PX ttl; renewed in background while held
+  // SET <prefix>lease:<hex> <node-token> NX PX ttl; renewed in background
+  // while held. A lease held elsewhere without a TTL is kUnavailable (counted
+  // lease_untimed): only a hostile or broken writer makes one, and it would
+  // never expire.
+  LeaseState acquire_lease(const Digest& key);
+  std::chrono::milliseconds lease_wait_max() const;  // RemoteOptions::lease_wait_max
   // Compare-and-delete (EVAL Lua); stops renewal at once. The delete itself is
   // queued behind this Tier's earlier put_async calls, so a waiter never sees
   // the lease gone before the value is written.

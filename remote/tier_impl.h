@@ -45,6 +45,7 @@ class TierImpl {
   RemoteCounters counters() const;
   void flush_for_testing();
 
+  std::chrono::milliseconds lease_wait_max() const { return m_options.lease_wait_max; }
   std::string value_key(const Digest& key) const { return m_options.key_prefix + "obj:" + key.hex(); }
   std::string lease_key(const Digest& key) const { return m_options.key_prefix + "lease:" + key.hex(); }
   const std::string& token() const { return m_token; }
@@ -99,7 +100,7 @@ class TierImpl {
   struct Counters {
     std::atomic<uint64_t> hits{0}, misses{0}, errors{0}, writes{0}, skipped{0}, invalid{0},
         bad_signature{0}, lease_acquired{0}, lease_waits{0}, lease_expired{0},
-        breaker_rejected{0}, dropped{0}, lease_lost{0};
+        breaker_rejected{0}, dropped{0}, lease_lost{0}, lease_untimed{0};
   } m_counters;
 
   std::thread m_writer;   // started last in the constructor

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "base/fs.h"
+#include "base/unix_socket.h"
 #include "resp/io_loop.h"
 #include "resp/session.h"
 
@@ -22,57 +23,9 @@ namespace {
 
 constexpr int kBacklog = 511;
 
-std::string errno_text() { return std::strerror(errno); }
-
-// A socket file left by a crashed front is replaced; a live one is an error.
-Result<void> remove_stale_socket(const std::string& path) {
-  struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) return ok();
-  if (!S_ISSOCK(st.st_mode)) {
-    return make_error(ErrorCode::kIo, path + " exists and is not a socket; remove it or choose another path");
-  }
-  UniqueFd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  if (probe && connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    return make_error(ErrorCode::kIo, path + ": another process already serves this socket (a second ccpool service?)");
-  }
-  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return make_error(ErrorCode::kIo, "cannot remove stale socket " + path + ": " + errno_text());
-  }
-  return ok();
-}
-
-Result<UniqueFd> listen_unix(const std::string& path, ino_t& inode) {
-  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
-    return make_error(ErrorCode::kInvalidArgument, "socket path " + path + " is " + std::to_string(path.size()) +
-                                                       " bytes; Unix sockets allow 107: use a shorter state dir");
-  }
-  CCPOOL_TRY(remove_stale_socket(path));
-  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd) return make_error(ErrorCode::kIo, "socket(AF_UNIX): " + errno_text());
-  // On Linux the socket file takes the socket inode's mode at bind(): set it
-  // first so the file is never reachable by others, even briefly.
-  fchmod(fd.get(), 0600);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return make_error(ErrorCode::kIo, "bind " + path + ": " + errno_text());
-  }
-  struct stat st {};
-  if (chmod(path.c_str(), 0600) != 0 || stat(path.c_str(), &st) != 0) {
-    return make_error(ErrorCode::kIo, "chmod 0600 " + path + ": " + errno_text());
-  }
-  inode = st.st_ino;
-  if (listen(fd.get(), kBacklog) != 0) return make_error(ErrorCode::kIo, "listen " + path + ": " + errno_text());
-  return fd;
-}
-
 Result<UniqueFd> listen_loopback(int port, int& bound_port) {
   UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd) return make_error(ErrorCode::kIo, "socket(AF_INET): " + errno_text());
+  if (!fd) return make_error(ErrorCode::kIo, "socket(AF_INET): " + errno_text(errno));
   int one = 1;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   sockaddr_in addr{};
@@ -80,10 +33,10 @@ Result<UniqueFd> listen_loopback(int port, int& bound_port) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(static_cast<uint16_t>(port < 0 ? 0 : port));
   if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return make_error(ErrorCode::kIo, "bind 127.0.0.1:" + std::to_string(port) + ": " + errno_text() +
+    return make_error(ErrorCode::kIo, "bind 127.0.0.1:" + std::to_string(port) + ": " + errno_text(errno) +
                                           " (choose another --resp-port)");
   }
-  if (listen(fd.get(), kBacklog) != 0) return make_error(ErrorCode::kIo, "listen on TCP: " + errno_text());
+  if (listen(fd.get(), kBacklog) != 0) return make_error(ErrorCode::kIo, "listen on TCP: " + errno_text(errno));
   socklen_t len = sizeof(addr);
   getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
   bound_port = ntohs(addr.sin_port);
@@ -112,7 +65,7 @@ class Front::Impl {
                         "RESP TCP port " + std::to_string(m_options.tcp_port) + " is out of range 1..65535");
     }
     if (!m_options.unix_path.empty()) {
-      CCPOOL_TRY_ASSIGN(m_unix_listener, listen_unix(m_options.unix_path, m_unix_inode));
+      CCPOOL_TRY_ASSIGN(m_unix_listener, listen_unix(m_options.unix_path, &m_unix_inode));
     }
     if (m_options.tcp_port != 0) {
       CCPOOL_TRY_ASSIGN(m_tcp_listener, listen_loopback(m_options.tcp_port, m_tcp_port));
@@ -123,6 +76,7 @@ class Front::Impl {
     config.max_value = m_options.max_value;
     config.max_args = m_options.max_args;
     config.max_connections = m_options.max_connections;
+    config.max_unauthenticated = m_options.max_unauthenticated;
     for (size_t i = 0; i < std::max<size_t>(m_options.io_threads, 1); ++i) {
       m_loops.push_back(std::make_unique<IoLoop>(m_shared, config));
       CCPOOL_TRY(m_loops.back()->start());
@@ -150,7 +104,8 @@ Front::~Front() = default;
 
 FrontCounters Front::counters() const {
   const SharedState& s = m_impl->m_shared;
-  return FrontCounters{s.connections.load(), s.commands.load(), s.refused_peers.load(), s.protocol_errors.load()};
+  return FrontCounters{s.connections.load(), s.commands.load(), s.refused_peers.load(), s.protocol_errors.load(),
+                       s.connected.load()};
 }
 
 int Front::tcp_port() const { return m_impl->m_tcp_port; }

@@ -37,6 +37,9 @@ class KvBackend {
   virtual int64_t expires_at(std::string_view key) = 0;  // -2 missing, -1 no expiry, else unix ms
 };
 
+inline constexpr size_t kPreAuthMaxArgs = 8;
+inline constexpr size_t kPreAuthMaxBytes = 4096;
+
 // Current unix time in milliseconds (CLOCK_REALTIME), the clock TTLs use.
 int64_t unix_now_ms();
 
@@ -51,6 +54,12 @@ struct FrontOptions {
   uint64_t max_value = 256ull << 20;
   size_t max_args = 1024 * 1024;
   size_t max_connections = 1024;  // further connections are accepted and closed at once
+  // With a password: connections not yet past AUTH, at most this many at once
+  // (further ones are closed at once); each may send requests of at most
+  // kPreAuthMaxArgs arguments and kPreAuthMaxBytes bytes (more closes it), and
+  // kMaxAuthFailures wrong passwords close it. Unbounded buffering and
+  // password guessing are what CVE-2021-32675 fixed in redis-server.
+  size_t max_unauthenticated = 16;
   size_t io_threads = 2;          // epoll threads; a slow backend call stalls only its own thread
 };
 
@@ -87,6 +96,7 @@ struct FrontCounters {
   uint64_t commands = 0;         // commands executed
   uint64_t refused_peers = 0;    // wrong uid, or over max_connections
   uint64_t protocol_errors = 0;  // connections closed for malformed RESP
+  uint64_t open_connections = 0;  // admitted and open right now
 };
 
 class Front {
@@ -121,6 +131,10 @@ class Front {
 class RespParser {
  public:
   explicit RespParser(size_t max_bulk, size_t max_args);
+  // New bounds for the commands not yet started (the front lifts the small
+  // pre-AUTH bounds once a connection authenticates). max_command caps one
+  // command's payload (default max_bulk + 1 MiB).
+  void set_limits(size_t max_bulk, size_t max_args, uint64_t max_command);
   void feed(std::string_view data);
   Result<std::optional<std::vector<std::string>>> next();
   size_t buffered() const { return m_buf.size() - m_pos; }  // bytes not yet consumed

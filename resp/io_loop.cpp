@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/unix_socket.h"
 #include "resp/peer.h"
 #include "resp/reply.h"
 
@@ -42,6 +43,7 @@ struct Connection {
   Session session;
   std::string out;      // replies not yet written, from out_pos
   size_t out_pos = 0;
+  bool pre_auth = false;  // counted in SharedState::unauthenticated, small parser bounds
   bool read_eof = false;
   bool closing = false;  // QUIT or a protocol error: write what is queued, then close
   uint32_t events = 0;   // what epoll watches now
@@ -57,6 +59,9 @@ IoLoop::~IoLoop() {
     m_thread.join();
   }
   m_shared.connected.fetch_sub(m_connections.size());
+  for (auto& [fd, conn] : m_connections) {
+    if (conn->pre_auth) m_shared.unauthenticated.fetch_sub(1);
+  }
 }
 
 Result<void> IoLoop::start() {
@@ -106,10 +111,23 @@ void IoLoop::accept_from(int listener) {
     UniqueFd owned(fd);
     if (!admit(fd, listener == m_config.unix_listener)) continue;
     auto conn = std::make_unique<Connection>(std::move(owned), m_shared, m_config);
+    if (!conn->session.authenticated()) {
+      if (m_shared.unauthenticated.fetch_add(1) >= m_config.max_unauthenticated) {
+        m_shared.unauthenticated.fetch_sub(1);
+        m_shared.refused_peers.fetch_add(1);
+        send_best_effort(fd, "-ERR max number of unauthenticated clients reached\r\n");
+        continue;
+      }
+      conn->pre_auth = true;
+      conn->parser.set_limits(kPreAuthMaxBytes, kPreAuthMaxArgs, kPreAuthMaxBytes);
+    }
     epoll_event ev{};
     ev.events = conn->events = EPOLLIN;
     ev.data.fd = fd;
-    if (epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, fd, &ev) != 0) continue;
+    if (epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+      if (conn->pre_auth) m_shared.unauthenticated.fetch_sub(1);
+      continue;
+    }
     m_shared.connected.fetch_add(1);
     m_shared.connections.fetch_add(1);
     m_connections.emplace(fd, std::move(conn));
@@ -124,7 +142,8 @@ bool IoLoop::admit(int fd, bool is_unix) {
     send_best_effort(fd, "-ERR max number of clients reached\r\n");
     return false;
   }
-  Result<uid_t> uid = is_unix ? unix_peer_uid(fd) : tcp_peer_uid(fd);
+  Result<uid_t> uid = is_unix ? peer_credentials(fd).map([](const PeerCred& c) { return c.uid; })
+                              : tcp_peer_uid(fd);
   if (uid && *uid == geteuid()) return true;
   if (!is_unix && !m_shared.password.empty()) return true;
   m_shared.refused_peers.fetch_add(1);
@@ -157,6 +176,12 @@ bool IoLoop::read_some(Connection& conn) {
       conn.parser.feed(std::string_view(m_read_buffer.get(), static_cast<size_t>(n)));
       budget -= std::min(budget, static_cast<size_t>(n));
       process(conn);
+      // Before AUTH a client may not make us hold more than one small request.
+      if (conn.pre_auth && !conn.closing && conn.parser.buffered() > kPreAuthMaxBytes) {
+        reply::error(conn.out, "ERR Protocol error: unauthenticated request too large");
+        m_shared.protocol_errors.fetch_add(1);
+        conn.closing = true;
+      }
     } else if (n == 0) {
       conn.read_eof = true;
     } else if (errno == EINTR) {
@@ -173,7 +198,7 @@ bool IoLoop::process(Connection& conn) {
     if (conn.pending() >= kOutHighWater) return true;
     auto next = conn.parser.next();
     if (!next) {
-      if (next.error().code == ErrorCode::kFull) {
+      if (next.error().code == ErrorCode::kFull && !conn.pre_auth) {
         reply::error(conn.out, "ERR value too large");
         continue;
       }
@@ -184,6 +209,7 @@ bool IoLoop::process(Connection& conn) {
     }
     if (!*next) return false;
     conn.session.execute(**next, conn.out);
+    if (conn.pre_auth && conn.session.authenticated()) leave_pre_auth(conn);
     if (conn.session.quit_requested()) conn.closing = true;
   }
   return false;
@@ -219,9 +245,20 @@ void IoLoop::update(Connection& conn) {
   conn.events = want;
 }
 
+void IoLoop::leave_pre_auth(Connection& conn) {
+  conn.pre_auth = false;
+  m_shared.unauthenticated.fetch_sub(1);
+  conn.parser.set_limits(static_cast<size_t>(m_config.max_value), m_config.max_args,
+                         m_config.max_value + (1u << 20));
+}
+
 void IoLoop::close_connection(int fd) {
   epoll_ctl(m_epoll.get(), EPOLL_CTL_DEL, fd, nullptr);
-  if (m_connections.erase(fd) > 0) m_shared.connected.fetch_sub(1);
+  auto it = m_connections.find(fd);
+  if (it == m_connections.end()) return;
+  if (it->second->pre_auth) m_shared.unauthenticated.fetch_sub(1);
+  m_connections.erase(it);
+  m_shared.connected.fetch_sub(1);
 }
 
 }  // namespace ccpool::resp

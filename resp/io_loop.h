@@ -23,6 +23,7 @@ struct LoopConfig {
   uint64_t max_value = 0;
   size_t max_args = 0;
   size_t max_connections = 0;
+  size_t max_unauthenticated = 0;
 };
 
 class IoLoop {
@@ -44,6 +45,7 @@ class IoLoop {
   bool flush(Connection& conn);  // false: the socket failed
   void update(Connection& conn);
   void close_connection(int fd);
+  void leave_pre_auth(Connection& conn);  // first successful AUTH: full bounds
 
   SharedState& m_shared;
   LoopConfig m_config;

@@ -95,6 +95,12 @@ std::optional<std::vector<std::string>> split_inline(std::string_view line) {
 RespParser::RespParser(size_t max_bulk, size_t max_args)
     : m_max_bulk(max_bulk), m_max_args(max_args), m_max_command(uint64_t{max_bulk} + (1u << 20)) {}
 
+void RespParser::set_limits(size_t max_bulk, size_t max_args, uint64_t max_command) {
+  m_max_bulk = max_bulk;
+  m_max_args = max_args;
+  m_max_command = max_command;
+}
+
 void RespParser::compact() {
   if (m_pos == m_buf.size()) {
     m_buf.clear();

@@ -20,14 +20,12 @@
 namespace ccpool::resp {
 namespace {
 
-std::string errno_text() { return std::strerror(errno); }
-
 // One SOCK_DIAG_BY_FAMILY request for exactly one socket: the client's end,
 // whose local (src) side is the peer address we accepted from and whose remote
 // (dst) side is our listening address. No dump, so the reply is one message.
 Result<uid_t> sock_diag_uid(const sockaddr_in& peer, const sockaddr_in& local) {
   UniqueFd nl(socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
-  if (!nl) return make_error(ErrorCode::kIo, "socket(NETLINK_SOCK_DIAG): " + errno_text());
+  if (!nl) return make_error(ErrorCode::kIo, "socket(NETLINK_SOCK_DIAG): " + errno_text(errno));
   timeval timeout{1, 0};  // the kernel answers at once; this only guards a broken stack
   setsockopt(nl.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
 
@@ -52,11 +50,11 @@ Result<uid_t> sock_diag_uid(const sockaddr_in& peer, const sockaddr_in& local) {
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
   if (sendto(nl.get(), &message, sizeof(message), 0, reinterpret_cast<sockaddr*>(&kernel), sizeof(kernel)) < 0) {
-    return make_error(ErrorCode::kIo, "sock_diag request: " + errno_text());
+    return make_error(ErrorCode::kIo, "sock_diag request: " + errno_text(errno));
   }
   alignas(nlmsghdr) char buffer[8192];
   ssize_t n = recv(nl.get(), buffer, sizeof(buffer), 0);
-  if (n < 0) return make_error(ErrorCode::kIo, "sock_diag reply: " + errno_text());
+  if (n < 0) return make_error(ErrorCode::kIo, "sock_diag reply: " + errno_text(errno));
   auto* header = reinterpret_cast<nlmsghdr*>(buffer);
   for (int len = static_cast<int>(n); NLMSG_OK(header, len); header = NLMSG_NEXT(header, len)) {
     if (header->nlmsg_type == NLMSG_ERROR) {
@@ -85,15 +83,6 @@ std::string proc_address(const sockaddr_in& address) {
 
 }  // namespace
 
-Result<uid_t> unix_peer_uid(int fd) {
-  ucred cred{};
-  socklen_t len = sizeof(cred);
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-    return make_error(ErrorCode::kIo, "getsockopt(SO_PEERCRED): " + errno_text());
-  }
-  return cred.uid;
-}
-
 Result<uid_t> uid_from_proc_net_tcp(const std::string& table, const sockaddr_in& peer, const sockaddr_in& local) {
   // "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid ..."
   std::string want_local = proc_address(peer);
@@ -116,7 +105,7 @@ Result<uid_t> tcp_peer_uid(int fd) {
   socklen_t peer_len = sizeof(peer), local_len = sizeof(local);
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 ||
       getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) {
-    return make_error(ErrorCode::kNotFound, "getpeername: " + errno_text());
+    return make_error(ErrorCode::kNotFound, "getpeername: " + errno_text(errno));
   }
   if (peer.sin_family != AF_INET) return make_error(ErrorCode::kUnsupported, "the TCP listener is IPv4 only");
   auto uid = sock_diag_uid(peer, local);

@@ -1,4 +1,5 @@
-// Who is on the other end of an accepted connection. Internal to ccpool_resp.
+// Who is on the other end of an accepted TCP connection (a Unix socket's peer
+// comes from base/unix_socket.h). Internal to ccpool_resp.
 #pragma once
 
 #include <netinet/in.h>
@@ -9,9 +10,6 @@
 #include "base/error.h"
 
 namespace ccpool::resp {
-
-// SO_PEERCRED of a connected Unix socket.
-Result<uid_t> unix_peer_uid(int fd);
 
 // The uid owning the *client's* end of a loopback TCP connection whose server
 // end is `fd`. Asks the kernel through NETLINK_SOCK_DIAG (an exact lookup of

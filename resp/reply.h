@@ -42,6 +42,14 @@ inline void bulk(std::string& out, std::string_view bytes) {
 }
 
 inline void null_bulk(std::string& out) { out.append("$-1\r\n"); }
+inline void null_resp3(std::string& out) { out.append("_\r\n"); }
+
+// RESP3 map of `count` key/value pairs (HELLO 3 answers with one).
+inline void map_header(std::string& out, size_t count) {
+  out.push_back('%');
+  out.append(std::to_string(count));
+  out.append("\r\n");
+}
 
 inline void array_header(std::string& out, size_t count) {
   out.push_back('*');

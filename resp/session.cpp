@@ -90,9 +90,13 @@ struct Commands {
     reply::ok(out);
   }
 
+  static void null(const Session& s, std::string& out) {
+    s.m_protocol == 3 ? reply::null_resp3(out) : reply::null_bulk(out);
+  }
+
   static void get(Session& s, Args& argv, std::string& out) {
     auto value = kv(s).get(argv[1]);
-    value ? reply::bulk(out, *value) : reply::null_bulk(out);
+    value ? reply::bulk(out, *value) : null(s, out);
   }
 
   // SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
@@ -143,8 +147,8 @@ struct Commands {
     }
     bool write = !(nx && present) && !(xx && !present);
     if (write && !kv(s).set(argv[1], argv[2], expires)) return store_failed(out);
-    if (want_old) return old ? reply::bulk(out, *old) : reply::null_bulk(out);
-    write ? reply::ok(out) : reply::null_bulk(out);
+    if (want_old) return old ? reply::bulk(out, *old) : null(s, out);
+    write ? reply::ok(out) : null(s, out);
   }
   static void store_failed(std::string& out) {
     reply::error(out, "ERR the ccpool store refused the value (store full or unavailable; see the service log)");
@@ -156,7 +160,7 @@ struct Commands {
   }
   static void get_one(Session& s, const std::string& key, std::string& out) {
     auto value = kv(s).get(key);
-    value ? reply::bulk(out, *value) : reply::null_bulk(out);
+    value ? reply::bulk(out, *value) : null(s, out);
   }
   static void mset(Session& s, Args& argv, std::string& out) {
     if (argv.size() % 2 == 0) return wrong_arity(out, "mset");
@@ -219,9 +223,12 @@ struct Commands {
     }
     reply::ok(out);
   }
+  // A wrong password counts; the kMaxAuthFailures-th closes the connection
+  // (after its reply), so guessing costs a reconnect every few tries.
   static bool try_auth(Session& s, std::string_view user, std::string_view password) {
     bool good = user == "default" && constant_time_equal(password, shared(s).password);
     if (good) s.m_authenticated = true;
+    if (!good && ++s.m_auth_failures >= kMaxAuthFailures) s.m_quit = true;
     return good;
   }
 
@@ -279,7 +286,7 @@ void Commands::client(Session& s, Args& argv, std::string& out) {
   if (sub == "id") {
     if (arity(2)) reply::integer(out, static_cast<int64_t>(s.m_id));
   } else if (sub == "getname") {
-    if (arity(2)) s.m_name.empty() ? reply::null_bulk(out) : reply::bulk(out, s.m_name);
+    if (arity(2)) s.m_name.empty() ? null(s, out) : reply::bulk(out, s.m_name);
   } else if (sub == "setname") {
     if (!arity(3)) return;
     for (char c : argv[2]) {
@@ -296,14 +303,15 @@ void Commands::client(Session& s, Args& argv, std::string& out) {
   }
 }
 
-// HELLO [protover [AUTH user pass] [SETNAME name]]: RESP2 only. The reply is
-// redis-server's map, flattened to an array as RESP2 does.
+// HELLO [protover [AUTH user pass] [SETNAME name]]: RESP2 or RESP3 (redis-py 5+
+// asks for 3). The reply is redis-server's map; RESP2 flattens it to an array.
+// The commands served here answer alike in both protocols except for nulls.
 void Commands::hello(Session& s, Args& argv, std::string& out) {
   if (argv.size() >= 2) {
     auto version = to_int(argv[1]);
     if (!version) return reply::error(out, "ERR Protocol version is not an integer or out of range");
-    if (*version != 2) {
-      return reply::error(out, "NOPROTO unsupported protocol version (this server speaks RESP2 only)");
+    if (*version != 2 && *version != 3) {
+      return reply::error(out, "NOPROTO unsupported protocol version");
     }
   }
   std::string name = s.m_name;
@@ -329,13 +337,14 @@ void Commands::hello(Session& s, Args& argv, std::string& out) {
                         "select the RESP protocol version at the same time");
   }
   s.m_name = name;
-  reply::array_header(out, 14);
+  if (argv.size() >= 2) s.m_protocol = static_cast<int>(*to_int(argv[1]));
+  s.m_protocol == 3 ? reply::map_header(out, 7) : reply::array_header(out, 14);
   reply::bulk(out, "server");
   reply::bulk(out, "redis");
   reply::bulk(out, "version");
   reply::bulk(out, "7.0.0");
   reply::bulk(out, "proto");
-  reply::integer(out, 2);
+  reply::integer(out, s.m_protocol);
   reply::bulk(out, "id");
   reply::integer(out, static_cast<int64_t>(s.m_id));
   reply::bulk(out, "mode");
@@ -348,7 +357,7 @@ void Commands::hello(Session& s, Args& argv, std::string& out) {
 
 // COMMAND is minimal: clients call COUNT, DOCS and INFO to learn hints; empty
 // answers make them fall back to plain behaviour.
-void Commands::command(Session&, Args& argv, std::string& out) {
+void Commands::command(Session& s, Args& argv, std::string& out) {
   std::string sub = argv.size() > 1 ? lower(argv[1]) : "";
   if (sub.empty() || sub == "docs") return reply::array_header(out, 0);
   if (sub == "count") return reply::integer(out, static_cast<int64_t>(std::size(kCommands)));
@@ -359,7 +368,7 @@ void Commands::command(Session&, Args& argv, std::string& out) {
   }
   if (sub == "info") {
     reply::array_header(out, argv.size() - 2);
-    for (size_t i = 2; i < argv.size(); ++i) reply::null_bulk(out);
+    for (size_t i = 2; i < argv.size(); ++i) null(s, out);
     return;
   }
   reply::error(out, "ERR unknown subcommand '" + argv[1].substr(0, 128) + "'. Try COMMAND HELP.");

@@ -28,10 +28,14 @@ struct SharedState {
   std::atomic<uint64_t> next_client_id{1};
   std::atomic<uint64_t> connections{0};
   std::atomic<uint64_t> connected{0};  // open right now
+  std::atomic<uint64_t> unauthenticated{0};  // open right now and not yet past AUTH
   std::atomic<uint64_t> commands{0};
   std::atomic<uint64_t> refused_peers{0};
   std::atomic<uint64_t> protocol_errors{0};
 };
+
+// Wrong passwords one connection may try before it is closed.
+inline constexpr int kMaxAuthFailures = 3;
 
 class Session {
  public:
@@ -42,6 +46,7 @@ class Session {
   // Runs one command (argv non-empty) and appends exactly one reply to `out`.
   void execute(std::vector<std::string>& argv, std::string& out);
   bool quit_requested() const { return m_quit; }
+  bool authenticated() const { return m_authenticated; }
   uint64_t id() const { return m_id; }
 
   struct Command;  // table entry; defined in session.cpp
@@ -52,6 +57,8 @@ class Session {
   uint64_t m_id;
   bool m_authenticated;
   bool m_quit = false;
+  int m_auth_failures = 0;
+  int m_protocol = 2;  // 2 or 3, chosen by HELLO; RESP3 differs here only in nulls and HELLO's map
   std::string m_name;
 };
 

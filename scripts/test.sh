@@ -3,15 +3,18 @@
 #   scripts/test.sh            full run
 #   BUILD_DIR=build scripts/test.sh
 #   CCPOOL_TEST_SANITIZE=1     also build and run the unit tests under ASan+UBSan
+#   CCPOOL_VENV=DIR            the torch venv (default $BUILD_DIR/venv; setup-deps.sh makes it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-scripts/setup-deps.sh
-
 jobs=$(nproc)
 build=${BUILD_DIR:-$root/build}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCCPOOL_BUILD_FUZZ=ON >/dev/null
+venv=${CCPOOL_VENV:-$build/venv}
+CCPOOL_VENV=$venv scripts/setup-deps.sh
+
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCCPOOL_BUILD_FUZZ=ON \
+  -DCCPOOL_TORCH_VENV="$venv" >/dev/null
 cmake --build "$build" -j "$jobs"
 
 export CCPOOL_TEST_TMP=${CCPOOL_TEST_TMP:-$(mktemp -d /tmp/ccpool-tests.XXXXXX)}
@@ -21,12 +24,19 @@ chmod 0755 "$CCPOOL_TEST_TMP"
 # Tests start their own services and redis-servers; none may leak into the user's.
 unset CCPOOL_SOCKET CCPOOL_DIR CCPOOL_REMOTE LD_PRELOAD || true
 
+# Skipped tests: when the script ends, pass or fail, list every skipped test with its
+# reason (scripts/skip_summary.py), keeping the exit status. Each ctest run writes JUnit
+# XML to a file in junit_reports; a suite that runs ctest elsewhere adds its own file.
+junit_reports=("$build/Testing/ccpool-junit.xml" "${build}-asan/Testing/ccpool-junit.xml")
+rm -f "${junit_reports[@]}"
+trap 'rc=$?; /usr/bin/python3 "$root/scripts/skip_summary.py" "${junit_reports[@]}" || true; exit $rc' EXIT
+
 cd "$build"
-ctest --output-on-failure -j "$jobs" --timeout 600
+ctest --output-on-failure -j "$jobs" --timeout 600 --output-junit "${junit_reports[0]}"
 
 if [[ "${CCPOOL_TEST_SANITIZE:-0}" == 1 ]]; then
   san=${build}-asan
   cmake -S "$root" -B "$san" -DCMAKE_BUILD_TYPE=Debug -DCCPOOL_SANITIZE=ON -DCCPOOL_BUILD_BENCH=OFF >/dev/null
   cmake --build "$san" -j "$jobs"
-  (cd "$san" && ctest --output-on-failure -j "$jobs" -L unit)
+  (cd "$san" && ctest --output-on-failure -j "$jobs" -L unit --output-junit "${junit_reports[1]}")
 fi

@@ -4,6 +4,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -60,8 +61,14 @@ struct ConnectionHub::Connection {
 };
 
 Result<std::unique_ptr<ConnectionHub>> ConnectionHub::create(const std::string& socket_path,
-                                                             Callbacks callbacks) {
-  CCPOOL_TRY_ASSIGN(UniqueFd listen_fd, ipc::listen_unix(socket_path));
+                                                             Callbacks callbacks,
+                                                             UniqueFd inherited) {
+  bool owns_path = !inherited;
+  UniqueFd listen_fd = std::move(inherited);
+  ino_t inode = 0;
+  if (owns_path) {
+    CCPOOL_TRY_ASSIGN(listen_fd, ipc::listen_unix(socket_path, &inode));
+  }
   UniqueFd epoll_fd(::epoll_create1(EPOLL_CLOEXEC));
   UniqueFd wake_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epoll_fd || !wake_fd) {
@@ -73,9 +80,11 @@ Result<std::unique_ptr<ConnectionHub>> ConnectionHub::create(const std::string& 
   ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, listen_fd.get(), &ev);
   ev.data.u64 = kWakeTag;
   ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, wake_fd.get(), &ev);
-  return std::unique_ptr<ConnectionHub>(new ConnectionHub(
-      socket_path, std::move(listen_fd), std::move(epoll_fd), std::move(wake_fd),
+  auto hub = std::unique_ptr<ConnectionHub>(new ConnectionHub(
+      owns_path ? socket_path : std::string(), std::move(listen_fd), std::move(epoll_fd), std::move(wake_fd),
       std::move(callbacks)));
+  hub->m_socket_inode = inode;
+  return hub;
 }
 
 ConnectionHub::ConnectionHub(std::string path, UniqueFd listen_fd, UniqueFd epoll_fd,
@@ -104,7 +113,12 @@ void ConnectionHub::stop_accepting() {
   if (!m_listen_fd) return;
   ::epoll_ctl(m_epoll_fd.get(), EPOLL_CTL_DEL, m_listen_fd.get(), nullptr);
   m_listen_fd.reset();
-  ::unlink(m_path.c_str());
+  // An inherited socket (m_path empty) is systemd's; ours only while the path
+  // still names the socket we bound.
+  struct stat st;
+  if (!m_path.empty() && ::lstat(m_path.c_str(), &st) == 0 && st.st_ino == m_socket_inode) {
+    ::unlink(m_path.c_str());
+  }
 }
 
 void ConnectionHub::send(uint64_t conn_id, const ipc::Message& message, bool close_after) {

@@ -42,8 +42,11 @@ class ConnectionHub {
     std::function<void(uint64_t conn_id)> on_disconnect;
   };
 
+  // Listens on socket_path, or accepts on `inherited` (a non-blocking
+  // listening socket from systemd, whose path belongs to systemd: never unlinked).
   static Result<std::unique_ptr<ConnectionHub>> create(const std::string& socket_path,
-                                                       Callbacks callbacks);
+                                                       Callbacks callbacks,
+                                                       UniqueFd inherited = UniqueFd());
   ~ConnectionHub();
   ConnectionHub(const ConnectionHub&) = delete;
   ConnectionHub& operator=(const ConnectionHub&) = delete;
@@ -56,7 +59,8 @@ class ConnectionHub {
   void send(uint64_t conn_id, const ipc::Message& message, bool close_after = false);
   // Thread-safe and async-signal-safe: interrupts epoll_wait.
   void wake();
-  // Closes the listening socket and unlinks its path (shutdown: stop accepting).
+  // Closes the listening socket and unlinks its path unless it was inherited
+  // (shutdown: stop accepting).
   void stop_accepting();
   // Writes pending output for up to `budget`, then returns (shutdown).
   void flush_pending(std::chrono::milliseconds budget);
@@ -87,6 +91,7 @@ class ConnectionHub {
   void refuse(int fd, ErrorCode code, const std::string& message);
 
   std::string m_path;
+  ino_t m_socket_inode = 0;  // stop_accepting unlinks m_path only while it is still our socket
   UniqueFd m_listen_fd, m_epoll_fd, m_wake_fd;
   Callbacks m_callbacks;
   HubCounters m_counters;

@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/histogram.h"
+
 namespace ccpool::service {
 
 // Counts per stable reason code (docs/cache-keys.md). Codes carry at most a
@@ -42,6 +44,7 @@ struct Counters {
   std::atomic<uint64_t> hits{0};         // served from the node store
   std::atomic<uint64_t> misses{0};       // not in the store: led an execution
   std::atomic<uint64_t> joins{0};        // joined an identical in-flight job
+  std::atomic<uint64_t> join_reruns{0};  // joiners whose inputs differed from the leader's: ran their own
   std::atomic<uint64_t> executions{0};   // tool processes the pool started
   std::atomic<uint64_t> failures{0};     // executions that failed (exit != 0, timeout, signal)
   std::atomic<uint64_t> cancelled{0};    // jobs cancelled because every waiter left
@@ -53,6 +56,7 @@ struct Counters {
   std::atomic<uint64_t> stopping_replies{0};
   // Service-side time of local hits, from frame decoded to reply queued.
   std::atomic<uint64_t> hit_time_ns{0};
+  Histogram hit_latency;  // the same time, per hit, for ccpool_hit_duration_seconds
   // `passthrough` and `not_stored` split by reason code; each snapshot() is a
   // plain std::map<std::string, uint64_t> (status JSON, metrics exporters).
   ReasonCounts passthrough_reasons;

@@ -33,31 +33,9 @@ bool written_in_place(const compiler::Plan* leader, const std::string& name,
   return false;
 }
 
-// True when `path` is a regular file holding exactly `bytes`. Replacing such a
-// file by rename costs milliseconds on ext4 (its replace-via-rename heuristic
-// starts writeback of the new file) for no visible change.
-bool holds_bytes(const std::string& path, std::string_view bytes) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
-      static_cast<uint64_t>(st.st_size) != bytes.size()) {
-    return false;
-  }
-  auto existing = read_file(path);
-  return existing && *existing == bytes;
-}
-
-// Gives an up-to-date file the mode and mtime a fresh write would have: build
-// tools compare mtimes, so an output must look newer than its inputs.
-Result<void> refresh(const std::string& path, uint32_t mode) {
-  if (::chmod(path.c_str(), mode) != 0 || ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0) != 0) {
-    return make_error(ErrorCode::kIo, "cannot update '" + path + "': " + std::strerror(errno));
-  }
-  return ok();
-}
-
 // Writes every output of `entry` that `plan` asks for at the plan's deliver
-// paths. Where the leader's tool already wrote the file in place, only its
-// mode is fixed.
+// paths (delivery.h says how). Where the leader's tool already wrote the file
+// in place, only a regular file's mode is fixed.
 Result<void> deliver(const compiler::Planner& planner, const compiler::Plan& plan,
                      uint32_t umask, const cache::Entry& entry,
                      const compiler::Plan* leader = nullptr) {
@@ -70,16 +48,14 @@ Result<void> deliver(const compiler::Planner& planner, const compiler::Plan& pla
     std::string bytes = planner.deliver_bytes(plan, spec, out->data);
     uint32_t mode = delivered_mode(out->mode, umask);
     if (bytes == out->data && written_in_place(leader, spec.name, spec.deliver_path)) {
-      if (::chmod(spec.deliver_path.c_str(), mode) != 0) {
+      struct stat st {};
+      if (::stat(spec.deliver_path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+          ::chmod(spec.deliver_path.c_str(), mode) != 0) {
         return make_error(ErrorCode::kIo, "cannot chmod '" + spec.deliver_path + "'");
       }
       continue;
     }
-    if (holds_bytes(spec.deliver_path, bytes)) {
-      CCPOOL_TRY(refresh(spec.deliver_path, mode));
-      continue;
-    }
-    CCPOOL_TRY(write_file_atomic(spec.deliver_path, bytes, mode));
+    CCPOOL_TRY(write_output(spec.deliver_path, bytes, mode));
   }
   return ok();
 }
@@ -89,7 +65,7 @@ Result<void> deliver(const compiler::Planner& planner, const compiler::Plan& pla
 void count_reason(ExecPipeline::Deps& deps, std::string_view kind, const std::string& code) {
   const std::string& c = code.empty() ? std::string("unknown") : code;
   (kind == "passthrough" ? deps.counters.passthrough_reasons : deps.counters.not_stored_reasons).add(c);
-  deps.store.count_event(std::string(kind) + ":" + c);
+  deps.storage.local().count_event(std::string(kind) + ":" + c);
 }
 
 ipc::ExecReply completed(const cache::Entry& entry, ipc::CacheOutcome outcome) {
@@ -169,53 +145,43 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
     return;
   }
 
-  Waiter waiter{conn_id, peer_pid, request.umask, *plan};
-  bool cacheable = plan->kind != compiler::PlanKind::kPassthrough;
+  Waiter waiter;
+  waiter.conn_id = conn_id;
+  waiter.client_pid = peer_pid;
+  waiter.umask = request.umask;
+  waiter.plan = std::move(*plan);
+  waiter.program = std::move(creq.program);
+  waiter.work_dir = std::move(work_dir);
+  waiter.argv = std::move(creq.argv);
+  bool cacheable = waiter.plan.kind != compiler::PlanKind::kPassthrough;
   if (!cacheable) {
     ++m_deps.counters.passthrough;
-    count_reason(m_deps, "passthrough", plan->reason_code);
-    spdlog::debug("pass-through {} {}: {}", plan->reason_code, plan->tool, plan->reason);
-  } else if (serve_from_store(*plan, waiter, true)) {
+    count_reason(m_deps, "passthrough", waiter.plan.reason_code);
+    spdlog::debug("pass-through {} {}: {}", waiter.plan.reason_code, waiter.plan.tool, waiter.plan.reason);
+  } else if (serve_from_store(waiter)) {
     m_deps.counters.hit_time_ns += static_cast<uint64_t>(
         (std::chrono::steady_clock::now() - received).count());
+    m_deps.counters.hit_latency.observe_since(received);
     return;
   }
-
-  uint64_t fairness = fairness_id(request.rank, peer_pid);  // reads /proc: only for misses
-  auto joined = m_flights.join_or_lead(plan->flight_key, cacheable, std::move(waiter), *plan, fairness);
-  if (!joined.leader) {
-    ++m_deps.counters.joins;
-    return;
-  }
-  if (cacheable) ++m_deps.counters.misses;
-  joined.flight->program = creq.program;
-  joined.flight->work_dir = work_dir;
-  joined.flight->waiters_argv = creq.argv;
-  if (!cacheable) joined.flight->stdin_fd = std::move(stdin_fd);
-  lead(joined.flight);
+  waiter.fairness_id = fairness_id(request.rank, peer_pid);  // reads /proc: only for misses
+  join_or_lead(std::move(waiter), cacheable, cacheable ? nullptr : std::move(stdin_fd));
 }
 
-bool ExecPipeline::serve_from_store(const compiler::Plan& plan, const Waiter& waiter,
-                                    bool remote_allowed) {
-  auto key = m_deps.planner.lookup(plan, manifests());
+// A hit: the waiter's own plan validated against the stored manifest, then
+// the entry from the node store or, through it, the cluster tier.
+// `made_remotely`: the caller knows another node made the entry (a lease wait).
+bool ExecPipeline::serve_from_store(const Waiter& waiter, bool made_remotely) {
+  auto key = m_deps.planner.lookup(waiter.plan, manifests());
   if (!key) {
     spdlog::warn("manifest lookup failed: {}", key.error().message);
     return false;
   }
   if (!*key) return false;
-  auto entry = m_deps.store.get(**key);
-  bool remote = false;
-  if (entry && !*entry && remote_allowed && m_deps.tier != nullptr) {
-    if (auto packed = m_deps.tier->get(**key)) {
-      if (m_deps.store.put_packed(**key, *packed)) {
-        entry = m_deps.store.get(**key);
-        remote = true;
-      }
-    }
-  }
-  if (!entry || !*entry) return false;
-  if ((*entry)->kind != cache::EntryKind::kCompile) return false;
-  auto delivered = deliver(m_deps.planner, waiter.plan, waiter.umask, **entry);
+  std::optional<Found> found = m_deps.storage.get(**key);
+  if (!found || found->entry.kind != cache::EntryKind::kCompile) return false;
+  bool remote = made_remotely || found->source == Source::kRemote;
+  auto delivered = deliver(m_deps.planner, waiter.plan, waiter.umask, found->entry);
   if (!delivered) {
     ++m_deps.counters.service_errors;
     spdlog::warn("cannot deliver a hit: {}", delivered.error().message);
@@ -223,8 +189,42 @@ bool ExecPipeline::serve_from_store(const compiler::Plan& plan, const Waiter& wa
     return true;
   }
   ++(remote ? m_deps.counters.remote_hits : m_deps.counters.hits);
-  send(waiter, completed(**entry, remote ? ipc::CacheOutcome::kRemoteHit : ipc::CacheOutcome::kHit));
+  send(waiter, completed(found->entry, remote ? ipc::CacheOutcome::kRemoteHit : ipc::CacheOutcome::kHit));
   return true;
+}
+
+void ExecPipeline::join_or_lead(Waiter waiter, bool shareable, std::shared_ptr<UniqueFd> stdin_fd) {
+  auto flight = std::make_shared<Flight>();
+  flight->key = waiter.plan.flight_key;
+  flight->plan = waiter.plan;
+  flight->program = waiter.program;
+  flight->work_dir = waiter.work_dir;
+  flight->waiters_argv = waiter.argv;
+  flight->fairness_id = waiter.fairness_id;
+  flight->stdin_fd = std::move(stdin_fd);
+  bool cacheable = flight->plan.kind != compiler::PlanKind::kPassthrough;
+  auto joined = m_flights.join_or_lead(std::move(flight), shareable, std::move(waiter));
+  if (!joined.leader) {
+    ++m_deps.counters.joins;
+    return;
+  }
+  if (cacheable) ++m_deps.counters.misses;
+  lead(joined.flight);
+}
+
+// A joiner whose inputs differ from the leader's runs its own plan, in a
+// flight nobody joins, so it runs at most once more.
+void ExecPipeline::rerun(Waiter waiter) {
+  ++m_deps.counters.join_reruns;
+  auto flight = std::make_shared<Flight>();
+  flight->key = waiter.plan.flight_key;
+  flight->plan = waiter.plan;
+  flight->program = waiter.program;
+  flight->work_dir = waiter.work_dir;
+  flight->waiters_argv = waiter.argv;
+  flight->fairness_id = waiter.fairness_id;
+  auto joined = m_flights.join_or_lead(std::move(flight), false, std::move(waiter));
+  schedule(joined.flight);
 }
 
 void ExecPipeline::lead(const std::shared_ptr<Flight>& flight) {
@@ -245,49 +245,45 @@ void ExecPipeline::lead(const std::shared_ptr<Flight>& flight) {
 
 void ExecPipeline::lease_then_schedule(const std::shared_ptr<Flight>& flight) {
   auto state = m_deps.tier->acquire_lease(flight->key);
+  // Another node's lease is waited on for at most lease_wait_max, however
+  // long its holder keeps renewing it; then this node compiles itself.
+  auto give_up = std::chrono::steady_clock::now() + m_deps.tier->lease_wait_max();
   while (state == remote::LeaseState::kHeldByOther && !m_stopping &&
-         !m_flights.is_cancelled(flight)) {
+         !m_flights.is_cancelled(flight) && std::chrono::steady_clock::now() < give_up) {
     // The holder writes the result (and, in direct mode, the manifest under
     // the flight key) before it releases the lease.
     auto value = m_deps.tier->wait_for_result(flight->key, std::chrono::milliseconds(500));
     if (value) {
-      if (m_deps.store.put_packed(flight->key, *value) && complete_from_store(flight)) return;
+      if (m_deps.storage.adopt_packed(flight->key, *value) && complete_from_store(flight)) return;
       break;  // not usable here (e.g. the manifest does not validate): compile locally
     }
     // No value yet: the wait slice ended, or the holder died and its lease expired.
     state = m_deps.tier->acquire_lease(flight->key);
   }
+  if (state == remote::LeaseState::kAcquired) flight->lease_held = true;
   if (m_stopping || m_flights.is_cancelled(flight)) {
-    if (state == remote::LeaseState::kAcquired) m_deps.tier->release_lease(flight->key);
     m_flights.complete(flight);  // waiters, if any, were answered by stop_all()
+    retire(*flight);
     return;
   }
-  if (state != remote::LeaseState::kAcquired) {
-    state = m_deps.tier->acquire_lease(flight->key);
+  if (!flight->lease_held) {
+    flight->lease_held = m_deps.tier->acquire_lease(flight->key) == remote::LeaseState::kAcquired;
   }
-  flight->lease_held = state == remote::LeaseState::kAcquired;
   schedule(flight);
 }
 
+// Another node's result arrived under the flight key. It completes the flight
+// only if the leader's own view validates; then every waiter is served like a
+// hit, and one whose view does not validate runs its own compile.
 bool ExecPipeline::complete_from_store(const std::shared_ptr<Flight>& flight) {
   auto key = m_deps.planner.lookup(flight->plan, manifests());
   if (!key || !*key) return false;
-  auto entry = m_deps.store.get(**key);
-  if (entry && !*entry && m_deps.tier != nullptr) {
-    if (auto packed = m_deps.tier->get(**key); packed && m_deps.store.put_packed(**key, *packed)) {
-      entry = m_deps.store.get(**key);
-    }
-  }
-  if (!entry || !*entry || (*entry)->kind != cache::EntryKind::kCompile) return false;
-  for (auto& w : m_flights.complete(flight)) {
-    auto delivered = deliver(m_deps.planner, w.plan, w.umask, **entry);
-    if (!delivered) {
-      ++m_deps.counters.service_errors;
-      send(w, failed_reply("ccpool could not write the outputs: " + delivered.error().message));
-      continue;
-    }
-    ++m_deps.counters.remote_hits;
-    send(w, completed(**entry, ipc::CacheOutcome::kRemoteHit));
+  std::optional<Found> found = m_deps.storage.get(**key, Bodies::kWithout, Touch::kPeek);
+  if (!found || found->entry.kind != cache::EntryKind::kCompile) return false;
+  std::vector<Waiter> waiters = m_flights.complete(flight);
+  retire(*flight);
+  for (auto& w : waiters) {
+    if (!serve_from_store(w, true)) rerun(std::move(w));
   }
   return true;
 }
@@ -301,7 +297,7 @@ void ExecPipeline::schedule(const std::shared_ptr<Flight>& flight) {
   if (!m_flights.set_job(flight, job) && m_deps.scheduler.cancel_queued(job)) {
     ++m_deps.counters.cancelled;
     m_flights.complete(flight);
-    if (flight->lease_held) m_deps.tier->release_lease(flight->key);
+    retire(*flight);
   }
 }
 
@@ -329,9 +325,23 @@ void ExecPipeline::start(const std::shared_ptr<Flight>& flight, pool::JobId job)
   flight->started = std::chrono::system_clock::now();
   auto pid = m_deps.runner.spawn(spec, flight->id, [this, flight, job](pool::ProcessResult result) {
     m_deps.scheduler.finish(job, result.max_rss_kb);
-    m_deps.scheduler.run_in_arena([this, flight, result = std::move(result)]() mutable {
-      finish_flight(flight, std::move(result));
-    });
+    auto post = [this, flight, result = std::move(result)]() mutable {
+      m_deps.scheduler.run_in_arena([this, flight, result = std::move(result)]() mutable {
+        finish_flight(flight, std::move(result));
+      });
+    };
+    int64_t delay = FaultInjector::instance().finish_delay_ms();
+    if (delay <= 0) {
+      post();
+      return;
+    }
+    spdlog::warn("fault injection: holding a finished job for {} ms", delay);
+    ++m_lease_threads;  // counted as pending work until it is posted
+    std::thread([this, delay, post = std::move(post)]() mutable {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+      post();
+      --m_lease_threads;
+    }).detach();
   });
   if (!pid) {
     m_deps.scheduler.finish(job, 0);
@@ -346,132 +356,189 @@ void ExecPipeline::fail_flight(const std::shared_ptr<Flight>& flight, const std:
   ++m_deps.counters.service_errors;
   spdlog::warn("{}", message);
   for (auto& w : m_flights.complete(flight)) send(w, failed_reply(message));
-  if (flight->lease_held) m_deps.tier->release_lease(flight->key);
+  retire(*flight);
 }
 
+// The one place a flight's resources go: its work dir and its cross-node
+// lease. Idempotent.
+void ExecPipeline::retire(Flight& flight) {
+  if (flight.retired.exchange(true)) return;
+  if (flight.plan.uses_work_dir && !flight.work_dir.empty()) remove_tree(flight.work_dir);
+  if (flight.lease_held.exchange(false)) m_deps.tier->release_lease(flight.key);
+}
+
+// Three steps: collect what the run produced, store it (result first, then
+// the manifest naming it), deliver it to each waiter whose view validates.
+// The flight leaves the table only after the store, so a request arriving in
+// between either joins or finds the stored result.
 void ExecPipeline::finish_flight(const std::shared_ptr<Flight>& flight, pool::ProcessResult result) {
-  const compiler::Plan& plan = flight->plan;
-  auto cleanup = [&] {
-    if (plan.uses_work_dir && !flight->work_dir.empty()) remove_tree(flight->work_dir);
-    if (flight->lease_held) m_deps.tier->release_lease(flight->key);
-  };
   if (result.cancelled) {
     ++m_deps.counters.cancelled;
-    spdlog::info("cancelled {} (every waiter left)", plan.tool);
-    auto waiters = m_flights.complete(flight);  // empty unless stopping, which already replied
-    cleanup();
+    spdlog::info("cancelled {} (every waiter left)", flight->plan.tool);
+    m_flights.complete(flight);  // no waiter unless stopping, which already replied
+    retire(*flight);
     return;
   }
-  bool success = result.exit_code == 0 && !result.timed_out && !result.output_overflow;
-  if (!success) {
-    ++m_deps.counters.failures;
-    if (!result.error.empty()) {
-      result.stderr_data += "ccpool: " + result.error + "\n";
-    }
-  }
+  RunOutcome run = collect(*flight, std::move(result));
+  if (run.storable) store(*flight, run);
+  deliver_run(*flight, run, m_flights.complete(flight));
+  retire(*flight);
+}
 
-  cache::Entry entry;
+ExecPipeline::RunOutcome ExecPipeline::collect(const Flight& flight, pool::ProcessResult result) {
+  const compiler::Plan& plan = flight.plan;
+  RunOutcome run;
+  run.success = result.exit_code == 0 && !result.timed_out && !result.output_overflow;
+  if (!run.success) {
+    ++m_deps.counters.failures;
+    if (!result.error.empty()) result.stderr_data += "ccpool: " + result.error + "\n";
+  }
+  cache::Entry& entry = run.entry;
   entry.kind = cache::EntryKind::kCompile;
   entry.exit_code = result.exit_code;
   entry.stdout_data = std::move(result.stdout_data);
   entry.stderr_data = std::move(result.stderr_data);
   entry.time_saved_ms = static_cast<uint64_t>(result.elapsed.count());
   entry.tool = plan.tool;
-  entry.argv = flight->waiters_argv;
+  entry.argv = flight.waiters_argv;
   entry.cwd = plan.run_cwd;
   entry.inputs = plan.inputs;
+  if (plan.kind == compiler::PlanKind::kPassthrough) return run;
 
-  bool cacheable = plan.kind != compiler::PlanKind::kPassthrough;
-  if (success && cacheable) {
-    bool complete = true;
-    for (const auto& spec : plan.outputs) {
-      auto data = read_file(spec.run_path);
-      if (!data) {
-        if (!spec.optional) complete = false;
-        continue;
-      }
-      struct stat st{};
-      ::stat(spec.run_path.c_str(), &st);
-      entry.outputs.push_back(cache::Output{spec.name, static_cast<uint32_t>(st.st_mode & 0777), 0, {},
-                                            std::move(*data)});
+  bool complete = run.success;
+  for (const auto& spec : plan.outputs) {
+    if (!run.success) break;
+    auto data = read_file(spec.run_path);
+    if (!data) {
+      if (!spec.optional) complete = false;
+      continue;
     }
-    compiler::Finished missing;
-    missing.why_not = "an output is missing";
-    missing.why_not_code = "output_missing";
-    auto finished = complete ? m_deps.planner.finish(plan, flight->started, manifests())
-                             : Result<compiler::Finished>(std::move(missing));
-    if (finished && finished->store && finished->mode == compiler::KeyMode::kPreprocessor) {
-      entry.label = "preprocessor mode";  // which rule made the key (`ccpool cache ls/show`)
-    }
-    if (!finished) {
-      spdlog::warn("not stored internal_error {}: {}", plan.tool, finished.error().message);
-      ++m_deps.counters.not_stored;
-      count_reason(m_deps, "not_stored", "internal_error");
-    } else if (!finished->store) {
-      spdlog::info("not stored {} {}: {}", finished->why_not_code, plan.tool, finished->why_not);
-      ++m_deps.counters.not_stored;
-      count_reason(m_deps, "not_stored", finished->why_not_code);
-    } else if (FaultInjector::instance().should_fail_store_write()) {
-      spdlog::warn("fault injection: failing a store write");
-      ++m_deps.counters.store_errors;
-    } else if (auto put = m_deps.store.put(finished->result_key, entry); !put) {
-      spdlog::warn("cannot store a result (carrying on without caching): {}", put.error().message);
-      ++m_deps.counters.store_errors;
-    } else if (m_deps.tier != nullptr) {
-      if (auto packed = m_deps.store.get_packed(finished->result_key); packed && *packed) {
-        m_deps.tier->put_async(finished->result_key, std::move(**packed));
-      }
-    }
+    struct stat st {};
+    ::stat(spec.run_path.c_str(), &st);
+    entry.outputs.push_back(cache::Output{spec.name, static_cast<uint32_t>(st.st_mode & 0777), 0,
+                                          {}, std::move(*data)});
   }
+  // finish() runs for failures too: a failure is shared only with joiners
+  // whose inputs match the leader's, which its manifest proves.
+  compiler::ManifestStorage capture = manifests();
+  capture.save = [this, &run, &flight](const Digest& key, const std::string& bytes) {
+    if (key == flight.key) {
+      run.manifest = bytes;
+      return;
+    }
+    // Not tied to this result (the preprocessor-mode marker): stored now.
+    cache::Entry blob;
+    blob.kind = cache::EntryKind::kBlob;
+    blob.label = "manifest";
+    blob.outputs.push_back(cache::Output{"manifest", 0644, 0, {}, bytes});
+    if (auto put = m_deps.storage.put(key, blob); !put) {
+      spdlog::warn("cannot store a manifest: {}", put.error().message);
+    }
+  };
+  auto finished = m_deps.planner.finish(plan, flight.started, capture);
+  run.validated = finished && finished->store;
+  // Output that names a path the key leaves out (ptxas's temp input) would
+  // replay one requester's path to another: neither stored nor shared.
+  std::string unreplayable =
+      run.validated ? m_deps.planner.replay_blocker(plan, entry.stdout_data, entry.stderr_data) : "";
+  if (!unreplayable.empty()) run.validated = false;
+  if (run.validated) run.result_key = finished->result_key;
+  if (run.validated && finished->mode == compiler::KeyMode::kPreprocessor) {
+    entry.label = "preprocessor mode";  // which rule made the key (`ccpool cache ls/show`)
+  }
+  run.storable = run.success && run.validated && complete;
+  if (run.success && !run.storable) {
+    ++m_deps.counters.not_stored;
+    std::string why = !finished ? finished.error().message
+                      : !complete ? std::string("an output is missing")
+                      : !unreplayable.empty() ? unreplayable
+                                              : finished->why_not;
+    std::string code = !finished ? "internal_error"
+                       : !complete ? "output_missing"
+                       : !unreplayable.empty() ? "output_names_unkeyed_path"
+                                               : finished->why_not_code;
+    count_reason(m_deps, "not_stored", code);
+    spdlog::info("not stored {} {}: {}", code, plan.tool, why);
+  }
+  return run;
+}
 
-  auto waiters = m_flights.complete(flight);
-  bool leader = true;
+bool ExecPipeline::store(const Flight& flight, const RunOutcome& run) {
+  if (FaultInjector::instance().should_fail_store_write()) {
+    spdlog::warn("fault injection: failing a store write");
+    ++m_deps.counters.store_errors;
+    return false;
+  }
+  if (auto put = m_deps.storage.put(run.result_key, run.entry); !put) {
+    spdlog::warn("cannot store a result (carrying on without caching): {}", put.error().message);
+    ++m_deps.counters.store_errors;
+    return false;
+  }
+  if (!run.manifest) return true;
+  cache::Entry blob;
+  blob.kind = cache::EntryKind::kBlob;
+  blob.label = "manifest";
+  blob.outputs.push_back(cache::Output{"manifest", 0644, 0, {}, *run.manifest});
+  if (auto put = m_deps.storage.put(flight.key, blob); !put) {
+    spdlog::warn("cannot store a manifest: {}", put.error().message);
+    ++m_deps.counters.store_errors;
+  }
+  return true;
+}
+
+// A joiner may take the leader's result only if that result is the one a
+// compile of its own would be keyed by: for direct mode, its own view of the
+// inputs (cwd, search path, headers, PCHs) validates against the manifest
+// the leader's run produced; for content-keyed plans, the flight key is the
+// result key and finish() vouched that the inputs did not change.
+bool ExecPipeline::joiner_matches(const Waiter& waiter, const RunOutcome& run) {
+  if (!run.validated) return false;
+  if (!waiter.plan.direct_mode) return waiter.plan.flight_key == run.result_key;
+  if (!run.manifest) return false;
+  compiler::ManifestStorage leaders;
+  leaders.load = [&](const Digest& key) -> std::optional<std::string> {
+    if (key == waiter.plan.flight_key) return run.manifest;
+    return std::nullopt;
+  };
+  auto key = m_deps.planner.lookup(waiter.plan, leaders);
+  return key && *key && **key == run.result_key;
+}
+
+void ExecPipeline::deliver_run(const Flight& flight, const RunOutcome& run,
+                               std::vector<Waiter> waiters) {
+  bool cacheable = flight.plan.kind != compiler::PlanKind::kPassthrough;
   for (auto& w : waiters) {
-    ipc::ExecReply reply = completed(entry, leader ? (cacheable ? ipc::CacheOutcome::kMiss
-                                                                : ipc::CacheOutcome::kPassthrough)
-                                                   : ipc::CacheOutcome::kJoin);
-    leader = false;
-    if (success && cacheable) {
-      auto delivered = deliver(m_deps.planner, w.plan, w.umask, entry, &plan);
+    if (!w.leader && !joiner_matches(w, run)) {
+      // Its inputs differ, or the run proved nothing (inputs changed during
+      // it): a hit if the store has its result, else its own compile.
+      if (!cacheable || !serve_from_store(w)) rerun(std::move(w));
+      continue;
+    }
+    auto outcome = !w.leader ? ipc::CacheOutcome::kJoin
+                   : cacheable ? ipc::CacheOutcome::kMiss
+                               : ipc::CacheOutcome::kPassthrough;
+    if (run.success && cacheable) {
+      auto delivered = deliver(m_deps.planner, w.plan, w.umask, run.entry, &flight.plan);
       if (!delivered) {
         ++m_deps.counters.service_errors;
         send(w, failed_reply("ccpool could not write the outputs: " + delivered.error().message));
         continue;
       }
     }
-    send(w, std::move(reply));
+    send(w, completed(run.entry, outcome));
   }
-  cleanup();
 }
 
+// Manifests are read through the storage layer (node store, then the tier).
+// Writes go through store(), after the result they name.
 compiler::ManifestStorage ExecPipeline::manifests() {
   compiler::ManifestStorage storage;
   storage.load = [this](const Digest& key) -> std::optional<std::string> {
-    auto entry = m_deps.store.peek(key, true);
-    if (entry && !*entry && m_deps.tier != nullptr) {
-      if (auto packed = m_deps.tier->get(key); packed && m_deps.store.put_packed(key, *packed)) {
-        entry = m_deps.store.peek(key, true);
-      }
-    }
-    if (!entry || !*entry || (*entry)->kind != cache::EntryKind::kBlob || (*entry)->outputs.empty()) {
+    std::optional<Found> found = m_deps.storage.get(key, Bodies::kWith, Touch::kPeek);
+    if (!found || found->entry.kind != cache::EntryKind::kBlob || found->entry.outputs.empty()) {
       return std::nullopt;
     }
-    return std::move((*entry)->outputs.front().data);
-  };
-  storage.save = [this](const Digest& key, const std::string& bytes) {
-    cache::Entry blob;
-    blob.kind = cache::EntryKind::kBlob;
-    blob.label = "manifest";
-    blob.outputs.push_back(cache::Output{"manifest", 0644, 0, {}, bytes});
-    if (auto put = m_deps.store.put(key, blob); !put) {
-      spdlog::warn("cannot store a manifest: {}", put.error().message);
-      return;
-    }
-    if (m_deps.tier != nullptr) {
-      if (auto packed = m_deps.store.get_packed(key); packed && *packed) {
-        m_deps.tier->put_async(key, std::move(**packed));
-      }
-    }
+    return std::move(found->entry.outputs.front().data);
   };
   return storage;
 }
@@ -481,7 +548,7 @@ void ExecPipeline::on_disconnect(uint64_t conn_id) {
     if (m_deps.scheduler.cancel_queued(flight->job)) {
       ++m_deps.counters.cancelled;
       m_flights.complete(flight);
-      if (flight->lease_held) m_deps.tier->release_lease(flight->key);
+      retire(*flight);
     } else if (flight->pid > 0) {
       m_deps.runner.cancel(flight->pid);  // the exit callback finishes the flight
     }

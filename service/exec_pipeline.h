@@ -2,7 +2,10 @@
 //   plan (compiler model) -> lookup (manifest, node store, cluster tier)
 //   -> hit: deliver outputs, reply
 //   -> miss: join the identical in-flight job, or lead one: schedule in the
-//      bounded pool -> spawn -> reap -> store -> deliver to every waiter -> reply.
+//      bounded pool -> spawn -> reap -> collect -> store -> deliver -> reply.
+// A joiner gets the leader's result only after its own view of the inputs
+// validates against the leader's manifest, exactly like a hit; otherwise it
+// runs its own compile (docs/cache-keys.md, "Joins").
 //
 // Threads: submit() and on_disconnect() are called on the I/O thread and only
 // post work; planning, lookups, storing and delivery run in the scheduler's
@@ -17,11 +20,12 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "cache/store.h"
 #include "compiler/planner.h"
 #include "ipc/protocol.h"
 #include "pool/process_runner.h"
@@ -29,17 +33,18 @@
 #include "remote/tier.h"
 #include "service/counters.h"
 #include "service/flight_table.h"
+#include "service/storage.h"
 
 namespace ccpool::service {
 
 class ExecPipeline {
  public:
   struct Deps {
-    cache::Store& store;
+    Storage& storage;
     pool::Scheduler& scheduler;
     pool::ProcessRunner& runner;
     compiler::Planner& planner;
-    remote::Tier* tier;  // null without a cluster tier
+    remote::Tier* tier;  // leases only (data goes through `storage`); null without a cluster tier
     Counters& counters;
     std::function<void(uint64_t conn_id, ipc::ExecReply reply)> reply;  // thread-safe
     std::string work_root;  // private temp dirs for redirected outputs
@@ -64,16 +69,33 @@ class ExecPipeline {
   size_t pending() const { return m_pending.load() + m_lease_threads.load(); }
 
  private:
+  // What one execution produced, and what may be done with it.
+  struct RunOutcome {
+    cache::Entry entry;
+    bool success = false;      // exit 0, no timeout, no truncated output
+    bool validated = false;    // finish() vouched for the inputs (unchanged during the run)
+    bool storable = false;     // success && validated && every required output present
+    Digest result_key;         // valid when validated
+    std::optional<std::string> manifest;  // direct mode: the manifest naming result_key
+  };
+
   void handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request,
               std::shared_ptr<UniqueFd> stdin_fd, std::chrono::steady_clock::time_point received);
-  bool serve_from_store(const compiler::Plan& plan, const Waiter& waiter, bool remote_allowed);
+  bool serve_from_store(const Waiter& waiter, bool made_remotely = false);
+  void join_or_lead(Waiter waiter, bool shareable, std::shared_ptr<UniqueFd> stdin_fd);
+  void rerun(Waiter waiter);
   void lead(const std::shared_ptr<Flight>& flight);
   void lease_then_schedule(const std::shared_ptr<Flight>& flight);
   bool complete_from_store(const std::shared_ptr<Flight>& flight);
   void schedule(const std::shared_ptr<Flight>& flight);
   void start(const std::shared_ptr<Flight>& flight, pool::JobId job);
   void finish_flight(const std::shared_ptr<Flight>& flight, pool::ProcessResult result);
+  RunOutcome collect(const Flight& flight, pool::ProcessResult result);
+  bool store(const Flight& flight, const RunOutcome& run);
+  void deliver_run(const Flight& flight, const RunOutcome& run, std::vector<Waiter> waiters);
+  bool joiner_matches(const Waiter& waiter, const RunOutcome& run);
   void fail_flight(const std::shared_ptr<Flight>& flight, const std::string& message);
+  void retire(Flight& flight);
   compiler::ManifestStorage manifests();
   void send(const Waiter& waiter, ipc::ExecReply reply);
 
@@ -82,7 +104,7 @@ class ExecPipeline {
   std::atomic<uint64_t> m_work_seq{0};
   std::atomic<size_t> m_pending{0};  // requests posted but not yet answered or parked
   std::atomic<bool> m_stopping{false};
-  std::atomic<size_t> m_lease_threads{0};  // cross-node lease waits in progress
+  std::atomic<size_t> m_lease_threads{0};  // side threads: cross-node lease waits, fault-injection holds
 };
 
 }  // namespace ccpool::service

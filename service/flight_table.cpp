@@ -4,26 +4,24 @@
 
 namespace ccpool::service {
 
-FlightTable::JoinResult FlightTable::join_or_lead(const Digest& key, bool shareable,
-                                                  Waiter waiter, const compiler::Plan& plan,
-                                                  uint64_t fairness_id) {
+FlightTable::JoinResult FlightTable::join_or_lead(std::shared_ptr<Flight> candidate,
+                                                  bool shareable, Waiter waiter) {
   std::lock_guard lock(m_mutex);
   if (shareable) {
-    auto it = m_by_key.find(key);
+    auto it = m_by_key.find(candidate->key);
     if (it != m_by_key.end() && !it->second->cancelled) {
+      waiter.leader = false;
       it->second->waiters.push_back(std::move(waiter));
       return {it->second, false};
     }
   }
-  auto flight = std::make_shared<Flight>();
-  flight->id = m_next_id++;
-  flight->key = key;
-  flight->plan = plan;
-  flight->fairness_id = fairness_id;
-  flight->waiters.push_back(std::move(waiter));
-  if (shareable) m_by_key[key] = flight;
-  m_by_id[flight->id] = flight;
-  return {flight, true};
+  candidate->id = m_next_id++;
+  candidate->shared = shareable;
+  waiter.leader = true;
+  candidate->waiters.push_back(std::move(waiter));
+  if (shareable) m_by_key[candidate->key] = candidate;
+  m_by_id[candidate->id] = candidate;
+  return {std::move(candidate), true};
 }
 
 std::vector<std::shared_ptr<Flight>> FlightTable::remove_connection(uint64_t conn_id) {

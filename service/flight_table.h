@@ -24,26 +24,38 @@
 
 namespace ccpool::service {
 
-// One requester waiting for a flight's result.
+// One requester waiting for a flight's result. Everything needed to run its
+// own compile travels with it: a joiner whose view of the inputs turns out to
+// differ from the leader's runs its own plan (exec_pipeline.cpp).
 struct Waiter {
   uint64_t conn_id = 0;
   pid_t client_pid = 0;
   uint32_t umask = 022;
-  compiler::Plan plan;  // this requester's own plan (its deliver paths)
+  bool leader = false;      // set by the table: this waiter's plan is the one that runs
+  compiler::Plan plan;      // this requester's own plan (its deliver paths)
+  std::string program;      // resolved tool path
+  std::string work_dir;     // private dir its plan's redirected outputs point into
+  std::vector<std::string> argv;  // the requester's original argv (record metadata)
+  uint64_t fairness_id = 0;
 };
 
+// Built completely by the pipeline before join_or_lead() publishes it; after
+// that only the fields marked "guarded" change (under FlightTable::m_mutex)
+// and the atomics.
 struct Flight {
   enum class State { kQueued, kRunning, kDone };
 
-  uint64_t id = 0;
+  uint64_t id = 0;          // set by join_or_lead
   Digest key;
-  compiler::Plan plan;  // the leader's plan: what runs
-  std::string program;  // resolved tool path (set by the leader before scheduling)
-  std::string work_dir; // private dir for redirected outputs (when plan.uses_work_dir)
+  compiler::Plan plan;      // the leader's plan: what runs
+  std::string program;      // resolved tool path
+  std::string work_dir;     // private dir for redirected outputs (when plan.uses_work_dir)
   std::vector<std::string> waiters_argv;  // the leader's original argv (record metadata)
-  std::atomic<bool> lease_held{false};    // cross-node lease taken by this node
   std::shared_ptr<UniqueFd> stdin_fd;     // pass-through only: the leader's stdin
   uint64_t fairness_id = 0;
+  bool shared = false;      // set by join_or_lead: others may join it
+  std::atomic<bool> lease_held{false};    // cross-node lease taken by this node
+  std::atomic<bool> retired{false};       // work dir removed and lease released (once)
   std::chrono::system_clock::time_point started;  // set when the tool is spawned
 
   // guarded by FlightTable::m_mutex
@@ -61,10 +73,10 @@ class FlightTable {
     bool leader = false;
   };
 
-  // Joins the in-flight job with this key, or creates it with `waiter` as the
-  // leader. `plan` is only used when a new flight is created.
-  JoinResult join_or_lead(const Digest& key, bool shareable, Waiter waiter,
-                          const compiler::Plan& plan, uint64_t fairness_id);
+  // Joins the live flight with candidate->key when `shareable`, or publishes
+  // `candidate` (fully built by the caller) with `waiter` as its leader. A
+  // flight that is not shareable is never joined.
+  JoinResult join_or_lead(std::shared_ptr<Flight> candidate, bool shareable, Waiter waiter);
 
   // Removes every waiter of connection `conn_id`. Returns the flights left
   // with no waiter at all; the caller cancels them.

@@ -1,10 +1,13 @@
 #include "service/service.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
+#include <ctime>
+#include <mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +23,8 @@
 #include "resp/front.h"
 #include "service/connection_hub.h"
 #include "service/exec_pipeline.h"
+#include "service/metrics.h"
+#include "service/metrics_server.h"
 #include "service/store_kv.h"
 
 namespace ccpool::service {
@@ -28,12 +33,49 @@ namespace {
 constexpr auto kStoreFlushInterval = std::chrono::seconds(5);
 constexpr auto kKillGrace = std::chrono::milliseconds(2000);
 
+// The service deletes its work directory at start and stop, so it must be
+// one the service created: a directory of its own holding this mark. The
+// state directory may be any directory of the user's (--socket ~/x.sock).
+constexpr const char* kWorkDirName = "/ccpool-work";
+constexpr const char* kWorkMark = "/.ccpool-work";
+
+bool is_marked_work_dir(const std::string& root) {
+  struct stat dir, mark;
+  return ::lstat(root.c_str(), &dir) == 0 && S_ISDIR(dir.st_mode) && dir.st_uid == ::geteuid() &&
+         ::lstat((root + kWorkMark).c_str(), &mark) == 0 && S_ISREG(mark.st_mode) &&
+         mark.st_uid == ::geteuid();
+}
+
+// Removes what a crashed instance left, then creates the directory and its mark.
+Result<std::string> prepare_work_root(const std::string& state_dir) {
+  std::string root = state_dir + kWorkDirName;
+  if (is_marked_work_dir(root)) {
+    remove_tree(root);
+  } else if (path_exists(root)) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "'" + root + "' exists but was not created by ccpool (it has no " + (kWorkMark + 1) +
+                          " mark); the service empties its work directory at start and stop, so it will not "
+                          "use this one: move it away or choose another --socket directory");
+  }
+  CCPOOL_TRY(ensure_private_dir(root));
+  CCPOOL_TRY(write_file_atomic(root + kWorkMark,
+                               "ccpool serve's work directory: emptied at every start and stop\n", 0600));
+  return root;
+}
+
 uint64_t count_lines(const std::string& path) {
   auto data = read_file(path);
   if (!data) return 0;
   uint64_t n = 0;
   for (char c : *data) n += c == '\n';
   return n;
+}
+
+nlohmann::json store_stats_json(const cache::StoreStats& s) {
+  return {{"entries", s.entries},         {"stored_bytes", s.stored_bytes},
+          {"logical_bytes", s.logical_bytes}, {"max_size", s.max_size},
+          {"evictions", s.evictions},     {"corrupt_evictions", s.corrupt_evictions},
+          {"time_saved_ms", s.time_saved_ms}};
 }
 
 }  // namespace
@@ -45,11 +87,13 @@ struct Service::Impl {
   ServiceOptions options;
   std::string state_dir;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  int64_t start_time_s = static_cast<int64_t>(std::time(nullptr));
   std::atomic<bool> stop{false};
   Counters counters;
 
   std::unique_ptr<cache::Store> store;
   std::unique_ptr<remote::Tier> tier;
+  std::unique_ptr<Storage> storage;
   std::unique_ptr<compiler::Planner> planner;
   std::unique_ptr<pool::Scheduler> scheduler;
   std::unique_ptr<pool::ProcessRunner> runner;
@@ -57,6 +101,12 @@ struct Service::Impl {
   std::unique_ptr<ExecPipeline> pipeline;
   std::unique_ptr<StoreKv> kv;
   std::unique_ptr<resp::Front> front;
+  std::unique_ptr<MetricsServer> metrics;  // its thread calls status()
+
+  // Store figures for status and metrics, refreshed with the periodic flush
+  // in the arena: a full stats() scan never runs on the I/O thread.
+  std::mutex store_stats_mutex;
+  nlohmann::json store_stats;  // guarded by store_stats_mutex
 
   std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
   uint64_t last_front_commands = 0;
@@ -65,6 +115,7 @@ struct Service::Impl {
   void on_message(uint64_t conn_id, const ipc::PeerCred& peer, ipc::Message message,
                   UniqueFd passed_fd);
   nlohmann::json status();
+  void refresh_store_stats();
   void tick();
   void shutdown();
 };
@@ -89,7 +140,13 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
     };
     CCPOOL_TRY_ASSIGN(impl->tier, remote::Tier::create(remote_options));
     spdlog::info("cluster tier: {}", remote_options.url);
+    if (remote_options.hmac_key_file.empty()) {
+      spdlog::warn("UNSIGNED CLUSTER TIER (--remote-unsigned): entries from {} are not authenticated; anyone "
+                   "who can write to it can serve any object to this node. Use --remote-key-file.",
+                   remote_options.url);
+    }
   }
+  impl->storage = std::make_unique<Storage>(*impl->store, impl->tier.get());
   impl->planner = std::make_unique<compiler::Planner>();
   pool::SchedulerOptions sched;
   sched.jobs = options.jobs;
@@ -97,9 +154,7 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   impl->scheduler = std::make_unique<pool::Scheduler>(sched);
   impl->runner = std::make_unique<pool::ProcessRunner>();
 
-  std::string work_root = impl->state_dir + "/work";
-  remove_tree(work_root);  // left over from a crashed instance
-  CCPOOL_TRY(ensure_private_dir(work_root));
+  CCPOOL_TRY_ASSIGN(std::string work_root, prepare_work_root(impl->state_dir));
 
   Impl* raw = impl.get();
   ConnectionHub::Callbacks callbacks;
@@ -110,9 +165,10 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   callbacks.on_disconnect = [raw](uint64_t conn) {
     if (raw->pipeline) raw->pipeline->on_disconnect(conn);
   };
-  CCPOOL_TRY_ASSIGN(impl->hub, ConnectionHub::create(options.socket_path, std::move(callbacks)));
+  CCPOOL_TRY_ASSIGN(impl->hub, ConnectionHub::create(options.socket_path, std::move(callbacks),
+                                                     UniqueFd(options.listen_fd)));
 
-  ExecPipeline::Deps deps{*impl->store,    *impl->scheduler, *impl->runner,
+  ExecPipeline::Deps deps{*impl->storage,  *impl->scheduler, *impl->runner,
                           *impl->planner,  impl->tier.get(), impl->counters,
                           [raw](uint64_t conn, ipc::ExecReply reply) {
                             raw->hub->send(conn, ipc::Message(std::move(reply)));
@@ -121,7 +177,7 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   impl->pipeline = std::make_unique<ExecPipeline>(std::move(deps));
 
   if (options.resp_enabled) {
-    impl->kv = std::make_unique<StoreKv>(*impl->store, impl->tier.get());
+    impl->kv = std::make_unique<StoreKv>(*impl->storage);
     resp::FrontOptions front_options;
     front_options.unix_path = impl->state_dir + "/resp.sock";
     front_options.tcp_port = options.resp_port;
@@ -132,6 +188,16 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
                         "cannot start the Redis-protocol front: " + front.error().message);
     }
     impl->front = std::move(*front);
+  }
+
+  impl->refresh_store_stats();
+  if (options.metrics_port >= 0) {
+    auto metrics = MetricsServer::start(options.metrics_port, [raw](MetricsFormat format) {
+      return render_metrics(raw->status(), format);
+    });
+    if (!metrics) return make_error(metrics.error().code, metrics.error().message);
+    impl->metrics = std::move(*metrics);
+    spdlog::info("metrics on http://127.0.0.1:{}/metrics", impl->metrics->port());
   }
 
   auto stats = impl->scheduler->stats();
@@ -188,6 +254,8 @@ nlohmann::json Service::Impl::status() {
   auto sched = scheduler->stats();
   nlohmann::json j;
   j["pid"] = ::getpid();
+  j["version"] = kVersion;
+  j["start_time_s"] = start_time_s;
   j["socket"] = options.socket_path;
   j["store_dir"] = store->dir();
   j["uptime_s"] = std::chrono::duration_cast<std::chrono::seconds>(
@@ -204,11 +272,14 @@ nlohmann::json Service::Impl::status() {
   j["joins"] = counters.joins.load();
   uint64_t served = counters.hits.load() + counters.remote_hits.load();
   j["hit_service_us"] = served ? counters.hit_time_ns.load() / served / 1000.0 : 0.0;
+  j["hit_latency"] = histogram_json(counters.hit_latency.snapshot());
+  j["exec_remote_hits"] = counters.remote_hits.load();
   j["executions"] = counters.executions.load();
   j["failures"] = counters.failures.load();
   j["cancelled"] = counters.cancelled.load();
   j["passthrough"] = counters.passthrough.load();
   j["not_stored"] = counters.not_stored.load();
+  j["join_reruns"] = counters.join_reruns.load();
   j["passthrough_reasons"] = counters.passthrough_reasons.snapshot();
   j["not_stored_reasons"] = counters.not_stored_reasons.snapshot();
   j["store_errors"] = counters.store_errors.load();
@@ -218,6 +289,11 @@ nlohmann::json Service::Impl::status() {
   j["protocol_errors"] = hub->counters().protocol_errors.load();
   j["fallbacks"] = count_lines(state_dir + "/fallbacks.log");
   j["running_jobs"] = pipeline->running_jobs();
+  {
+    std::lock_guard lock(store_stats_mutex);
+    j["store"] = store_stats;
+  }
+  j["metrics_port"] = metrics ? metrics->port() : 0;
   remote::RemoteCounters rc{};
   if (tier) rc = tier->counters();
   j["remote"] = tier != nullptr;
@@ -230,6 +306,8 @@ nlohmann::json Service::Impl::status() {
   j["remote_bad_signature"] = rc.bad_signature;
   j["breaker_open"] = rc.breaker_open;
   j["breaker_opened"] = rc.breaker_opened;
+  j["tier_latency"] = {{"node", histogram_json(storage->local_latency())}};
+  if (tier) j["tier_latency"]["cluster"] = histogram_json(storage->tier_latency());
   if (front) {
     auto fc = front->counters();
     j["resp_socket"] = front->unix_path();
@@ -237,6 +315,7 @@ nlohmann::json Service::Impl::status() {
     j["resp_connections"] = fc.connections;
     j["resp_commands"] = fc.commands;
     j["resp_refused_peers"] = fc.refused_peers;
+    j["resp_open_connections"] = fc.open_connections;
   }
   return j;
 }
@@ -245,7 +324,7 @@ void Service::Impl::tick() {
   auto now = std::chrono::steady_clock::now();
   if (now - last_flush >= kStoreFlushInterval) {
     last_flush = now;
-    scheduler->run_in_arena([s = store.get()] { s->flush(); });
+    scheduler->run_in_arena([this] { refresh_store_stats(); });  // stats() flushes first
   }
   if (front) {
     uint64_t commands = front->counters().commands;
@@ -254,7 +333,10 @@ void Service::Impl::tick() {
       last_front_activity = now;
     }
   }
-  bool idle = hub->connection_count() == 0 && pipeline->active_flights() == 0 &&
+  // An open Redis-front connection is a client too: exiting under it would
+  // also free the front's TCP port for another user to bind.
+  bool front_open = front && front->counters().open_connections > 0;
+  bool idle = hub->connection_count() == 0 && !front_open && pipeline->active_flights() == 0 &&
               pipeline->pending() == 0 && runner->running_count() == 0;
   auto last = std::max(hub->last_activity(), last_front_activity);
   if (idle && options.idle_timeout.count() > 0 && now - last >= options.idle_timeout) {
@@ -264,8 +346,20 @@ void Service::Impl::tick() {
   }
 }
 
+void Service::Impl::refresh_store_stats() {
+  auto stats = store->stats();
+  if (!stats) {
+    spdlog::warn("store stats: {}", stats.error().message);
+    return;
+  }
+  nlohmann::json j = store_stats_json(*stats);
+  std::lock_guard lock(store_stats_mutex);
+  store_stats = std::move(j);
+}
+
 void Service::Impl::shutdown() {
   if (!hub) return;  // already done
+  metrics.reset();  // first: its thread reads everything below
   hub->stop_accepting();
   front.reset();
   pipeline->stop_all();           // waiters get "stopping" and run the tool themselves
@@ -282,7 +376,7 @@ void Service::Impl::shutdown() {
   tier.reset();
   if (store) store->flush();
   store.reset();
-  remove_tree(state_dir + "/work");
+  if (std::string root = state_dir + kWorkDirName; is_marked_work_dir(root)) remove_tree(root);
 }
 
 }  // namespace ccpool::service

@@ -25,7 +25,11 @@ struct ServiceOptions {
   bool resp_enabled = true;  // the Redis-protocol front on <state dir>/resp.sock
   int resp_port = 0;         // also 127.0.0.1:PORT when > 0
   std::string resp_password;
+  int metrics_port = -1;  // >= 0: serve GET /metrics on 127.0.0.1:PORT (0: any free port)
+  int listen_fd = -1;     // a listening socket passed by systemd; the service owns it
 };
+
+inline constexpr const char* kVersion = "0.1.0";
 
 class Service {
  public:

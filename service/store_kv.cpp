@@ -19,27 +19,31 @@ Digest StoreKv::store_key(std::string_view redis_key) {
   return hasher.digest();
 }
 
+// DEL stores this expiry (already past): the key reads as missing here and,
+// once the write-back lands, on every node.
+constexpr int64_t kDeletedExpiry = 1;
+
+// A local DEL wins over the tier: until its tombstone reaches Redis the tier
+// may still hold the old value, which must not be fetched back.
+bool StoreKv::deleted_here(const Digest& key) {
+  auto local = m_storage.local().peek(key, false);
+  return local && *local && (*local)->expires_ms == kDeletedExpiry;
+}
+
 std::optional<cache::Entry> StoreKv::load(const Digest& key, bool with_bodies) {
-  auto entry = with_bodies ? m_store.get(key) : m_store.peek(key, false);
-  if (entry && !*entry && m_tier != nullptr) {
-    if (auto packed = m_tier->get(key); packed && m_store.put_packed(key, *packed)) {
-      entry = with_bodies ? m_store.get(key) : m_store.peek(key, false);
-      if (entry && *entry && live(**entry)) ++m_remote_hits;
-    }
-  }
-  if (!entry || !*entry || !live(**entry)) return std::nullopt;
-  return std::move(**entry);
+  if (m_storage.has_tier() && deleted_here(key)) return std::nullopt;
+  std::optional<Found> found = with_bodies
+                                   ? m_storage.get(key)
+                                   : m_storage.get(key, Bodies::kWithout, Touch::kPeek);
+  if (!found || !live(found->entry)) return std::nullopt;
+  if (found->source == Source::kRemote) ++m_remote_hits;
+  return std::move(found->entry);
 }
 
 bool StoreKv::save(const Digest& key, const cache::Entry& entry) {
-  if (auto put = m_store.put(key, entry); !put) {
+  if (auto put = m_storage.put(key, entry); !put) {
     spdlog::warn("redis front: cannot store '{}': {}", entry.label, put.error().message);
     return false;
-  }
-  if (m_tier != nullptr) {
-    if (auto packed = m_store.get_packed(key); packed && *packed) {
-      m_tier->put_async(key, std::move(**packed));
-    }
   }
   return true;
 }
@@ -63,15 +67,15 @@ bool StoreKv::set(std::string_view key, std::string_view value, int64_t expires_
 bool StoreKv::del(std::string_view key) {
   Digest digest = store_key(key);
   bool existed = load(digest, false).has_value();
-  if (m_tier == nullptr) {
-    (void)m_store.remove(digest);
+  if (!m_storage.has_tier()) {
+    (void)m_storage.local().remove(digest);
     return existed;
   }
   cache::Entry tombstone;
   tombstone.kind = cache::EntryKind::kBlob;
   tombstone.label = std::string(key);
   tombstone.tool = "redis";
-  tombstone.expires_ms = 1;  // expired: reads as missing everywhere, gc removes it
+  tombstone.expires_ms = kDeletedExpiry;  // expired: reads as missing everywhere, gc removes it
   (void)save(digest, tombstone);
   return existed;
 }
@@ -80,7 +84,7 @@ bool StoreKv::exists(std::string_view key) { return load(store_key(key), false).
 
 bool StoreKv::expire(std::string_view key, int64_t expires_at_ms) {
   Digest digest = store_key(key);
-  auto entry = m_store.peek(digest, true);
+  auto entry = m_storage.local().peek(digest, true);
   if (!entry || !*entry || !live(**entry)) return false;
   (*entry)->expires_ms = expires_at_ms;
   return save(digest, **entry);

@@ -8,15 +8,14 @@
 
 #include <atomic>
 
-#include "cache/store.h"
-#include "remote/tier.h"
 #include "resp/front.h"
+#include "service/storage.h"
 
 namespace ccpool::service {
 
 class StoreKv : public resp::KvBackend {
  public:
-  StoreKv(cache::Store& store, remote::Tier* tier) : m_store(store), m_tier(tier) {}
+  explicit StoreKv(Storage& storage) : m_storage(storage) {}
 
   std::optional<std::string> get(std::string_view key) override;
   bool set(std::string_view key, std::string_view value, int64_t expires_at_ms) override;
@@ -30,10 +29,10 @@ class StoreKv : public resp::KvBackend {
 
  private:
   std::optional<cache::Entry> load(const Digest& key, bool with_bodies);
+  bool deleted_here(const Digest& key);  // the local entry is a DEL tombstone
   bool save(const Digest& key, const cache::Entry& entry);
 
-  cache::Store& m_store;
-  remote::Tier* m_tier;
+  Storage& m_storage;
   std::atomic<uint64_t> m_remote_hits{0};
 };
 

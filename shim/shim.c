@@ -7,9 +7,15 @@
  * which are never written afterwards. errno is restored before any real call,
  * so the caller sees exactly the errno the real function gives.
  *
- * Redirect: exec `<client> <resolved program> <argv[0]> <argv[1]> ...` with the
- * caller's envp unchanged; the client strips the shim from the environment it
- * gives the real compiler. We redirect only when the resolved program is an
+ * Redirect: exec `<client> [--inherited-socket=PATH] <resolved program>
+ * <argv[0]> <argv[1]> ...` with the caller's envp unchanged; the client strips
+ * the shim from the environment it gives the real compiler. PATH is the socket
+ * this process saw when it started, so a caller that cleans the envp of the
+ * exec still reaches its own service.
+ *
+ * Stack: a hook uses O(argc) pointers (VLAs sized by the argv it got, at most
+ * MAX_REDIRECT_ARGS) plus one PATH_MAX buffer for the p-variants, so it works
+ * on small thread stacks (64 KiB) as glibc's own exec functions do. We redirect only when the resolved program is an
  * executable regular file; in every other case, and when exec'ing the client
  * fails, the real function is called with the original arguments. */
 #define _GNU_SOURCE
@@ -27,7 +33,7 @@
 #include "shim/match.h"
 
 #define EXPORT __attribute__((visibility("default")))
-/* Redirected argv must fit in a stack array; longer ones pass through. */
+/* Longer argv pass through unredirected and unrewritten. */
 #define MAX_REDIRECT_ARGS 4096
 
 extern char** environ;
@@ -46,6 +52,8 @@ static spawn_fn g_real_posix_spawnp;
 
 static int g_enabled;          /* 0 when CCPOOL_DISABLE is set or the client is unknown */
 static char g_client[PATH_MAX];
+/* "--inherited-socket=<CCPOOL_SOCKET or $XDG_RUNTIME_DIR/ccpool/sock>" or "" */
+static char g_socket_arg[PATH_MAX + 32];
 static struct ccpool_compiler_list g_compilers;
 static long g_workers;         /* CCPOOL_WORKERS; 0: no sidecar rewrite */
 static char g_workers_arg[32]; /* "--workers=<g_workers>" */
@@ -88,6 +96,27 @@ static void read_workers(void) {
   g_workers_arg[10 + n] = '\0';
 }
 
+/* The socket the client should use when the exec's envp no longer says. */
+static void capture_socket(void) {
+  static const char kPrefix[] = "--inherited-socket=";
+  static const char kTail[] = "/ccpool/sock";
+  const char* socket = getenv("CCPOOL_SOCKET");
+  const char* runtime = getenv("XDG_RUNTIME_DIR");
+  size_t p = sizeof kPrefix - 1;
+  if (socket && *socket) {
+    size_t n = strlen(socket);
+    if (n >= PATH_MAX) return;
+    memcpy(g_socket_arg, kPrefix, p);
+    memcpy(g_socket_arg + p, socket, n + 1);
+  } else if (runtime && *runtime) {
+    size_t n = strlen(runtime);
+    if (n + sizeof kTail > PATH_MAX) return;
+    memcpy(g_socket_arg, kPrefix, p);
+    memcpy(g_socket_arg + p, runtime, n);
+    memcpy(g_socket_arg + p + n, kTail, sizeof kTail);
+  }
+}
+
 __attribute__((constructor)) static void ccpool_shim_init(void) {
   g_real_execve = (execve_fn)dlsym(RTLD_NEXT, "execve");
   g_real_execvpe = (execvpe_fn)dlsym(RTLD_NEXT, "execvpe");
@@ -104,6 +133,7 @@ __attribute__((constructor)) static void ccpool_shim_init(void) {
   const char* list = getenv("CCPOOL_COMPILERS");
   ccpool_compiler_list_init(&g_compilers, list && *list ? list : NULL);
   read_workers();
+  capture_socket();
   g_enabled = g_client[0] != '\0';
 }
 
@@ -155,51 +185,106 @@ static int resolve_in_path(const char* file, char out[PATH_MAX]) {
   }
 }
 
-/* Builds `client resolved argv...` into `out`; 0 when argv is too long. */
-static int build_client_argv(const char* resolved, char* const argv[], char** out) {
-  out[0] = g_client;
-  out[1] = (char*)resolved;
-  int n = 2;
-  for (int i = 0; argv && argv[i]; ++i) {
-    if (n + 1 >= MAX_REDIRECT_ARGS) return 0;
-    out[n++] = argv[i];
-  }
-  if (n == 2) out[n++] = (char*)resolved; /* empty argv: give the client an argv[0] */
-  out[n] = 0;
-  return 1;
+/* argc of argv, or -1 when it has MAX_REDIRECT_ARGS entries or more. */
+static int count_args(char* const argv[]) {
+  int n = 0;
+  for (; argv && argv[n]; ++n)
+    if (n + 5 >= MAX_REDIRECT_ARGS) return -1;
+  return n;
 }
 
-/* argv with the sidecar's --workers capped to g_workers, or argv itself. The
- * cap only lowers: a sidecar asked for fewer workers keeps its number. */
-static char* const* sidecar_argv(char* const argv[], char** buf) {
-  if (!g_enabled || g_workers <= 0 || !argv) return argv;
-  int idx = ccpool_sidecar_workers_index(argv, MAX_REDIRECT_ARGS - 1);
-  if (idx < 0) return argv;
-  long asked = ccpool_parse_workers(argv[idx]);
-  if (asked > 0 && asked <= g_workers) return argv;
+/* Fills `out` (argc + 5 entries) with `client [socket] resolved argv... NULL`;
+ * an empty argv gets `resolved` as its argv[0]. */
+static void build_client_argv(const char* resolved, char* const argv[], int argc, char** out) {
   int n = 0;
-  for (; argv[n]; ++n) {
-    if (n + 1 >= MAX_REDIRECT_ARGS) return argv;
-    buf[n] = n == idx ? g_workers_arg : argv[n];
-  }
+  out[n++] = g_client;
+  if (g_socket_arg[0]) out[n++] = g_socket_arg;
+  out[n++] = (char*)resolved;
+  for (int i = 0; i < argc; ++i) out[n++] = argv[i];
+  if (argc == 0) out[n++] = (char*)resolved;
+  out[n] = 0;
+}
+
+/* Index of the sidecar's --workers argument to cap, or -1 to leave argv as it is. */
+static int sidecar_rewrite_index(char* const argv[]) {
+  if (!g_enabled || g_workers <= 0 || !argv || count_args(argv) < 0) return -1;
+  int idx = ccpool_sidecar_workers_index(argv, MAX_REDIRECT_ARGS - 1);
+  if (idx < 0) return -1;
+  long asked = ccpool_parse_workers(argv[idx]);
+  return asked > 0 && asked <= g_workers ? -1 : idx;
+}
+
+/* Copies argv into `buf` (argc + 1 entries) with argv[idx] replaced by the cap. */
+static char* const* capped_argv(char* const argv[], int idx, char** buf) {
+  int n = 0;
+  for (; argv[n]; ++n) buf[n] = n == idx ? g_workers_arg : argv[n];
   buf[n] = 0;
   return buf;
+}
+
+/* The real calls, with the sidecar's --workers capped. The copy is a VLA of
+ * argc + 1 pointers, made only when a rewrite is needed. */
+__attribute__((noinline)) static int real_execve_capped(const char* path, char* const argv[],
+                                                        char* const envp[], int saved) {
+  int idx = sidecar_rewrite_index(argv);
+  if (idx < 0) {
+    errno = saved;
+    return g_real_execve(path, argv, envp);
+  }
+  char* buf[count_args(argv) + 1];
+  char* const* args = capped_argv(argv, idx, buf);
+  errno = saved;
+  return g_real_execve(path, args, envp);
+}
+
+__attribute__((noinline)) static int real_execvpe_capped(const char* file, char* const argv[],
+                                                         char* const envp[], int saved) {
+  int idx = sidecar_rewrite_index(argv);
+  if (idx < 0) {
+    errno = saved;
+    return g_real_execvpe(file, argv, envp);
+  }
+  char* buf[count_args(argv) + 1];
+  char* const* args = capped_argv(argv, idx, buf);
+  errno = saved;
+  return g_real_execvpe(file, args, envp);
+}
+
+__attribute__((noinline)) static int real_spawn_capped(spawn_fn real, pid_t* pid, const char* path,
+                                                       const posix_spawn_file_actions_t* fa,
+                                                       const posix_spawnattr_t* attr,
+                                                       char* const argv[], char* const envp[],
+                                                       int saved) {
+  int idx = sidecar_rewrite_index(argv);
+  if (idx < 0) {
+    errno = saved;
+    return real(pid, path, fa, attr, argv, envp);
+  }
+  char* buf[count_args(argv) + 1];
+  char* const* args = capped_argv(argv, idx, buf);
+  errno = saved;
+  return real(pid, path, fa, attr, args, envp);
 }
 
 /* Tries the client via execve; returns only when that failed. */
 __attribute__((noinline)) static void redirect_execve(const char* resolved, char* const argv[],
                                                       char* const envp[]) {
-  char* args[MAX_REDIRECT_ARGS];
-  if (build_client_argv(resolved, argv, args)) g_real_execve(g_client, args, envp);
+  int argc = count_args(argv);
+  if (argc < 0) return;
+  char* args[argc + 5];
+  build_client_argv(resolved, argv, argc, args);
+  g_real_execve(g_client, args, envp);
 }
 
 __attribute__((noinline)) static int redirect_spawn(int* ok, pid_t* pid, const char* resolved,
                                                     const posix_spawn_file_actions_t* fa,
                                                     const posix_spawnattr_t* attr,
                                                     char* const argv[], char* const envp[]) {
-  char* args[MAX_REDIRECT_ARGS];
   *ok = 0;
-  if (!build_client_argv(resolved, argv, args)) return 0;
+  int argc = count_args(argv);
+  if (argc < 0) return 0;
+  char* args[argc + 5];
+  build_client_argv(resolved, argv, argc, args);
   int rc = g_real_posix_spawn(pid, g_client, fa, attr, args, envp);
   *ok = rc == 0;
   return rc;
@@ -207,26 +292,40 @@ __attribute__((noinline)) static int redirect_spawn(int* ok, pid_t* pid, const c
 
 /* ---- exec family ---- */
 
+/* A NULL path is the caller's bug: fail as the kernel does for execve
+ * instead of crashing in our string code. glibc declares these functions
+ * nonnull, so the compiler would drop a plain `!path` test: the empty asm
+ * hides the pointer's origin from the optimizer. */
+static int is_null(const void* p) {
+  __asm__("" : "+r"(p));
+  return p == 0;
+}
+
+static int efault(void) {
+  errno = EFAULT;
+  return -1;
+}
+
 static int exec_common(const char* path, char* const argv[], char* const envp[]) {
+  if (is_null(path)) return efault();
   int saved = errno;
   if (wants_redirect(path) && is_executable_file(path)) redirect_execve(path, argv, envp);
-  char* buf[MAX_REDIRECT_ARGS];
-  char* const* args = sidecar_argv(argv, buf);
-  errno = saved;
-  return g_real_execve(path, args, envp);
+  return real_execve_capped(path, argv, envp, saved);
+}
+
+/* The PATH search and its PATH_MAX buffer live here, out of the common path. */
+__attribute__((noinline)) static void redirect_execvp(const char* file, char* const argv[],
+                                                      char* const envp[]) {
+  char resolved[PATH_MAX];
+  if (resolve_in_path(file, resolved)) redirect_execve(resolved, argv, envp);
 }
 
 static int execp_common(const char* file, char* const argv[], char* const envp[]) {
+  if (is_null(file)) return efault();
   if (strchr(file, '/')) return exec_common(file, argv, envp);
   int saved = errno;
-  if (wants_redirect(file)) {
-    char resolved[PATH_MAX];
-    if (resolve_in_path(file, resolved)) redirect_execve(resolved, argv, envp);
-  }
-  char* buf[MAX_REDIRECT_ARGS];
-  char* const* args = sidecar_argv(argv, buf);
-  errno = saved;
-  return g_real_execvpe(file, args, envp);
+  if (wants_redirect(file)) redirect_execvp(file, argv, envp);
+  return real_execvpe_capped(file, argv, envp, saved);
 }
 
 EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
@@ -249,6 +348,7 @@ EXPORT int execvp(const char* file, char* const argv[]) {
  * absolute path, no flags); fd-relative and AT_EMPTY_PATH forms pass through. */
 EXPORT int execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
                     int flags) {
+  if (is_null(path)) return efault();
   if (flags == 0 && (dirfd == AT_FDCWD || path[0] == '/'))
     return exec_common(path, argv, envp);
   return g_real_execveat(dirfd, path, argv, envp, flags);
@@ -292,6 +392,7 @@ EXPORT int execle(const char* path, const char* arg, ...) {
 
 EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* fa,
                        const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
+  if (is_null(path)) return EFAULT; /* the spawn family returns the error number */
   int saved = errno;
   if (wants_redirect(path) && is_executable_file(path)) {
     int ok;
@@ -301,29 +402,31 @@ EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_acti
       return rc;
     }
   }
-  char* buf[MAX_REDIRECT_ARGS];
-  char* const* args = sidecar_argv(argv, buf);
-  errno = saved;
-  return g_real_posix_spawn(pid, path, fa, attr, args, envp);
+  return real_spawn_capped(g_real_posix_spawn, pid, path, fa, attr, argv, envp, saved);
+}
+
+__attribute__((noinline)) static int redirect_spawnp(int* ok, pid_t* pid, const char* file,
+                                                     const posix_spawn_file_actions_t* fa,
+                                                     const posix_spawnattr_t* attr,
+                                                     char* const argv[], char* const envp[]) {
+  char resolved[PATH_MAX];
+  *ok = 0;
+  if (!resolve_in_path(file, resolved)) return 0;
+  return redirect_spawn(ok, pid, resolved, fa, attr, argv, envp);
 }
 
 EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* fa,
                         const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
+  if (is_null(file)) return EFAULT;
   if (strchr(file, '/')) return posix_spawn(pid, file, fa, attr, argv, envp);
   int saved = errno;
   if (wants_redirect(file)) {
-    char resolved[PATH_MAX];
-    if (resolve_in_path(file, resolved)) {
-      int ok;
-      int rc = redirect_spawn(&ok, pid, resolved, fa, attr, argv, envp);
-      if (ok) {
-        errno = saved;
-        return rc;
-      }
+    int ok;
+    int rc = redirect_spawnp(&ok, pid, file, fa, attr, argv, envp);
+    if (ok) {
+      errno = saved;
+      return rc;
     }
   }
-  char* buf[MAX_REDIRECT_ARGS];
-  char* const* args = sidecar_argv(argv, buf);
-  errno = saved;
-  return g_real_posix_spawnp(pid, file, fa, attr, args, envp);
+  return real_spawn_capped(g_real_posix_spawnp, pid, file, fa, attr, argv, envp, saved);
 }

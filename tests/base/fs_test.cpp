@@ -32,6 +32,34 @@ TEST(Fs, PrivateDirCreatedAndChecked) {
   EXPECT_NE(r.error().message.find("chmod 700"), std::string::npos);
 }
 
+// A parent others may write without the sticky bit lets them swap the
+// directory for their own: refused, naming that parent.
+TEST(Fs, PrivateDirUnderAWorldWritableParentIsRefused) {
+  std::string parent = testing::scratch_dir() + "/open";
+  std::string dir = parent + "/state";
+  ASSERT_TRUE(ensure_private_dir(dir));
+  ASSERT_EQ(::chmod(parent.c_str(), 0777), 0);
+  auto r = ensure_private_dir(dir);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kPermission);
+  EXPECT_NE(r.error().message.find("'" + parent + "'"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("chmod o-w"), std::string::npos) << r.error().message;
+  ASSERT_EQ(::chmod(parent.c_str(), 01777), 0);  // sticky, like /tmp: fine
+  EXPECT_TRUE(ensure_private_dir(dir));
+  ASSERT_EQ(::chmod(parent.c_str(), 0700), 0);
+}
+
+TEST(Fs, SecretFilesMustBePrivate) {
+  std::string path = testing::scratch_dir() + "/key";
+  ASSERT_TRUE(write_file_atomic(path, "k", 0644));
+  auto r = read_secret_file(path);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kPermission);
+  EXPECT_NE(r.error().message.find("chmod 600 " + path), std::string::npos) << r.error().message;
+  ASSERT_EQ(::chmod(path.c_str(), 0400), 0);
+  EXPECT_EQ(*read_secret_file(path), "k");
+}
+
 TEST(Fs, NetworkFilesystemRefusedThroughSeam) {
   auto fake = [](int64_t magic) {
     return [magic](const std::string&) -> Result<int64_t> { return magic; };

@@ -1,12 +1,15 @@
 // Runs the real `ccpool cache ...` binary: every subcommand, --json parsing,
 // exit codes (0/1/2), export/import between two stores and the bad-input list.
 #include <gtest/gtest.h>
+#include <pty.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -31,6 +34,35 @@ CliRun ccpool(const std::string& args, const std::string& env = "") {
   int status = std::system(cmd.c_str());
   CliRun r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, *read_file(dir + "/out"), *read_file(dir + "/err")};
   return r;
+}
+
+// Runs `ccpool ARGS` with stdout and stderr on a fresh pseudo-terminal; returns what the
+// terminal received (the line discipline turns "\n" into "\r\n") as `out`.
+CliRun ccpool_on_tty(const std::string& args) {
+  std::string cmd = "exec env -u CCPOOL_DIR " + ccpool::testing::build_binary("ccpool") + " " + args;
+  int master = -1;
+  pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  if (pid < 0) return CliRun{-1, "", std::string("forkpty: ") + std::strerror(errno)};
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::string seen;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(master, buf, sizeof buf);
+    if (n > 0) {
+      seen.append(buf, static_cast<size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;  // EIO once the child side is closed
+    }
+  }
+  ::close(master);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return CliRun{WIFEXITED(status) ? WEXITSTATUS(status) : -1, seen, ""};
 }
 
 json parse(const CliRun& r) {
@@ -72,6 +104,24 @@ TEST(CacheCliTest, StatsJsonOnAnEmptyDirectory) {
   EXPECT_EQ(ccpool("cache ls --help").code, 0);
 }
 
+TEST(CacheCliTest, StatsJsonCountsSharedBodiesOnce) {
+  std::string dir = dir_of("s");
+  {
+    StoreOptions o = testing::options();
+    o.dir = dir;
+    auto store = testing::open_store(o);
+    ASSERT_TRUE(store->put(testing::test_key(1), testing::make_entry("a.o", 3000, 5)));
+    ASSERT_TRUE(store->put(testing::test_key(2), testing::make_entry("b.o", 3000, 5)));  // same bytes as a.o
+    ASSERT_TRUE(store->put(testing::test_key(3), testing::make_entry("c.o", 3000, 6)));
+  }
+  json j = parse(ccpool("cache stats --json --dir " + dir));
+  EXPECT_EQ(j["entries"], 3);
+  EXPECT_EQ(j["bodies"], 2);
+  EXPECT_EQ(j["logical_bytes"], 9000);
+  EXPECT_EQ(j["evictions"], 0);
+  EXPECT_EQ(j["corrupt_evictions"], 0);
+}
+
 TEST(CacheCliTest, LsShowCatRm) {
   std::string dir = dir_of("s");
   auto keys = fill(dir, 3);
@@ -105,6 +155,27 @@ TEST(CacheCliTest, LsShowCatRm) {
   EXPECT_EQ(rm["removed"].size(), 2u);
   EXPECT_EQ(parse(ccpool("cache stats --json --dir " + dir))["entries"], 1);
   EXPECT_EQ(ccpool("cache rm " + keys[0].hex() + " --dir " + dir).code, 1);  // gone already
+}
+
+// A crafted entry asks for setuid/setgid/sticky: cat -o writes what a compile
+// would create instead (0777 for executables, under the caller's umask).
+TEST(CacheCliTest, CatNeverWritesSpecialModeBits) {
+  std::string dir = dir_of("s");
+  {
+    StoreOptions o = testing::options();
+    o.dir = dir;
+    auto store = testing::open_store(o);
+    Entry e = testing::make_entry("tool", 100);
+    e.outputs[0].mode = 07777;
+    ASSERT_TRUE(store->put(testing::test_key(1), e));
+  }
+  std::string file = dir_of("tool");
+  CliRun r = ccpool("cache cat " + testing::test_key(1).hex() + " tool -o " + file + " --dir " + dir,
+                    "sh -c 'umask 027; exec \"$0\" \"$@\"'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  struct stat st {};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
 }
 
 TEST(CacheCliTest, AmbiguousPrefixListsCandidates) {
@@ -141,9 +212,13 @@ TEST(CacheCliTest, UsageErrorsExitTwo) {
 }
 
 TEST(CacheCliTest, MissingCorruptAndForeignStoresExitOne) {
-  CliRun missing = ccpool("cache stats --dir " + dir_of("absent"));
+  CliRun missing = ccpool("cache ls --dir " + dir_of("absent"));
   EXPECT_EQ(missing.code, 1);
   EXPECT_NE(missing.err.find(dir_of("absent")), std::string::npos);
+  // Except `stats`, which reports a store not created yet as an empty one (issue 15).
+  CliRun empty = ccpool("cache stats --dir " + dir_of("absent"));
+  EXPECT_EQ(empty.code, 0) << empty.err;
+  EXPECT_NE(empty.out.find("does not exist yet"), std::string::npos) << empty.out;
   std::string corrupt = dir_of("corrupt");
   ASSERT_TRUE(ensure_private_dir(corrupt));
   ASSERT_TRUE(write_file_atomic(corrupt + "/data.mdb", std::string(16384, 'z'), 0600));
@@ -178,6 +253,10 @@ TEST(CacheCliTest, ClearGcAndVerify) {
     auto store = testing::open_store(o);
     ASSERT_TRUE(store->corrupt_body_for_testing(keys[4], 0));
   }
+  json before = parse(ccpool("cache stats --json --dir " + dir));
+  EXPECT_EQ(before["bodies"], 6);
+  EXPECT_EQ(before["evictions"], 0);
+  EXPECT_EQ(before["corrupt_evictions"], 0);
   CliRun found = ccpool("cache verify --dir " + dir);
   EXPECT_EQ(found.code, 1);
   EXPECT_NE(found.out.find("corrupt " + keys[4].hex()), std::string::npos) << found.out;
@@ -187,12 +266,22 @@ TEST(CacheCliTest, ClearGcAndVerify) {
   EXPECT_EQ(fixed["corrupt"][0]["key"], keys[4].hex());
   EXPECT_EQ(fixed["removed"], 1);
   EXPECT_EQ(parse(ccpool("cache verify --json --dir " + dir))["corrupt"].size(), 0u);
+  json after_fix = parse(ccpool("cache stats --json --dir " + dir));
+  EXPECT_EQ(after_fix["entries"], 5);
+  EXPECT_EQ(after_fix["bodies"], 5);
+  EXPECT_EQ(after_fix["corrupt_evictions"], 1);
+  EXPECT_EQ(after_fix["evictions"], 0);  // a corrupt entry is not an LRU eviction
 
   json none = parse(ccpool("cache gc --older-than 1h --json --dir " + dir));
   EXPECT_EQ(none["removed_entries"], 0);
   json gc = parse(ccpool("cache gc --max-size 8K --json --dir " + dir));
   EXPECT_GE(gc["removed_entries"], 3);
-  EXPECT_LE(parse(ccpool("cache stats --json --dir " + dir))["stored_bytes"], 8192);
+  json after_gc = parse(ccpool("cache stats --json --dir " + dir));
+  EXPECT_LE(after_gc["stored_bytes"], 8192);
+  EXPECT_EQ(after_gc["evictions"], gc["removed_entries"]);
+  EXPECT_EQ(after_gc["entries"].get<int>(), 5 - gc["removed_entries"].get<int>());
+  EXPECT_EQ(after_gc["bodies"], after_gc["entries"]);  // every entry has its own body
+  EXPECT_EQ(after_gc["corrupt_evictions"], 1);
   json cleared = parse(ccpool("cache clear --json --dir " + dir));
   EXPECT_GE(cleared["removed"], 1);
   EXPECT_EQ(parse(ccpool("cache stats --json --dir " + dir))["entries"], 0);
@@ -212,6 +301,36 @@ TEST(CacheCliTest, ExportImportBetweenTwoStores) {
   json again = parse(ccpool("cache import " + archive + " --json --dir " + b));
   EXPECT_EQ(again["entries"], 0);
   EXPECT_EQ(again["skipped"], 5);
+}
+
+// docs/cli.md: verify, gc, export and import draw a progress bar on stderr when it is a TTY,
+// and only then.
+TEST(CacheCliTest, ProgressBarsOnATerminalOnly) {
+  std::string a = dir_of("a"), b = dir_of("b"), archive = dir_of("seed.ccpool");
+  fill(a, 5);
+  CliRun verify = ccpool_on_tty("cache verify --dir " + a);
+  EXPECT_EQ(verify.code, 0) << verify.out;
+  EXPECT_NE(verify.out.find("\rverify [" + std::string(30, '#') + "] 100% 5/5"), std::string::npos) << verify.out;
+  EXPECT_NE(verify.out.find("\rverify [" + std::string(6, '#') + std::string(24, ' ') + "]  20% 1/5"),
+            std::string::npos) << verify.out;
+  EXPECT_NE(verify.out.find("checked 5 entries"), std::string::npos) << verify.out;
+  CliRun exported = ccpool_on_tty("cache export " + archive + " --dir " + a);
+  EXPECT_EQ(exported.code, 0) << exported.out;
+  EXPECT_NE(exported.out.find("\rexport "), std::string::npos) << exported.out;
+  CliRun imported = ccpool_on_tty("cache import " + archive + " --dir " + b);
+  EXPECT_EQ(imported.code, 0) << imported.out;
+  EXPECT_NE(imported.out.find("\rimport "), std::string::npos) << imported.out;
+  CliRun gc = ccpool_on_tty("cache gc --max-size 4K --dir " + b);
+  EXPECT_EQ(gc.code, 0) << gc.out;
+  EXPECT_NE(gc.out.find("\rgc "), std::string::npos) << gc.out;
+
+  for (const std::string& args : {"cache verify --dir " + a, "cache export " + archive + " --dir " + a,
+                                  "cache gc --max-size 4K --dir " + a}) {
+    CliRun piped = ccpool(args);
+    EXPECT_EQ(piped.code, 0) << args << ": " << piped.err;
+    EXPECT_EQ(piped.err, "") << args;
+    EXPECT_EQ(piped.out.find('\r'), std::string::npos) << args;
+  }
 }
 
 TEST(CacheCliTest, BadArchivesAreRejectedWithoutImportingAnything) {

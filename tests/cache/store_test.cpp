@@ -2,12 +2,14 @@
 // LRU eviction, map growth, schema and filesystem checks.
 #include "cache/store.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
 
 #include <random>
 
+#include "cache/codec.h"
 #include "tests/cache/store_fixture.h"
 
 namespace ccpool::cache {
@@ -166,6 +168,73 @@ TEST(StoreTest, CorruptBodyIsAMissAndVerifyFindsAndFixesIt) {
   EXPECT_TRUE(store->verify(false)->corrupt.empty());
   EXPECT_TRUE(*store->get(test_key(1)));
   EXPECT_EQ(store->stats()->entries, 1u);
+}
+
+// A compressible body whose zstd frame still decodes, to the right length, but to other bytes:
+// only the XXH3 check after decompression can notice. The frame is swapped in under the stored
+// digest with the store closed (one LMDB env per process).
+TEST(StoreTest, CompressedBodyThatDecodesToOtherBytesIsAChecksumMismatchAndEvicted) {
+  std::string good;
+  for (int i = 0; good.size() < 60000; ++i) good += "static int f" + std::to_string(i % 97) + "(void) { return 0; }\n";
+  Codec codec(1);
+  const std::string stored_good = codec.encode(good);
+  ASSERT_EQ(stored_good[0], 1) << "the body must be stored zstd-compressed for this test";
+  // Same length, one byte different, and a frame of the same stored size so the counters stay exact.
+  std::string bad, stored_bad;
+  for (size_t at = good.size() / 2; at < good.size(); ++at) {
+    bad = good;
+    bad[at] = bad[at] == 'x' ? 'y' : 'x';
+    stored_bad = codec.encode(bad);
+    if (stored_bad.size() == stored_good.size()) break;
+  }
+  ASSERT_EQ(stored_bad.size(), stored_good.size());
+  ASSERT_EQ(stored_bad[0], 1);
+  ASSERT_NE(bad, good);
+  auto decoded = codec.decode(stored_bad, hash_bytes(good), "body");
+  EXPECT_FALSE(decoded) << "the codec served bytes whose checksum is not the expected one";
+  if (!decoded) EXPECT_EQ(decoded.error().message, "body: checksum mismatch");
+
+  StoreOptions o = testing::options();
+  {
+    auto store = open_store(o);
+    Entry e = make_entry("k.o", 10);
+    e.outputs[0].data = good;
+    ASSERT_TRUE(store->put(test_key(1), e));
+    ASSERT_TRUE(store->put(test_key(2), make_entry("other.o", 5000, 7)));
+  }
+  {
+    std::unique_ptr<lmdb::Env> env;
+    ASSERT_EQ(lmdb::Env::open(o.dir, 1 << 20, env), 0);
+    std::unique_ptr<lmdb::Txn> txn;
+    ASSERT_EQ(lmdb::Txn::begin(*env, true, txn), 0);
+    Digest digest = hash_bytes(good);
+    std::string_view body_key(reinterpret_cast<const char*>(digest.bytes.data()), digest.bytes.size());
+    std::string_view current;
+    ASSERT_EQ(txn->get(lmdb::Table::kBodies, body_key, current), 0);
+    ASSERT_EQ(current, stored_good);
+    ASSERT_EQ(txn->put(lmdb::Table::kBodies, body_key, stored_bad), 0);
+    ASSERT_EQ(txn->commit(), 0);
+  }
+  auto store = open_store(o);
+  auto report = store->verify(false);
+  ASSERT_TRUE(report);
+  EXPECT_EQ(report->corrupt.size(), 1u);
+  if (!report->corrupt.empty()) {
+    EXPECT_EQ(report->corrupt[0].key, test_key(1));
+    EXPECT_THAT(report->corrupt[0].problem, ::testing::HasSubstr("checksum mismatch"));
+  }
+
+  auto got = store->get(test_key(1));
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_FALSE(*got) << "get() served the corrupt body";
+  auto s = store->stats();
+  EXPECT_EQ(s->corrupt_evictions, 1u);
+  EXPECT_EQ(s->entries, 1u);
+  EXPECT_EQ(s->bodies, 1u);
+  EXPECT_EQ(s->misses, 1u);
+  EXPECT_FALSE(*store->peek(test_key(1), false));
+  EXPECT_EQ((*store->get(test_key(2)))->outputs[0].data, random_bytes(5000, 7));
+  EXPECT_TRUE(store->verify(false)->corrupt.empty());
 }
 
 TEST(StoreTest, EvictsLeastRecentlyUsedFirstAndStaysUnderMaxSize) {

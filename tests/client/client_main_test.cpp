@@ -228,6 +228,25 @@ TEST_F(ClientProcess, ReplaysServiceReplyByteExact) {
   EXPECT_NE(std::find(req.env.begin(), req.env.end(), "RANK=5"), req.env.end());
 }
 
+// The shim's --inherited-socket is used when the environment names no socket
+// (a caller cleaned it), and CCPOOL_SOCKET in the environment still wins.
+TEST_F(ClientProcess, InheritedSocketServesACleanedEnvironment) {
+  FakeService service(m_socket, [&](const ipc::ExecRequest&) -> std::optional<ipc::Message> {
+    ipc::ExecReply reply;
+    reply.stdout_data = "served\n";
+    return reply;
+  });
+  m_env = {"PATH=/usr/bin:/bin", "CCPOOL_NO_AUTOSTART=1"};  // as after env -i
+  Output r = client({"--inherited-socket=" + m_socket, "/bin/echo", "echo", "local"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "served\n");
+  EXPECT_EQ(service.request().argv, (std::vector<std::string>{"echo", "local"}));
+  std::string elsewhere = ccpool::testing::scratch_dir() + "/none/sock";
+  Output env_wins = client({"--inherited-socket=" + m_socket, "/bin/echo", "echo", "local"},
+                           {"CCPOOL_SOCKET=" + elsewhere});
+  EXPECT_EQ(env_wins.out, "local\n");  // nobody on CCPOOL_SOCKET: ran locally
+}
+
 TEST_F(ClientProcess, StoppingReplyFallsBack) {
   FakeService service(m_socket, [](const ipc::ExecRequest&) -> std::optional<ipc::Message> {
     ipc::ExecReply reply;

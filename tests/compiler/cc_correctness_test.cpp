@@ -259,6 +259,59 @@ TEST_P(CcCorrectness, DebugInfoKeysCwdUnlessPrefixMapped) {
   EXPECT_NE(oa.plan.flight_key, ob.plan.flight_key);  // /src/a vs /src/b
 }
 
+// Without -g the cwd still reaches the object: -fprofile-arcs embeds the absolute .gcda
+// path (gcc and clang alike). Such compiles in two directories must not share, and each
+// must match a direct compile in its own directory byte for byte.
+TEST_P(CcCorrectness, CwdReachesTheObjectWithoutDebugInfo) {
+  for (const char* d : {"a", "b"}) write_text(dir + "/" + d + "/k.cpp", "int f(int x) { return x * 3; }\n");
+  // gcc stamps coverage data from a random seed unless it is given one.
+  std::vector<std::string> args = {"-c", "-fprofile-arcs", "-frandom-seed=7", "k.cpp", "-o", "k.o"};
+  auto ra = request(args, dir + "/a");
+  auto rb = request(args, dir + "/b");
+  Outcome oa = execute(planner, store, ra);
+  ASSERT_EQ(oa.plan.kind, PlanKind::kCompiler) << oa.plan.reason;
+  EXPECT_TRUE(oa.stored) << oa.why_not;
+  std::string built_in_a = read_text(dir + "/a/k.o");
+  EXPECT_NE(built_in_a.find(dir + "/a/k.gcda"), std::string::npos) << "the object no longer names its .gcda path";
+  Outcome ob = execute(planner, store, rb);
+  EXPECT_FALSE(ob.hit) << "a compile in " << dir << "/b was served the object built in " << dir << "/a";
+  EXPECT_NE(oa.plan.flight_key, ob.plan.flight_key);
+  std::string served = read_text(dir + "/b/k.o");
+  EXPECT_EQ(served.find(dir + "/a/"), std::string::npos) << "the object in b names a's directory";
+  std::vector<std::string> direct = rb.argv;
+  direct[0] = rb.program;
+  ASSERT_EQ(run_direct(direct, rb.cwd, rb.env), 0);
+  EXPECT_TRUE(served == read_text(dir + "/b/k.o")) << "bytes differ from a direct compile in " << rb.cwd;
+  EXPECT_TRUE(execute(planner, store, rb).hit);
+  EXPECT_TRUE(read_text(dir + "/b/k.o") == served);
+}
+
+// docs/cache-keys.md: a compile that runs in place (its -o is not redirected) keys its
+// cwd, -g or not; a plain redirected -c does not, so two checkouts share it.
+TEST_P(CcCorrectness, CommandsThatAreNotRedirectedKeyTheirCwd) {
+  for (const char* d : {"a", "b"}) write_text(dir + "/" + d + "/k.cpp", "int f() { return 7; }\n");
+  auto plan_in = [&](const char* sub, const std::vector<std::string>& flags) {
+    std::vector<std::string> args = {"-c", "k.cpp", "-o", "k.o"};
+    args.insert(args.begin() + 1, flags.begin(), flags.end());
+    auto plan = planner.plan(request(args, dir + "/" + sub), dir + "/work");
+    EXPECT_TRUE(plan) << plan.error().message;
+    EXPECT_EQ(plan->kind, PlanKind::kCompiler) << plan->reason;
+    return *plan;
+  };
+  Plan plain = plan_in("a", {"-O2"});
+  EXPECT_NE(plain.outputs[0].run_path, plain.outputs[0].deliver_path) << "plain -c is redirected";
+  EXPECT_EQ(plain.flight_key, plan_in("b", {"-O2"}).flight_key);
+  std::vector<std::vector<std::string>> in_place = {
+      {"-fstack-usage"}, {"-ftest-coverage"}, {"-fprofile-arcs"}, {"--coverage"},
+      {"-flto"}, {"-frecord-gcc-switches"}, {"-g", "-gsplit-dwarf", "-ffile-prefix-map=" + dir + "=/src"}};
+  for (const auto& flags : in_place) {
+    SCOPED_TRACE(flags.back());
+    Plan a = plan_in("a", flags);
+    EXPECT_EQ(a.outputs[0].run_path, a.outputs[0].deliver_path) << "expected an in-place run";
+    EXPECT_NE(a.flight_key, plan_in("b", flags).flight_key);
+  }
+}
+
 TEST_P(CcCorrectness, CompilerSwappedBehindSymlinkChangesKey) {
   write_text(dir + "/k.cpp", "int f() { return 7; }\n");
   std::filesystem::create_directories(dir + "/bin");

@@ -113,7 +113,10 @@ Outcome execute(Planner& planner, MemoryStore& store, const Request& request,
         ::chmod(out.deliver_path.c_str(), 0755);
       }
     }
-    if (done && done->store) {
+    std::string blocker = planner.replay_blocker(*plan, ran->out, ran->err);
+    if (done && done->store && !blocker.empty()) {
+      o.why_not = blocker;
+    } else if (done && done->store) {
       store.results[done->result_key] = rec;
       o.stored = true;
       o.mode = done->mode;

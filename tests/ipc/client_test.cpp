@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <thread>
 
@@ -141,6 +145,62 @@ TEST(Client, SilentServiceTimesOut) {
   auto r = client->ping(deadline_in(milliseconds(50)));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::kTimeout);
+}
+
+// The checks of docs/threat-model.md: nothing is sent to a socket whose
+// directory or listener is not ours.
+TEST(Client, RefusesASocketDirectoryOthersCanWrite) {
+  std::string dir = ccpool::testing::scratch_dir() + "/loose";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
+  auto client = Client::connect(dir + "/sock", deadline_in(milliseconds(500)));
+  ASSERT_FALSE(client);
+  EXPECT_EQ(client.error().code, ErrorCode::kPermission);
+  EXPECT_NE(client.error().message.find("'" + dir + "'"), std::string::npos) << client.error().message;
+  EXPECT_NE(client.error().message.find("chmod 700"), std::string::npos) << client.error().message;
+}
+
+TEST(Client, RefusesAListenerOfAnotherUid) {
+  if (::geteuid() != 0) {
+    std::fprintf(stderr, "SKIP: needs root to listen as a second uid\n");
+    std::_Exit(125);
+  }
+  std::string path = ccpool::testing::scratch_dir() + "/s";
+  auto addr = unix_address(path);
+  ASSERT_TRUE(addr);
+  UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr), 0);
+  int report[2];
+  ASSERT_EQ(::pipe(report), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // the impostor: listen()s as uid 65534, reports the bytes it got
+    if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) ::_exit(1);
+    if (::listen(listener.get(), 4) != 0) ::_exit(2);
+    (void)!::write(report[1], "L", 1);
+    int conn = ::accept(listener.get(), nullptr, nullptr);
+    char buf[256];
+    ssize_t total = 0, n;
+    while (conn >= 0 && (n = ::read(conn, buf, sizeof buf)) > 0) total += n;
+    char byte = total == 0 ? '0' : '+';
+    (void)!::write(report[1], &byte, 1);
+    ::_exit(0);
+  }
+  ::close(report[1]);
+  char ready = 0;
+  ASSERT_EQ(::read(report[0], &ready, 1), 1);
+  auto client = Client::connect(path, deadline_in(milliseconds(2000)));
+  ASSERT_FALSE(client);
+  EXPECT_EQ(client.error().code, ErrorCode::kPermission);
+  EXPECT_NE(client.error().message.find("'" + path + "'"), std::string::npos) << client.error().message;
+  EXPECT_NE(client.error().message.find("uid 65534"), std::string::npos) << client.error().message;
+  char sent = 0;
+  ASSERT_EQ(::read(report[0], &sent, 1), 1);
+  EXPECT_EQ(sent, '0') << "the client sent bytes to the impostor";
+  ::close(report[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 TEST(Client, NoServiceIsUnreachable) {

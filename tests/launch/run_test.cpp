@@ -124,6 +124,25 @@ TEST_F(RunTest, JobIgnoringTheSignalIsKilledAfterGrace) {
   EXPECT_EQ(launch::list_descendants().size(), 0u);
 }
 
+// SIGHUP (the terminal went away) is forwarded to the job's process group like SIGINT and
+// SIGTERM: the job's own handler runs and its exit status is ccpool run's.
+TEST_F(RunTest, SighupIsForwardedToTheJob) {
+  write_text(m_dir + "/hup.sh",
+             "trap 'echo HUP > \"$1/hup\"; exit 5' HUP\n"
+             "echo $$ > \"$1/ignorer\"\n"
+             "echo ready > \"$1/ready\"\n"
+             "sleep 30\n"  // bounded: a job that never hears the signal exits 9, it does not hang
+             "exit 9\n");
+  pid_t run = spawn_child({build_binary("ccpool"), "run", "--grace", "10s", "/bin/sh", m_dir + "/hup.sh", m_dir},
+                          env(), -1);
+  ASSERT_GT(run, 0);
+  ASSERT_TRUE(wait_ready());
+  ::kill(run, SIGHUP);
+  EXPECT_EQ(wait_exit_code(run), 5);
+  EXPECT_EQ(slurp(m_dir + "/hup"), "HUP\n");
+  EXPECT_EQ(launch::list_descendants().size(), 0u);
+}
+
 TEST_F(RunTest, MissingCommandIs127) {
   ChildOutput r = run_child({build_binary("ccpool"), "run", "--", "no-such-command-xyz"}, env(), m_dir);
   EXPECT_EQ(r.exit_code, 127);

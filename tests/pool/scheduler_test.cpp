@@ -194,6 +194,40 @@ TEST(SchedulerTest, LearnedEstimatesLimitConcurrencyWithoutStarvation) {
   scheduler.drain_queued(nullptr);
 }
 
+// docs/pool.md: when the next client's head job does not fit the memory budget, admission waits
+// for memory; a smaller job of another client queued behind it must not jump ahead.
+TEST(SchedulerTest, ASmallJobDoesNotOvertakeABigHeadThatDoesNotFit) {
+  Scheduler scheduler(options(4, 1 * kGiB, 100 * kMiB));
+  StartLog log;
+  JobId learn = scheduler.submit(9, "big", log.recorder());
+  log.wait_for(1);
+  scheduler.finish(learn, 600 * 1024);
+  ASSERT_EQ(scheduler.estimate("big"), 600 * kMiB);
+
+  JobId big1 = scheduler.submit(1, "big", log.recorder());    // runs: 600 MiB reserved
+  JobId big2 = scheduler.submit(2, "big", log.recorder());    // 1200 MiB > 1 GiB: waits
+  JobId small = scheduler.submit(3, "small", log.recorder());  // 700 MiB would fit, but is behind big2
+  SchedulerStats stats = scheduler.stats();
+  EXPECT_EQ(stats.running, 1u);
+  EXPECT_EQ(stats.queued, 2u);
+  EXPECT_EQ(stats.reserved_bytes, 600 * kMiB);
+  EXPECT_FALSE(scheduler.cancel_queued(big1));  // big1 is the one running
+  EXPECT_EQ(log.wait_for(2)[1], big1);
+
+  scheduler.finish(big1, 600 * 1024);  // frees 600 MiB: big2, then small (700 MiB) fit together
+  stats = scheduler.stats();
+  EXPECT_EQ(stats.running, 2u);
+  EXPECT_EQ(stats.queued, 0u);
+  EXPECT_EQ(stats.reserved_bytes, 700 * kMiB);
+  std::vector<JobId> started = log.wait_for(4);
+  // big2 and small were admitted together; their start callbacks may run in either order.
+  std::sort(started.begin() + 2, started.end());
+  EXPECT_EQ(started, (std::vector<JobId>{learn, big1, big2, small}));
+  scheduler.finish(big2, 0);
+  scheduler.finish(small, 0);
+  EXPECT_EQ(scheduler.stats().reserved_bytes, 0u);
+}
+
 TEST(SchedulerTest, EstimateIsTheMaxOfTheLastEightPeaks) {
   Scheduler scheduler(options(1, 64 * kGiB, 77 * kMiB));
   EXPECT_EQ(scheduler.estimate("cc"), 77 * kMiB);

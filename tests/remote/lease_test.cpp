@@ -63,6 +63,19 @@ TEST_F(RemoteTest, SameNodeSecondAcquireIsHeldByOther) {
   EXPECT_EQ(a->acquire_lease(k), LeaseState::kAcquired);
 }
 
+// Any writer of the shared Redis can plant a lease; one without a TTL would
+// never expire, so it is not waited on at all.
+TEST_F(RemoteTest, LeaseWithoutTtlIsNotWaitedOn) {
+  auto a = make_tier(options());
+  Digest k = hash_bytes("planted");
+  raw({"SET", a->lease_key(k), "someone-else"});
+  EXPECT_EQ(a->acquire_lease(k), LeaseState::kUnavailable);
+  EXPECT_EQ(a->counters().lease_untimed, 1u);
+  raw({"PEXPIRE", a->lease_key(k), "60000"});  // a timed lease is a real holder's
+  EXPECT_EQ(a->acquire_lease(k), LeaseState::kHeldByOther);
+  EXPECT_EQ(a->counters().lease_untimed, 1u);
+}
+
 TEST_F(RemoteTest, DeadHolderLeaseExpiresAndWaiterGivesUp) {
   RemoteOptions o = options();
   o.lease_ttl = milliseconds(600);

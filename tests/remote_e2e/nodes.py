@@ -154,6 +154,8 @@ class Node:
                "--dir", self.store, "--jobs", str(jobs), "--idle-timeout", "10m"]
         if remote:
             cmd += ["--remote", self.case.redis.url]
+            if "--remote-key-file" not in args and "--remote-unsigned" not in args:
+                cmd += ["--remote-key-file", self.case.shared_key_file()]  # signed, as required
         cmd += list(args)
         os.makedirs(self.root, exist_ok=True)
         self.log = open(os.path.join(self.root, "serve.out"), "wb")
@@ -254,6 +256,13 @@ class NodesCase(unittest.TestCase):
                 except ProcessLookupError:
                     pass
         self.redis.kill()
+
+    def shared_key_file(self):
+        """One HMAC key file (mode 0600) for every node of the case."""
+        key = self.path("cluster.key")
+        if not os.path.exists(key):
+            self.write("cluster.key", os.urandom(32).hex(), 0o600)
+        return key
 
     def node(self, name, *args, **kw):
         n = Node(self, name)

@@ -84,6 +84,7 @@ class RemoteTierTest(NodesCase):
         self.compile_on(b, data)
         s = b.status()
         self.assertEqual((s["remote_hits"], s["executions"], s["hits"], s["misses"]), (1, 0, 0, 0))
+        self.assertIs(s["remote"], True)
         self.assertEqual(self.runs_count(), 1)
         # The remote hit was stored locally: the next one is a local hit.
         self.compile_on(b, data)
@@ -180,6 +181,31 @@ class RemoteTierTest(NodesCase):
         b.wait_status(lambda s: s["remote_writes"] >= 1, "node b to write the result")
         self.assertEqual(len(self.obj_keys()), 1)
 
+    def test_lease_without_ttl_not_waited_on(self):
+        """A lease anyone made permanent (PERSIST, or SET without PX) would make
+        every node wait forever: it is ignored and the node compiles."""
+        a, b = self.node("a"), self.node("b")
+        data = os.urandom(512)
+        self.set_input(data)
+        pa = self.request(a)
+        a.wait_status(lambda s: s["executions"] == 1, "node a to execute")
+        wait_until(lambda: self.runs_count() == 1, "the tool to record its pid")
+        leases = self.redis.keys("ccpool:lease:*")
+        self.assertEqual(len(leases), 1)
+        tool_pid = self.recorded_pids()[0]
+        pa.send_signal(signal.SIGSTOP)
+        a.proc.kill()  # no release and no more renewals
+        a.proc.wait(30)
+        os.killpg(os.getpgid(tool_pid), signal.SIGKILL)
+        pa.kill()
+        self.assertEqual(self.redis.command("PERSIST", leases[0]), 1)
+        self.assertEqual(self.redis.command("PTTL", leases[0]), -1)
+        self.open_gate()
+        (rc, out, err), = self.finish([self.request(b)], timeout=LEASE_BOUND_S)
+        self.assertEqual((rc, out), (0, b"copied 512 bytes\n"), err)
+        self.assertEqual(b.status()["executions"], 1)
+        self.assertEqual(self.redis.command("PTTL", leases[0]), -1)  # still there: never waited on
+
     # --- Redis trouble -------------------------------------------------------------
     def test_redis_slow_then_down(self):
         a = self.node("a")
@@ -264,7 +290,7 @@ class RemoteTierTest(NodesCase):
             self.assertNotEqual(now, planted)
 
     def test_truncated_or_garbage_never_served(self):
-        a, b = self.node("a"), self.node("b")
+        a, b = self.node("a", "--remote-unsigned"), self.node("b", "--remote-unsigned")
         self.open_gate()
         inputs = [b"truncated" * 100, b"garbage" * 100, b"bad payload" * 100]
         keys = self.produce(a, inputs)

@@ -273,6 +273,61 @@ TEST(CrossUidTest, OtherUidIsRefusedOnUnixSocketAndTcp) {
   EXPECT_EQ(round_trip(mine.get(), command({"PING"}), 7), "+PONG\r\n");
 }
 
+// Before AUTH (CVE-2021-32675 in redis-server): small requests only, a few
+// password guesses per connection, a bounded number of such connections.
+class PreAuthTest : public FrontTest {
+ protected:
+  void SetUp() override {
+    FrontOptions options;
+    options.password = "pw";
+    options.max_unauthenticated = 4;
+    start(options);
+  }
+  UniqueFd open() { return connect_unix(m_front->unix_path()); }
+};
+
+TEST_F(PreAuthTest, RequestsBeforeAuthAreSmall) {
+  UniqueFd many = open();
+  send_all(many.get(), "*" + std::to_string(kPreAuthMaxArgs + 1) + "\r\n");
+  EXPECT_EQ(read_to_close(many.get()), "-ERR Protocol error: invalid multibulk length\r\n");
+  UniqueFd big = open();
+  send_all(big.get(), "*2\r\n$4\r\nAUTH\r\n$100000\r\n" + std::string(100000, 'x') + "\r\n");
+  EXPECT_EQ(read_to_close(big.get()), "-ERR value too large\r\n");
+  UniqueFd line = open();
+  send_all(line.get(), "AUTH " + std::string(3 * kPreAuthMaxBytes, 'x'));  // no newline: it would wait
+  EXPECT_EQ(read_to_close(line.get()), "-ERR Protocol error: unauthenticated request too large\r\n");
+  EXPECT_EQ(m_front->counters().protocol_errors, 3u);
+  // Authenticated, the same connection takes big values again.
+  UniqueFd good = open();
+  std::string value(100000, 'v');
+  EXPECT_EQ(round_trip(good.get(), command({"AUTH", "pw"}) + command({"SET", "k", value}), 10),
+            "+OK\r\n+OK\r\n");
+  EXPECT_EQ(round_trip(good.get(), command({"GET", "k"}), bulk(value).size()), bulk(value));
+}
+
+TEST_F(PreAuthTest, ThirdWrongPasswordClosesTheConnection) {
+  UniqueFd fd = open();
+  std::string wrong = command({"AUTH", "nope"});
+  send_all(fd.get(), wrong + wrong + wrong + wrong);
+  std::string wrongpass = "-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+  EXPECT_EQ(read_to_close(fd.get()), wrongpass + wrongpass + wrongpass);
+}
+
+TEST_F(PreAuthTest, UnauthenticatedConnectionsAreBounded) {
+  const std::string noauth = "-NOAUTH Authentication required.\r\n";
+  std::vector<UniqueFd> waiting;
+  for (int i = 0; i < 4; ++i) {
+    waiting.push_back(open());
+    EXPECT_EQ(round_trip(waiting.back().get(), command({"PING"}), noauth.size()), noauth);
+  }
+  UniqueFd fifth = open();
+  EXPECT_EQ(read_to_close(fifth.get()), "-ERR max number of unauthenticated clients reached\r\n");
+  EXPECT_EQ(round_trip(waiting[0].get(), command({"AUTH", "pw"}), 5), "+OK\r\n");
+  UniqueFd sixth = open();  // one slot came free
+  EXPECT_EQ(round_trip(sixth.get(), command({"AUTH", "pw"}), 5), "+OK\r\n");
+  EXPECT_EQ(m_front->counters().refused_peers, 1u);
+}
+
 TEST(CrossUidTest, OtherUidOnTcpGetsInOnlyWithThePassword) {
   require_root();
   InMemoryKv kv;

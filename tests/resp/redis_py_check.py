@@ -91,7 +91,7 @@ def errors(r, tag):
                  "unknown command 'FOO', with args beginning with: 'a' 'b'", f"{tag} unknown command")
     expect_error(lambda: r.execute_command("GET"), "wrong number of arguments for 'get' command", f"{tag} arity")
     expect_error(lambda: r.execute_command("SELECT", 3), "DB index is out of range", f"{tag} select 3")
-    expect_error(lambda: r.execute_command("HELLO", 3), "unsupported protocol version", f"{tag} hello 3")
+    expect_error(lambda: r.execute_command("HELLO", 4), "unsupported protocol version", f"{tag} hello 4")
     expect_error(lambda: r.set(f"{tag}:k", "v", ex=0), "invalid expire time", f"{tag} ex 0")
 
 

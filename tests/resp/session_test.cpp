@@ -110,7 +110,7 @@ TEST_F(SessionTest, SelectClientHelloCommandInfo) {
   EXPECT_EQ(run({"CLIENT", "SETINFO", "lib-name", "redis-py"}), "+OK\r\n");
   EXPECT_EQ(run({"CLIENT", "ID"}), ":" + std::to_string(m_session.id()) + "\r\n");
   EXPECT_EQ(run({"CLIENT", "KILL"}), "-ERR unknown subcommand 'KILL'. Try CLIENT HELP.\r\n");
-  EXPECT_EQ(run({"HELLO", "3"}), "-NOPROTO unsupported protocol version (this server speaks RESP2 only)\r\n");
+  EXPECT_EQ(run({"HELLO", "4"}), "-NOPROTO unsupported protocol version\r\n");
   std::string hello = run({"HELLO", "2"});
   EXPECT_EQ(hello.rfind("*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n", 0), 0u) << hello;
   EXPECT_NE(hello.find("$5\r\nproto\r\n:2\r\n"), std::string::npos);
@@ -119,6 +119,22 @@ TEST_F(SessionTest, SelectClientHelloCommandInfo) {
   EXPECT_NE(run({"INFO"}).find("redis_version:"), std::string::npos);
   EXPECT_EQ(run({"QUIT"}), "+OK\r\n");
   EXPECT_TRUE(m_session.quit_requested());
+}
+
+// redis-py 5+ opens with HELLO 3 (Inductor's and Triton's remote caches use
+// it): the reply is a map, and nulls are RESP3's `_`.
+TEST_F(SessionTest, Resp3AfterHello3) {
+  EXPECT_EQ(run({"GET", "missing"}), "$-1\r\n");
+  std::string hello = run({"HELLO", "3"});
+  EXPECT_EQ(hello.rfind("%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n", 0), 0u) << hello;
+  EXPECT_NE(hello.find("$5\r\nproto\r\n:3\r\n"), std::string::npos);
+  EXPECT_EQ(run({"GET", "missing"}), "_\r\n");
+  EXPECT_EQ(run({"MGET", "missing", "missing"}), "*2\r\n_\r\n_\r\n");
+  EXPECT_EQ(run({"SET", "k", "v", "NX"}), "+OK\r\n");
+  EXPECT_EQ(run({"SET", "k", "w", "NX"}), "_\r\n");
+  EXPECT_EQ(run({"GET", "k"}), "$1\r\nv\r\n");
+  EXPECT_EQ(run({"HELLO", "2"}).substr(0, 5), "*14\r\n");
+  EXPECT_EQ(run({"GET", "missing"}), "$-1\r\n");
 }
 
 class AuthSessionTest : public SessionTest {

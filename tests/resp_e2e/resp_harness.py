@@ -92,6 +92,15 @@ class RespCase(unittest.TestCase):
             f.close()
 
     # --- nodes ------------------------------------------------------------
+    def cluster_key_file(self):
+        """One HMAC key file (mode 0600) shared by every node of the case."""
+        key = os.path.join(self.dir, "cluster.key")
+        if not os.path.exists(key):
+            fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.write(fd, os.urandom(32).hex().encode())
+            os.close(fd)
+        return key
+
     def start_node(self, name="a", resp_port=None, remote=None, extra=()):
         node = next((n for n in self.nodes if n.name == name), None) or Node(self, name)
         if node not in self.nodes:
@@ -102,7 +111,7 @@ class RespCase(unittest.TestCase):
         if resp_port is not None:
             cmd += ["--resp-port", str(resp_port)]
         if remote is not None:
-            cmd += ["--remote", remote]
+            cmd += ["--remote", remote, "--remote-key-file", self.cluster_key_file()]
         log = open(os.path.join(node.root, "serve.out"), "ab")
         self.logs.append(log)
         node.proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=node.root)

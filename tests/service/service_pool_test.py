@@ -37,10 +37,12 @@ echo "done $2"
 """
 
 # Allocates and touches ~100 MiB, so its measured peak RSS exceeds a 64 MiB
-# budget; records its concurrency like CONC_TOOL. $1 = record dir.
+# budget; records its concurrency like CONC_TOOL. $1 = record dir, $2 = label,
+# $3 = gate file to wait for while holding the memory (optional).
 ALLOC_TOOL = r"""
 import fcntl, os, sys, time
 d = sys.argv[1]
+gate = sys.argv[3] if len(sys.argv) > 3 else ""
 def bump(delta):
     with open(os.path.join(d, "lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -55,6 +57,10 @@ def bump(delta):
 bump(1)
 x = b"\x01" * (100 << 20)
 time.sleep(0.3)
+for _ in range(1200):
+    if not gate or os.path.exists(gate):
+        break
+    time.sleep(0.05)
 bump(-1)
 print("allocated", len(x) >> 20)
 """
@@ -134,6 +140,48 @@ class ServicePoolTest(ServiceCase):
         self.assertEqual(s["executions"], 9)
         self.assertEqual(s["peak_running"], 1)
         self.assertEqual((s["running"], s["queued"]), (0, 0))
+
+    def test_admission_packs_by_learned_estimate(self):
+        """--mem-budget 600M, --jobs 8: before its first measured peak a class is
+        charged the 512 MiB default, so only one such job would fit. Once the
+        ~100 MiB peak is learned, as many gated jobs run as that estimate fits
+        in the budget, and no more."""
+        rec = self.path("rec")
+        os.makedirs(rec)
+        tool = self.write("alloc.py", ALLOC_TOOL)
+        gate = self.path("gate")
+        budget = 600 << 20
+        self.start_service("--mem-budget", "600M", jobs=8)
+        self.assertEqual(self.status()["mem_budget"], budget)
+        rc, out, err = self.run_exec(["/usr/bin/python3", tool, rec, "w1"])
+        self.assertEqual((rc, out), (0, b"allocated 100\n"), err)
+        os.remove(os.path.join(rec, "levels"))
+        procs = [self.spawn(["/usr/bin/python3", tool, rec, f"w2-{i}", gate]) for i in range(8)]
+        # Admission happens when a request arrives; gated jobs free nothing, so
+        # once all 8 are running or queued the split is final.
+        s = self.wait_status(lambda s: s["requests"] == 9 and s["running"] + s["queued"] == 8,
+                             "the 8 gated requests to be running or queued")
+        running, reserved = s["running"], s["mem_reserved"]
+        self.assertGreaterEqual(running, 1)
+        self.assertEqual(reserved % running, 0, "running jobs of one class carry one estimate")
+        estimate = reserved // running
+        self.assertGreaterEqual(estimate, 100 << 20, "the estimate is below the measured peak")
+        self.assertLess(estimate, 512 << 20,
+                        f"running={running} reserved={reserved}: the class is still charged the "
+                        "512 MiB default, its measured peak was not learned")
+        self.assertLessEqual(running * estimate, budget)
+        self.assertTrue(running == 8 or (running + 1) * estimate > budget,
+                        f"{running} running with an estimate of {estimate} leaves room in {budget}")
+        self.assertGreaterEqual(running, 2)
+        open(gate, "w").close()
+        for rc, out, err in self.finish(procs):
+            self.assertEqual((rc, out), (0, b"allocated 100\n"), err)
+        levels = self.levels()
+        self.assertEqual(len(levels), 8)
+        self.assertLessEqual(max(levels), running, "more jobs ran than the learned estimate fits")
+        s = self.status()
+        self.assertEqual(s["peak_running"], running)
+        self.assertEqual((s["running"], s["queued"], s["mem_reserved"]), (0, 0, 0))
 
     def fairness(self, b_env, launch_a):
         """A queues 50 jobs behind a gated first one (--jobs 1), then B sends

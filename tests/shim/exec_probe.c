@@ -3,10 +3,14 @@
  * exec modes: on failure prints "ERRNO <n>" and exits 100.
  * spawn modes: waits for the child and exits with its status; on failure
  * prints "ERRNO <n>" and exits 100.
+ * thread-execvp: execvp from a thread with a 64 KiB stack (the shim's hooks
+ * must fit in it). null-<mode>: calls <mode> with a NULL FILE and prints
+ * "ERRNO <n>" (or the spawn family's returned error).
  * Used by tests/shim/shim_test.cpp with and without the shim preloaded. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,6 +31,44 @@ static int wait_child(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+struct thread_exec {
+  const char* file;
+  char** args;
+  int err;
+};
+
+static void* exec_in_thread(void* arg) {
+  struct thread_exec* t = arg;
+  execvp(t->file, t->args);
+  t->err = errno;
+  return NULL;
+}
+
+/* execvp on a thread whose whole stack is 64 KiB; returns only on failure. */
+static int thread_execvp(const char* file, char** args) {
+  struct thread_exec t = {file, args, 0};
+  pthread_attr_t attr;
+  pthread_t thread;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  if (pthread_create(&thread, &attr, exec_in_thread, &t) != 0) return fail(EAGAIN);
+  pthread_join(thread, NULL);
+  return fail(t.err);
+}
+
+static int null_file(const char* mode, char** args) {
+  pid_t pid;
+  int rc = 0;
+  errno = 0;
+  if (!strcmp(mode, "execve")) execve(NULL, args, environ);
+  else if (!strcmp(mode, "execvp")) execvp(NULL, args);
+  else if (!strcmp(mode, "execveat")) execveat(AT_FDCWD, NULL, args, environ, 0);
+  else if (!strcmp(mode, "posix_spawn")) rc = posix_spawn(&pid, NULL, NULL, NULL, args, environ);
+  else if (!strcmp(mode, "posix_spawnp")) rc = posix_spawnp(&pid, NULL, NULL, NULL, args, environ);
+  else return 2;
+  return fail(rc ? rc : errno);
+}
+
 /* argv[i], or NULL past the end; argv[3] (ARG0) always exists. */
 #define A(i) (argc > (i) ? argv[i] : NULL)
 #pragma GCC diagnostic ignored "-Wnonnull"
@@ -40,6 +82,8 @@ int main(int argc, char** argv) {
   const char* file = argv[2];
   char** args = argv + 3;
   fflush(stdout);
+  if (!strncmp(mode, "null-", 5)) return null_file(mode + 5, args);
+  if (!strcmp(mode, "thread-execvp")) return thread_execvp(file, args);
   if (!strcmp(mode, "execve")) execve(file, args, environ);
   else if (!strcmp(mode, "execv")) execv(file, args);
   else if (!strcmp(mode, "execvp")) execvp(file, args);

@@ -169,6 +169,42 @@ TEST_F(ShimTest, InductorSidecarWorkersAreCapped) {
   EXPECT_TRUE(calls().empty());
 }
 
+// The hooks run on the caller's stack: a thread with a 64 KiB stack (Java,
+// Go's cgo threads, musl's default is 128 KiB) must be able to exec a compiler.
+TEST_F(ShimTest, HooksFitOnA64KiBThreadStack) {
+  ChildOutput r = run_child({probe(), "thread-execvp", "g++", "g++", "-c", "x.cpp"}, env(), m_dir);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "CLIENT\n");
+  ASSERT_EQ(calls().size(), 1u);
+  EXPECT_EQ(calls()[0], (Args{m_bin + "/g++", "g++", "-c", "x.cpp"}));
+}
+
+// NULL is EFAULT, as the kernel says for execve, never a crash in the shim.
+TEST_F(ShimTest, NullPathIsEfault) {
+  EXPECT_EQ(run_child({probe(), "null-execve", "-", "g++"}, env(false), m_dir).output, "ERRNO 14\n");
+  for (const char* mode : {"null-execve", "null-execvp", "null-execveat", "null-posix_spawn",
+                           "null-posix_spawnp"}) {
+    ChildOutput r = run_child({probe(), mode, "-", "g++"}, env(), m_dir);
+    EXPECT_EQ(r.output, "ERRNO 14\n") << mode;
+    EXPECT_EQ(r.exit_code, 100) << mode;
+  }
+  EXPECT_TRUE(calls().empty());
+}
+
+// The socket the process started with travels on the client's argv, so an
+// exec with a cleaned environment still reaches the same service.
+TEST_F(ShimTest, SocketSeenAtLoadIsPassedToTheClient) {
+  EnvVars e = env();
+  e["XDG_RUNTIME_DIR"] = "/run/x";
+  run_child({probe(), "execvp", "g++", "g++", "-c"}, e, m_dir);
+  e["CCPOOL_SOCKET"] = "/s/sock";
+  run_child({probe(), "posix_spawnp", "g++", "g++", "-c"}, e, m_dir);
+  auto recorded = calls();
+  ASSERT_EQ(recorded.size(), 2u);
+  EXPECT_EQ(recorded[0], (Args{"--inherited-socket=/run/x/ccpool/sock", m_bin + "/g++", "g++", "-c"}));
+  EXPECT_EQ(recorded[1], (Args{"--inherited-socket=/s/sock", m_bin + "/g++", "g++", "-c"}));
+}
+
 TEST_F(ShimTest, StaticBinariesBypassTheShim) {
   std::string static_probe = build_binary("shim_exec_probe_static");
   if (::access(static_probe.c_str(), X_OK) != 0) {

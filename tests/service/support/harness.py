@@ -171,13 +171,13 @@ class ServiceCase(unittest.TestCase):
         return pids
 
     # --- the service -----------------------------------------------------
-    def start_service(self, *args, fault=None, jobs=2, extra_env=None):
+    def start_service(self, *args, fault=None, jobs=2, extra_env=None, idle_timeout="10m"):
         env = dict(self.env)
         if fault:
             env["CCPOOL_FAULT"] = fault
         env.update(extra_env or {})
         cmd = [CCPOOL, "serve", "--foreground", "--no-resp", "--socket", self.sock,
-               "--dir", self.store, "--jobs", str(jobs), "--idle-timeout", "10m", *args]
+               "--dir", self.store, "--jobs", str(jobs), "--idle-timeout", idle_timeout, *args]
         self.service_log = open(self.path("serve.out"), "wb")
         self.service = subprocess.Popen(cmd, env=env, stdout=self.service_log,
                                         stderr=subprocess.STDOUT, cwd=self.dir)

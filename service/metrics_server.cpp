@@ -1,0 +1,202 @@
+#include "service/metrics_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+namespace ccpool::service {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kDrainMs = 1000;
+
+std::string http_reply(std::string_view status, std::string_view type, const std::string& body,
+                       bool head_only) {
+  std::string out = "HTTP/1.1 " + std::string(status) + "\r\n";
+  out += "Content-Type: " + std::string(type) + "\r\n";
+  out += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  out += "Connection: close\r\n\r\n";
+  if (!head_only) out += body;
+  return out;
+}
+
+std::string plain(std::string_view status, const std::string& text) {
+  return http_reply(status, "text/plain; charset=utf-8", text + "\n", false);
+}
+
+bool iequals_prefix(std::string_view line, std::string_view name) {
+  if (line.size() < name.size()) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(line[i])) != name[i]) return false;
+  }
+  return true;
+}
+
+struct Connection {
+  UniqueFd fd;
+  std::string in;
+  std::string out;
+  size_t sent = 0;
+  bool replying = false;
+  // Reply sent and our side shut down: read and discard until the peer
+  // closes, so unread request bytes never turn the close into a reset that
+  // destroys the reply in flight.
+  bool draining = false;
+  Clock::time_point deadline;
+};
+
+}  // namespace
+
+std::string metrics_reply(std::string_view head, const MetricsServer::Render& render) {
+  size_t eol = head.find("\r\n");
+  std::string_view request_line = head.substr(0, eol);
+  size_t sp1 = request_line.find(' ');
+  size_t sp2 = sp1 == std::string_view::npos ? sp1 : request_line.find(' ', sp1 + 1);
+  if (sp2 == std::string_view::npos || !request_line.substr(sp2 + 1).starts_with("HTTP/1.")) {
+    return plain("400 Bad Request", "malformed request line");
+  }
+  std::string_view method = request_line.substr(0, sp1);
+  std::string_view target = request_line.substr(sp1 + 1, sp2 - sp1 - 1);
+  target = target.substr(0, target.find('?'));
+  if (target != "/metrics") return plain("404 Not Found", "ccpool serves only /metrics");
+  if (method != "GET" && method != "HEAD") {
+    return plain("405 Method Not Allowed", "use GET or HEAD");
+  }
+  std::string_view accept;
+  size_t pos = eol == std::string_view::npos ? head.size() : eol + 2;
+  while (pos < head.size()) {
+    size_t end = head.find("\r\n", pos);
+    std::string_view line = head.substr(pos, end == std::string_view::npos ? head.npos : end - pos);
+    if (iequals_prefix(line, "accept:")) accept = line.substr(7);
+    if (end == std::string_view::npos) break;
+    pos = end + 2;
+  }
+  MetricsFormat format = format_for_accept(accept);
+  return http_reply("200 OK", content_type(format), render(format), method == "HEAD");
+}
+
+Result<std::unique_ptr<MetricsServer>> MetricsServer::start(int port, Render render) {
+  if (port < 0 || port > 65535) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "invalid metrics port " + std::to_string(port) + "; use 1-65535 (0: any free port)");
+  }
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) return make_error(ErrorCode::kIo, std::string("socket: ") + std::strerror(errno));
+  int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(fd.get(), 16) != 0) {
+    return make_error(ErrorCode::kIo, "cannot listen on 127.0.0.1:" + std::to_string(port) +
+                                          " for metrics: " + std::strerror(errno) +
+                                          "; pick another --metrics-port");
+  }
+  socklen_t len = sizeof addr;
+  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+  UniqueFd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake) return make_error(ErrorCode::kIo, std::string("eventfd: ") + std::strerror(errno));
+  return std::unique_ptr<MetricsServer>(
+      new MetricsServer(std::move(fd), std::move(wake), ntohs(addr.sin_port), std::move(render)));
+}
+
+MetricsServer::MetricsServer(UniqueFd listen_fd, UniqueFd wake_fd, int port, Render render)
+    : m_listen_fd(std::move(listen_fd)),
+      m_wake_fd(std::move(wake_fd)),
+      m_port(port),
+      m_render(std::move(render)) {
+  m_thread = std::thread([this] { run(); });
+}
+
+MetricsServer::~MetricsServer() {
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(m_wake_fd.get(), &one, sizeof one);
+  if (m_thread.joinable()) m_thread.join();
+}
+
+void MetricsServer::run() {
+  std::vector<Connection> conns;
+  for (;;) {
+    auto now = Clock::now();
+    std::vector<pollfd> fds;
+    fds.push_back({m_wake_fd.get(), POLLIN, 0});
+    // At the bound, new connections wait in the kernel's backlog.
+    fds.push_back({conns.size() < kMaxConnections ? m_listen_fd.get() : -1, POLLIN, 0});
+    int timeout_ms = -1;
+    for (const Connection& c : conns) {
+      fds.push_back({c.fd.get(), static_cast<short>(c.replying && !c.draining ? POLLOUT : POLLIN), 0});
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(c.deadline - now).count();
+      int ms = left < 0 ? 0 : static_cast<int>(left) + 1;
+      timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
+    }
+    int rc = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (rc < 0 && errno != EINTR) {
+      spdlog::error("metrics: poll failed: {}; the metrics endpoint stops", std::strerror(errno));
+      return;
+    }
+    if (fds[0].revents != 0) return;
+    now = Clock::now();
+    for (size_t i = 0; i < conns.size(); ++i) {
+      Connection& c = conns[i];
+      short ev = fds[i + 2].revents;
+      bool done = false;
+      if (c.draining && (ev & (POLLIN | POLLHUP | POLLERR))) {
+        char buf[4096];
+        ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
+        done = n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
+      } else if (!c.replying && (ev & (POLLIN | POLLHUP | POLLERR))) {
+        char buf[2048];
+        ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
+        if (n <= 0) {
+          done = n == 0 || (errno != EAGAIN && errno != EINTR);
+        } else {
+          c.in.append(buf, static_cast<size_t>(n));
+          size_t end = c.in.find("\r\n\r\n");
+          if (end != std::string::npos && end + 4 <= kMaxRequestBytes) {
+            c.out = metrics_reply(std::string_view(c.in).substr(0, end + 2), m_render);
+            c.replying = true;
+          } else if (end != std::string::npos || c.in.size() > kMaxRequestBytes) {
+            c.out = plain("431 Request Header Fields Too Large", "request over 8 KiB");
+            c.replying = true;
+          }
+        }
+      } else if (c.replying && (ev & (POLLOUT | POLLHUP | POLLERR))) {
+        ssize_t n = ::send(c.fd.get(), c.out.data() + c.sent, c.out.size() - c.sent,
+                           MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) c.sent += static_cast<size_t>(n);
+        done = n < 0 && errno != EAGAIN && errno != EINTR;
+        if (c.sent == c.out.size()) {
+          ::shutdown(c.fd.get(), SHUT_WR);
+          c.draining = true;
+          c.deadline = std::min(c.deadline, now + std::chrono::milliseconds(kDrainMs));
+        }
+      }
+      if (done || now >= c.deadline) c.fd.reset();
+    }
+    std::erase_if(conns, [](const Connection& c) { return !c.fd; });
+    if (fds[1].revents & POLLIN) {
+      while (conns.size() < kMaxConnections) {
+        int fd = ::accept4(m_listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) break;
+        Connection c;
+        c.fd = UniqueFd(fd);
+        c.deadline = Clock::now() + std::chrono::milliseconds(kIoTimeoutMs);
+        conns.push_back(std::move(c));
+      }
+    }
+  }
+}
+
+}  // namespace ccpool::service

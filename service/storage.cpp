@@ -1,0 +1,53 @@
+#include "service/storage.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+namespace ccpool::service {
+
+std::optional<cache::Entry> Storage::read_local(const Digest& key, Bodies bodies, Touch touch) {
+  Result<std::optional<cache::Entry>> entry =
+      touch == Touch::kCount ? m_local.get(key) : m_local.peek(key, bodies == Bodies::kWith);
+  if (!entry) {
+    spdlog::warn("cannot read {} from the store: {}", key.hex(), entry.error().message);
+    return std::nullopt;
+  }
+  return std::move(*entry);
+}
+
+std::optional<Found> Storage::get(const Digest& key, Bodies bodies, Touch touch) {
+  auto started = std::chrono::steady_clock::now();
+  std::optional<cache::Entry> local = read_local(key, bodies, touch);
+  m_local_latency.observe_since(started);
+  if (local) return Found{std::move(*local), Source::kLocal};
+  if (m_tier == nullptr) return std::nullopt;
+  started = std::chrono::steady_clock::now();
+  std::optional<std::string> packed = m_tier->get(key);
+  m_tier_latency.observe_since(started);
+  if (!packed || !adopt_packed(key, *packed)) return std::nullopt;
+  if (std::optional<cache::Entry> entry = read_local(key, bodies, touch)) {
+    return Found{std::move(*entry), Source::kRemote};
+  }
+  return std::nullopt;
+}
+
+bool Storage::adopt_packed(const Digest& key, std::string_view packed) {
+  if (auto put = m_local.put_packed(key, packed); !put) {
+    spdlog::warn("cannot store {} fetched from the cluster tier: {}", key.hex(), put.error().message);
+    return false;
+  }
+  return true;
+}
+
+Result<void> Storage::put(const Digest& key, const cache::Entry& entry) {
+  CCPOOL_TRY(m_local.put(key, entry));
+  if (m_tier != nullptr) {
+    if (auto packed = m_local.get_packed(key); packed && *packed) {
+      m_tier->put_async(key, std::move(**packed));
+    }
+  }
+  return ok();
+}
+
+}  // namespace ccpool::service

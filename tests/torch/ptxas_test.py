@@ -1,0 +1,209 @@
+"""Issue 14, Triton and the CUDA toolkit through the service: Triton compiles
+for GPUTarget("cuda", 90, 32) with no GPU; its ptxas runs with random temp
+names (/tmp/tmpXXXX.ptx -o /tmp/tmpXXXX.ptx.o) and must still hit across
+runs, byte-identical to a direct compile, with -v output replayed exactly.
+Also the toolkit's own ptxas and `nvcc -c`.
+"""
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+from torch_case import CCPOOL, TRITON_KERNELS, VENV, VENV_PY, TorchCase, main  # noqa: E402
+
+TRITON_PTXAS = os.path.join(VENV, "lib", "python3.11", "site-packages", "triton", "backends",
+                            "nvidia", "bin", "ptxas")
+CUDA_PTXAS = "/usr/local/cuda/bin/ptxas"
+NVCC = "/usr/local/cuda/bin/nvcc"
+KERNELS = 3
+COMPILE_TIME = re.compile(rb"Compile time = [0-9.]+ ms")
+
+# Double-precision work: with -warn-double-usage ptxas warns, naming the
+# input path as given ("ptxas /tmp/x.ptx, line N; warning : ...").
+DOUBLE_PTX = """.version 8.7
+.target sm_90a
+.address_size 64
+
+.visible .entry dbl(
+\t.param .u64 dbl_param_0
+)
+{
+\t.reg .b64 \t%rd<3>;
+\t.reg .f64 \t%fd<3>;
+\tld.param.u64 \t%rd1, [dbl_param_0];
+\tcvta.to.global.u64 \t%rd2, %rd1;
+\tld.global.f64 \t%fd1, [%rd2];
+\tmul.f64 \t%fd2, %fd1, 0d4008000000000000;
+\tst.global.f64 \t[%rd2], %fd2;
+\tret;
+}
+"""
+
+CU_SOURCE = """extern "C" __global__ void axpy(float a, const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+"""
+
+
+class TritonPtxasTest(TorchCase):
+    def triton(self, out_dir, cache_dir, ptxas=None, via_ccpool=True):
+        env = {"TRITON_CACHE_DIR": cache_dir}
+        if ptxas:
+            env["TRITON_PTXAS_PATH"] = ptxas
+        args = [VENV_PY, TRITON_KERNELS, "--out-dir", out_dir]
+        p = self.ccpool_run(*args, env=env) if via_ccpool else self._run(args, env=env)
+        out, _ = self.run_ok(p)
+        return json.loads(out.strip().splitlines()[-1])
+
+    def ptxas_builds(self):
+        return [e["argv"] for e in self.execs()
+                if os.path.basename(e["argv"][0]) == "ptxas" and "--version" not in e["argv"]]
+
+    def check_temp_names_hit(self, ptxas=None):
+        want = self.triton(self.wpath("direct"), self.path("tc-direct"), ptxas, via_ccpool=False)
+        self.assertEqual(len(want), KERNELS)
+        os.remove(self.exec_log)
+        first = self.triton(self.wpath("run1"), self.path("tc1"), ptxas)
+        s1 = self.status_summary()
+        builds1 = self.ptxas_builds()
+        self.assertEqual(len(builds1), KERNELS, builds1)
+        self.assertEqual(first, want)
+        # Every ptxas build went through the service.
+        self.assertEqual((s1["misses"], s1["hits"], s1["fallbacks"]), (KERNELS, 0, 0), s1)
+        self.assertEqual(s1["requests"], s1["misses"] + s1["passthrough"], s1)
+        os.remove(self.exec_log)
+        second = self.triton(self.wpath("run2"), self.path("tc2"), ptxas)
+        s2 = self.status_summary()
+        builds2 = self.ptxas_builds()
+        self.assertEqual(len(builds2), KERNELS, builds2)
+        names1 = {a for argv in builds1 for a in argv if a.endswith(".ptx")}
+        names2 = {a for argv in builds2 for a in argv if a.endswith(".ptx")}
+        self.assertFalse(names1 & names2, "Triton reused temp names")
+        delta = {k: s2[k] - s1[k] for k in ("hits", "misses", "executions", "passthrough")}
+        print(f"triton ({ptxas or 'its own ptxas'}): run 1 {s1}; run 2 deltas {delta}",
+              file=sys.stderr)
+        self.assertEqual(second, want)
+        self.assertEqual((delta["hits"], delta["misses"]), (KERNELS, 0),
+                         f"second run with new temp names: {delta}")
+        self.assertEqual(delta["executions"], delta["passthrough"], delta)  # only --version runs
+
+    def test_triton_ptxas_temp_names_hit(self):
+        self.check_temp_names_hit()
+
+    def test_cuda_ptxas_temp_names_hit(self):
+        if not os.access(CUDA_PTXAS, os.X_OK):
+            self.skipTest(f"{CUDA_PTXAS} is not installed (the CUDA toolkit)")
+        self.check_temp_names_hit(CUDA_PTXAS)
+
+    # --- -v output ----------------------------------------------------------------
+    def ptxas_via(self, argv, ptx_text, tmp_dir):
+        """Runs argv (a Triton ptxas line) through `ccpool exec` on a new temp
+        name holding ptx_text: (rc, stderr, cubin)."""
+        fd, src = tempfile.mkstemp(suffix=".ptx", dir=tmp_dir)
+        with os.fdopen(fd, "w") as f:
+            f.write(ptx_text)
+        args = argv[:-3] + [src, "-o", src + ".o"]
+        self.last_src = src
+        return self.run_ptxas(args, src + ".o")
+
+    def run_ptxas(self, args, out, via=True):
+        rc, _, err = (self.via if via else self.direct)(args)
+        data = None
+        if os.path.exists(out):
+            with open(out, "rb") as f:
+                data = f.read()
+        return rc, err, data
+
+    def check_verbose_replay(self, ptxas):
+        self.start_service(jobs=JOBS_SERVICE)
+        # Triton's own line for a real kernel, from a direct compile.
+        self.triton(self.wpath("direct"), self.path("tc"), ptxas, via_ccpool=False)
+        argv = self.ptxas_builds()[0]
+        self.assertIn("-v", argv)
+        self.assertEqual(argv[-2], "-o")
+        ptx_text = open(sorted(glob.glob(self.path("tc", "*", "*.ptx")))[0]).read()
+        tmp = self.path("ptx-tmp")
+        os.makedirs(tmp)
+        direct_ptx = self.path("d.ptx")
+        with open(direct_ptx, "w") as f:
+            f.write(ptx_text)
+        rc0, err0, cubin0 = self.run_ptxas(argv[:-3] + [direct_ptx, "-o", direct_ptx + ".o"],
+                                           direct_ptx + ".o", via=False)
+        before = self.counters()
+        rc1, err1, cubin1 = self.ptxas_via(argv, ptx_text, tmp)
+        rc2, err2, cubin2 = self.ptxas_via(argv, ptx_text, tmp)
+        d = self.delta(before)
+        self.assertEqual((rc0, rc1, rc2), (0, 0, 0), err1 + err2)
+        self.assertEqual((d["misses"], d["hits"]), (1, 1), d)
+        self.assertIn(b"ptxas info", err1)
+        self.assertEqual(err2, err1, "the hit must replay the run's -v output exactly")
+        self.assertEqual(COMPILE_TIME.sub(b"T", err1), COMPILE_TIME.sub(b"T", err0),
+                         "the run's -v output differs from a direct run's beyond its timing")
+        self.assertEqual(cubin1, cubin0)
+        self.assertEqual(cubin2, cubin0)
+
+    def test_triton_ptxas_verbose_replayed(self):
+        self.check_verbose_replay(None)
+
+    def test_cuda_ptxas_verbose_replayed(self):
+        if not os.access(CUDA_PTXAS, os.X_OK):
+            self.skipTest(f"{CUDA_PTXAS} is not installed (the CUDA toolkit)")
+        self.check_verbose_replay(CUDA_PTXAS)
+
+    def test_warning_naming_the_temp_path_never_replayed_elsewhere(self):
+        """ptxas warnings name the input path as given. A hit for another temp
+        name must not print the first one's path: it misses (the run's output
+        names a path the content key leaves out, so it is not stored) or its
+        output names its own path."""
+        if not os.access(CUDA_PTXAS, os.X_OK):
+            self.skipTest(f"{CUDA_PTXAS} is not installed (the CUDA toolkit)")
+        self.start_service(jobs=JOBS_SERVICE)
+        tmp = self.path("ptx-tmp")
+        os.makedirs(tmp)
+        argv = [CUDA_PTXAS, "-lineinfo", "-v", "-warn-double-usage", "--gpu-name=sm_90a", "X", "-o", "X.o"]
+        rc1, err1, _ = self.ptxas_via(argv, DOUBLE_PTX, tmp)
+        first = self.last_src
+        rc2, err2, cubin2 = self.ptxas_via(argv, DOUBLE_PTX, tmp)
+        second = self.last_src
+        self.assertEqual((rc1, rc2), (0, 0))
+        self.assertIn(b"warning", err1)
+        self.assertEqual(set(re.findall(rb"ptxas (\S+\.ptx), line", err1)), {first.encode()})
+        self.assertEqual(set(re.findall(rb"ptxas (\S+\.ptx), line", err2)), {second.encode()},
+                         f"the second compile's warnings name another compile's temp file:\n{err2!r}")
+
+
+JOBS_SERVICE = 2
+
+
+class NvccTest(TorchCase):
+    def test_nvcc_c_second_run_hits(self):
+        """`nvcc -c k.cu` through `ccpool run`, twice: the second run is served
+        from the store, byte-identical to the first (nvcc's own objects differ
+        run to run: its temp names reach the symbol table)."""
+        if not os.access(NVCC, os.X_OK):
+            self.skipTest(f"{NVCC} is not installed (the CUDA toolkit)")
+        self.put("k.cu", CU_SOURCE)
+        env = {"PATH": "/usr/local/cuda/bin:" + self.env["PATH"]}
+        self.run_ok(self.ccpool_run(NVCC, "-c", "k.cu", "-o", "k.o", env=env))
+        first = self.bytes_of("k.o")
+        s1 = self.status_summary()
+        self.remove("k.o")
+        self.run_ok(self.ccpool_run(NVCC, "-c", "k.cu", "-o", "k.o", env=env))
+        s2 = self.status_summary()
+        delta = {k: s2[k] - s1[k] for k in ("requests", "hits", "misses", "executions", "passthrough",
+                                            "not_stored")}
+        print(f"nvcc -c: run 1 {s1}; run 2 deltas {delta}; not stored: {self.not_stored_reasons()}",
+              file=sys.stderr)
+        self.assertEqual(self.bytes_of("k.o"), first, "the second object is not the stored one")
+        self.assertEqual((delta["misses"], delta["executions"]), (0, 0), delta)
+        self.assertGreaterEqual(delta["hits"], 1, delta)
+
+
+if __name__ == "__main__":
+    main()

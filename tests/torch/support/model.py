@@ -1,0 +1,111 @@
+"""The real-torch workload of tests/torch and bench/torch: a small model
+compiled by torch.compile (Inductor, CPU backend: g++ builds the kernels),
+checked against eager with allclose.
+
+Three separately compiled pieces give three graphs, so Inductor builds
+several distinct C++ kernel objects (one .so per graph) plus its precompiled
+prefix header:
+  mlp:    Linear -> GELU -> Linear (+ bias, residual)
+  norm:   LayerNorm -> softmax over the last dim
+  reduce: a sum/amax reduction with tanh
+Under torchrun (RANK set) every rank compiles the same pieces and the ranks
+then check one another with a gloo all_reduce.
+
+Writes one JSON line per process to --out-dir/rank<R>.json: what this
+process saw before torch was imported (TORCHINDUCTOR_COMPILE_THREADS), the
+effective torch._inductor.config.compile_threads, whether every piece
+matched eager, and the Inductor counters (FX graph cache hits/misses).
+
+Environment: CCPOOL_TORCH_PER_RANK_CACHE=DIR gives each rank
+TORCHINDUCTOR_CACHE_DIR=DIR/rank<R> (set here, before torch is imported).
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+# What the launcher gave this interpreter, before anything could change it.
+ENV_THREADS_AT_START = os.environ.get("TORCHINDUCTOR_COMPILE_THREADS")
+RANK = int(os.environ.get("RANK", "0"))
+WORLD = int(os.environ.get("WORLD_SIZE", "1"))
+if os.environ.get("CCPOOL_TORCH_PER_RANK_CACHE"):
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
+        os.environ["CCPOOL_TORCH_PER_RANK_CACHE"], f"rank{RANK}")
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+class Mlp(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.fc1 = nn.Linear(width, hidden)
+        self.fc2 = nn.Linear(hidden, width)
+
+    def forward(self, x):
+        return x + self.fc2(F.gelu(self.fc1(x)))
+
+
+class Norm(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.ln = nn.LayerNorm(width)
+
+    def forward(self, x):
+        return torch.softmax(self.ln(x) * 1.5, dim=-1)
+
+
+def reduce_piece(x):
+    return torch.tanh(x.sum(dim=0)) + x.amax(dim=0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out-dir", required=True)
+    ap.add_argument("--width", type=int, default=32)
+    args = ap.parse_args()
+    os.makedirs(args.out_dir, exist_ok=True)
+
+    dist = WORLD > 1
+    if dist:
+        import torch.distributed as td
+        td.init_process_group("gloo")
+
+    torch.manual_seed(0)
+    pieces = {"mlp": Mlp(args.width, 2 * args.width).eval(), "norm": Norm(args.width).eval(),
+              "reduce": reduce_piece}
+    x = torch.randn(16, args.width)
+    started = time.monotonic()
+    ok = {}
+    with torch.no_grad():
+        for name, fn in pieces.items():
+            eager = fn(x)
+            compiled = torch.compile(fn)(x)
+            ok[name] = bool(torch.allclose(eager, compiled, rtol=1e-4, atol=1e-5))
+    compile_s = time.monotonic() - started
+    agree = True
+    if dist:
+        total = torch.tensor([float(sum(ok.values()))])
+        td.all_reduce(total)
+        agree = int(total.item()) == WORLD * len(pieces)
+        td.barrier()
+        td.destroy_process_group()
+
+    import torch._dynamo.utils as du
+    import torch._inductor.config as ic
+    counters = {k: dict(v) for k, v in du.counters.items() if k in ("inductor",)}
+    result = {"rank": RANK, "world": WORLD, "pid": os.getpid(),
+              "env_compile_threads": ENV_THREADS_AT_START,
+              "compile_threads": ic.compile_threads, "ok": ok, "ranks_agree": agree,
+              "compile_s": compile_s, "counters": counters,
+              "cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}
+    with open(os.path.join(args.out_dir, f"rank{RANK}.json"), "w") as f:
+        json.dump(result, f)
+    print(json.dumps(result), flush=True)
+    return 0 if all(ok.values()) and agree else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -169,10 +169,12 @@ ParsedPtxas parse_ptxas(const std::vector<std::string>& argv) {
     std::string name = arg.substr(0, eq);
     const PtxasOption* option = find_option(name);
     if (option == nullptr || option->form == ArgForm::kAttached) {
-      return refuse(reason_code("unknown_option", name), "ptxas option " + arg + " is not known to be cacheable");
+      return refuse(reason_code("unknown_option", name),
+                    "ptxas option " + arg + " is not known to be cacheable");
     }
     if (option->use == Use::kRefused) {
-      return refuse(reason_code("unsupported_option", name), "ptxas " + name + " " + std::string(option->why));
+      return refuse(reason_code("unsupported_option", name),
+                    "ptxas " + name + " " + std::string(option->why));
     }
     if (option->form == ArgForm::kFlag) {
       if (eq != std::string::npos) {

@@ -159,6 +159,40 @@ Counters decode_counters(std::string_view bytes) {
   return c;
 }
 
+std::string encode_events(const std::map<std::string, uint64_t>& events) {
+  ByteWriter w;
+  w.u32(1);
+  w.u32(static_cast<uint32_t>(events.size()));
+  for (const auto& [name, n] : events) {
+    w.str(name);
+    w.u64(n);
+  }
+  return std::move(w.out());
+}
+
+std::map<std::string, uint64_t> decode_events(std::string_view bytes) {
+  ByteReader r(bytes);
+  uint32_t version = 0, count = 0;
+  std::map<std::string, uint64_t> out;
+  if (!r.u32(version) || version != 1 || !r.u32(count) || count > Store::kMaxEvents + 1) return {};
+  for (uint32_t i = 0; i < count; ++i) {
+    std::string name;
+    uint64_t n = 0;
+    if (!r.str(name) || !r.u64(n) || name.size() > Store::kMaxEventName) return {};
+    out[name] += n;
+  }
+  return out;
+}
+
+void merge_events(std::map<std::string, uint64_t>& total, const std::map<std::string, uint64_t>& delta) {
+  for (const auto& [name, n] : delta) {
+    auto it = total.find(name);
+    if (it != total.end()) it->second += n;
+    else if (total.size() < Store::kMaxEvents) total.emplace(name, n);
+    else total["other"] += n;
+  }
+}
+
 std::string pack_entry(std::string_view record, const std::vector<PackedBody>& bodies) {
   ByteWriter w;
   w.bytes(kPackedMagic);

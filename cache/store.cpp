@@ -347,11 +347,20 @@ Result<void> Store::put_packed(const Digest& key, std::string_view packed) {
   return ok();
 }
 
+void Store::count_event(std::string_view name, uint64_t n) {
+  std::string key(name.substr(0, kMaxEventName));
+  std::lock_guard lock(m_impl->touch_mutex);
+  std::map<std::string, uint64_t>& pending = m_impl->pending_events;
+  if (pending.size() < kMaxEvents || pending.count(key)) pending[key] += n;
+  else pending["other"] += n;
+}
+
 void Store::flush() {
   bool idle;
   {
     std::lock_guard lock(m_impl->touch_mutex);
-    idle = m_impl->touches.empty() && m_impl->pending.hits == 0 && m_impl->pending.misses == 0;
+    idle = m_impl->touches.empty() && m_impl->pending.hits == 0 && m_impl->pending.misses == 0 &&
+           m_impl->pending_events.empty();
   }
   if (!idle) {
     auto r = m_impl->run_write([](lmdb::Txn&, Counters&, std::optional<Error>&) { return 0; });

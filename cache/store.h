@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -78,6 +79,7 @@ struct StoreStats {
   int64_t oldest_ms = 0, newest_ms = 0;  // created_ms bounds; 0 when empty
   uint64_t map_size = 0, map_used = 0, max_size = 0;
   uint32_t schema_version = kSchemaVersion;
+  std::map<std::string, uint64_t> events;  // count_event() totals by name
 };
 
 enum class SortBy { kUsed, kSize, kHits };
@@ -124,6 +126,15 @@ class Store {
   Result<void> put_packed(const Digest& key, std::string_view packed);
 
   void flush();  // writes buffered touches/counters; the service calls this every few seconds
+
+  // Named event counters kept with the store's own (the service counts
+  // "passthrough:<reason>" and "not_stored:<reason>"), buffered like hits and
+  // written by the next write or flush(). Bounded: names are cut to
+  // kMaxEventName bytes, and past kMaxEvents distinct names new ones count
+  // as "other".
+  static constexpr size_t kMaxEvents = 512;
+  static constexpr size_t kMaxEventName = 96;
+  void count_event(std::string_view name, uint64_t n = 1);
 
   // --- inspection and maintenance (the `ccpool cache` CLI) ---
   Result<StoreStats> stats();

@@ -60,6 +60,7 @@ Result<StoreStats> Store::stats() {
     s.time_saved_ms = c.time_saved_ms;
     s.evictions = c.evictions;
     s.corrupt_evictions = c.corrupt_evictions;
+    if (txn.get(Table::kMeta, "events", raw) == 0) s.events = decode_events(raw);
     int rc = txn.scan(Table::kRecords, "", [&](std::string_view, std::string_view value) {
       int64_t created = 0;
       if (value.size() >= 10) std::memcpy(&created, value.data() + 2, 8);  // version, kind, created_ms

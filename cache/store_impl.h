@@ -51,6 +51,7 @@ struct Store::Impl {
   std::mutex touch_mutex;
   std::unordered_map<Digest, Usage> touches;  // GUARDED_BY(touch_mutex); hits are deltas
   Counters pending;                           // GUARDED_BY(touch_mutex); hits/misses/time_saved deltas
+  std::map<std::string, uint64_t> pending_events;  // GUARDED_BY(touch_mutex); count_event() deltas
 
   explicit Impl(int level) : codec(level) {}
   ~Impl();

@@ -90,10 +90,12 @@ Result<void> Store::Impl::on_map_full(uint64_t need) {
 Result<void> Store::Impl::run_write(const WriteBody& body) {
   std::unordered_map<Digest, Usage> taken;
   Counters deltas;
+  std::map<std::string, uint64_t> events;
   {
     std::lock_guard lock(touch_mutex);
     taken.swap(touches);
     std::swap(deltas, pending);
+    events.swap(pending_events);
   }
   std::lock_guard writer(write_mutex);
   int rc = 0;
@@ -118,6 +120,12 @@ Result<void> Store::Impl::run_write(const WriteBody& body) {
     if (rc == 0) rc = body(*txn, c, error);
     if (error) return tl::unexpected(std::move(*error));
     if (rc == 0) rc = txn->put(Table::kMeta, "counters", encode_counters(c));
+    if (rc == 0 && !events.empty()) {
+      std::map<std::string, uint64_t> total;
+      if (txn->get(Table::kMeta, "events", raw) == 0) total = decode_events(raw);
+      merge_events(total, events);
+      rc = txn->put(Table::kMeta, "events", encode_events(total));
+    }
     if (rc == 0) rc = txn->commit();
     if (rc == 0) return ok();
     txn.reset();

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <map>
 
 #include "base/units.h"
 
@@ -24,9 +25,31 @@ std::string format_time(int64_t epoch_ms) {
   return buf;
 }
 
+// The store's event counters "<kind>:<code>" as {code: n} for one kind.
+static std::map<std::string, uint64_t> reasons(const cache::StoreStats& s, const std::string& kind) {
+  std::map<std::string, uint64_t> out;
+  std::string prefix = kind + ":";
+  for (const auto& [name, n] : s.events) {
+    if (name.compare(0, prefix.size(), prefix) == 0) out[name.substr(prefix.size())] += n;
+  }
+  return out;
+}
+
+static void print_reasons(const cache::StoreStats& s, const std::string& kind, const char* label) {
+  std::map<std::string, uint64_t> by_code = reasons(s, kind);
+  uint64_t total = 0;
+  for (const auto& [code, n] : by_code) total += n;
+  std::printf("%-15s %llu\n", label, static_cast<unsigned long long>(total));
+  for (const auto& [code, n] : by_code) {
+    std::printf("  %-40s %llu\n", code.c_str(), static_cast<unsigned long long>(n));
+  }
+}
+
 json stats_json(const cache::StoreStats& s, const std::string& dir) {
   double ratio = s.stored_bytes ? static_cast<double>(s.logical_bytes) / static_cast<double>(s.stored_bytes) : 0.0;
   return json{{"dir", dir},
+              {"passthrough_reasons", reasons(s, "passthrough")},
+              {"not_stored_reasons", reasons(s, "not_stored")},
               {"schema_version", s.schema_version},
               {"entries", s.entries},
               {"bodies", s.bodies},
@@ -86,6 +109,8 @@ void print_stats(const cache::StoreStats& s, const std::string& dir) {
   std::printf("newest entry    %s\n", format_time(s.newest_ms).c_str());
   std::printf("map             %s used of %s\n", format_size(s.map_used).c_str(), format_size(s.map_size).c_str());
   std::printf("max size        %s\n", format_size(s.max_size).c_str());
+  print_reasons(s, "passthrough", "pass-through");
+  print_reasons(s, "not_stored", "not stored");
 }
 
 void print_entry(const Digest& key, const cache::Entry& e) {

@@ -235,6 +235,15 @@ void print_status_human(const nlohmann::json& j) {
   std::printf("requests   %llu: %llu hits, %llu misses, %llu joins, %llu pass-through\n",
               j.value("requests", 0ull), j.value("hits", 0ull), j.value("misses", 0ull),
               j.value("joins", 0ull), j.value("passthrough", 0ull));
+  for (const char* kind : {"passthrough_reasons", "not_stored_reasons"}) {
+    if (!j.contains(kind) || !j[kind].is_object() || j[kind].empty()) continue;
+    std::string line;
+    for (const auto& [code, n] : j[kind].items()) {
+      line += (line.empty() ? "" : ", ") + code + " " + std::to_string(n.get<uint64_t>());
+    }
+    std::printf("  %s: %s\n", kind[0] == 'p' ? "pass-through by reason" : "not stored by reason",
+                line.c_str());
+  }
   std::printf("executions %llu (%llu failed, %llu cancelled), %llu client fallbacks\n",
               j.value("executions", 0ull), j.value("failures", 0ull), j.value("cancelled", 0ull),
               j.value("fallbacks", 0ull));

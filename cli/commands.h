@@ -14,6 +14,7 @@ inline constexpr int kExitUsage = 2;
 void register_cache_commands(CLI::App& app);    // ccpool cache ...
 void register_service_commands(CLI::App& app);  // serve, status, stop, exec
 void register_launch_commands(CLI::App& app);   // run, env
+void register_explain_command(CLI::App& app);   // explain
 
 // Prints "ccpool: <message>" to stderr and throws CLI::RuntimeError(code).
 [[noreturn]] void fail(int code, const std::string& message);

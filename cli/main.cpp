@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   ccpool::cli::register_cache_commands(app);
   ccpool::cli::register_service_commands(app);
   ccpool::cli::register_launch_commands(app);
+  ccpool::cli::register_explain_command(app);
   // CLI11 reports an unknown command as "A subcommand is required".
   if (std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
     std::fprintf(stderr, "ccpool: unknown command '%s'; see '%s --help'\n", unknown.c_str(),

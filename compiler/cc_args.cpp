@@ -5,6 +5,7 @@
 #include <set>
 
 #include "base/fs.h"
+#include "compiler/planner_impl.h"
 
 namespace ccpool::compiler {
 namespace {
@@ -21,7 +22,7 @@ const std::set<std::string> kSeparate = {
 // Read extra files we do not hash, write files we do not collect, or change
 // what the driver does in ways we do not model.
 const std::set<std::string> kRefused = {
-    "-E", "-M", "-MM", "-MMD", "-MG", "-MJ", "-Xlinker", "-Xassembler", "-Xpreprocessor",
+    "-E", "-M", "-MM", "-MG", "-MJ", "-Xlinker", "-Xassembler", "-Xpreprocessor",
     "-Xclang", "-specs", "-T", "-aux-info", "-wrapper", "-v", "-###", "-H", "--help",
     "--version", "-dumpversion", "-dumpmachine", "-dumpspecs", "-dumpfullversion", "-arch",
     "-fsyntax-only", "-dumpbase", "-dumpdir", "-dumpbase-ext", "-Q", "--", "-combine",
@@ -65,7 +66,7 @@ const std::set<std::string> kKnownFlags = {
     "-c", "-S", "-shared", "-static", "-static-libgcc", "-static-libstdc++", "-static-pie",
     "-rdynamic", "-pie", "-no-pie", "-pthread", "-pthreads", "-nostdlib", "-nodefaultlibs",
     "-nostartfiles", "-nostdinc", "-nostdinc++", "-s", "-w", "-ansi", "-pedantic",
-    "-pedantic-errors", "-pipe", "-MD", "-MP", "-p", "-pg", "-undef", "-trigraphs", "-I-",
+    "-pedantic-errors", "-pipe", "-MD", "-MMD", "-MP", "-p", "-pg", "-undef", "-trigraphs", "-I-",
     "--coverage", "-m32", "-m64", "-mx32"};
 // Families of options accepted by prefix (their values are keyed as written).
 const char* const kKnownPrefixes[] = {"-f", "-m", "-W", "-O", "-g", "-std=", "--std=", "-stdlib=",
@@ -160,6 +161,7 @@ bool expand_response(const std::string& arg, const std::string& cwd, int depth,
   return true;
 }
 
+// Returns the offending -Wl, part, or "".
 std::string check_linker_flags(const std::string& arg) {
   std::vector<std::string> parts;
   size_t i = 4;  // after "-Wl,"
@@ -171,7 +173,7 @@ std::string check_linker_flags(const std::string& arg) {
   }
   for (size_t k = 0; k < parts.size(); ++k) {
     std::string name = parts[k].substr(0, parts[k].find('='));
-    if (!kSafeLinker.count(name)) return "linker option '" + parts[k] + "' not understood";
+    if (!kSafeLinker.count(name)) return name.empty() ? "," : name;
     if (kLinkerWithValue.count(parts[k])) ++k;
   }
   return "";
@@ -188,6 +190,7 @@ CcArgs parse_cc_args(const std::vector<std::string>& argv, const std::string& cw
         r.refused = "response file '" + argv[i] + "' unreadable, malformed or beyond the bounds on response files (" +
                     std::to_string(kMaxResponseFiles) + " files, depth " + std::to_string(kMaxResponseDepth) +
                     ", 1 MiB each, " + std::to_string(kMaxExpandedArgs) + " arguments)";
+        r.refused_code = "response_file_unreadable";
         return r;
       }
     } else {
@@ -197,35 +200,47 @@ CcArgs parse_cc_args(const std::vector<std::string>& argv, const std::string& cw
   bool compile = false, assemble = false, have_source = false;
   std::string explicit_lang;
   std::vector<std::string>& a = r.args;
-  auto refuse = [&](std::string why) {
-    if (r.refused.empty()) r.refused = std::move(why);
+  auto refuse = [&](std::string code, std::string why) {
+    if (!r.refused.empty()) return;
+    r.refused = std::move(why);
+    r.refused_code = std::move(code);
   };
+  // Joined values (-Wp,..., -fplugin=path) are not part of the code.
+  auto option_name = [](const std::string& arg) { return arg.substr(0, arg.find_first_of("=,")); };
   for (size_t i = 0; i < a.size() && r.refused.empty(); ++i) {
     const std::string& arg = a[i];
     if (arg.empty() || arg[0] != '-' || arg == "-") {
-      if (arg == "-") { refuse("input from stdin"); break; }
+      if (arg == "-") { refuse("stdin_input", "input from stdin"); break; }
       if (!explicit_lang.empty() || !language_of(arg).empty()) {
-        if (have_source) { refuse("several sources"); break; }
+        if (have_source) { refuse("multiple_sources", "several sources"); break; }
         have_source = true;
         r.source = arg;
         r.source_index = i;
         r.language = explicit_lang.empty() ? language_of(arg) : explicit_lang;
       } else if (is_link_input(arg)) {
-        refuse("link inputs other than one source ('" + arg + "') are not hashed");
+        refuse("link_inputs", "link inputs other than one source ('" + arg + "') are not hashed");
       } else {
-        refuse("input '" + arg + "' of unknown language");
+        refuse("unknown_input_language", "input '" + arg + "' of unknown language");
       }
       continue;
     }
-    if (kRefused.count(arg)) { refuse("option " + arg); break; }
-    bool refused_prefix = false;
-    for (const char* p : kRefusedPrefixes) refused_prefix |= starts_with(arg, p);
-    if (refused_prefix) { refuse("option " + arg); break; }
+    if (kRefused.count(arg)) { refuse(reason_code("unsupported_option", arg), "option " + arg); break; }
+    const char* refused_prefix = nullptr;
+    for (const char* p : kRefusedPrefixes) {
+      if (!refused_prefix && starts_with(arg, p)) refused_prefix = p;
+    }
+    if (refused_prefix) {
+      refuse(reason_code("unsupported_option", option_name(arg)), "option " + arg);
+      break;
+    }
     // Split "-opt value" / "-optvalue" into name and value.
     std::string name = arg, value;
     bool separate = kSeparate.count(arg) > 0;
     if (separate) {
-      if (i + 1 >= a.size()) { refuse("option " + arg + " lacks its value"); break; }
+      if (i + 1 >= a.size()) {
+        refuse(reason_code("option_missing_value", arg), "option " + arg + " lacks its value");
+        break;
+      }
       value = a[i + 1];
     } else {
       for (const char* p : kJoinable) {
@@ -246,27 +261,37 @@ CcArgs parse_cc_args(const std::vector<std::string>& argv, const std::string& cw
       r.output = value;
       r.output_index = separate ? i + 1 : i;
       r.output_joined = !separate;
-      if (value == "-") refuse("output to stdout (-o -)");
+      if (value == "-") refuse("output_to_stdout", "output to stdout (-o -)");
     } else if (name == "-x") {
       if (value == "c" || value == "c++") explicit_lang = value;
       else if (value == "none") explicit_lang.clear();
-      else refuse("language -x " + value);
+      else refuse(reason_code("unsupported_language", value), "language -x " + value);
     } else if (name == "-MF") {
       r.dep_mf = value;
       r.dep_mf_indices.push_back(i);
       if (separate) r.dep_mf_indices.push_back(i + 1);
     } else if (name == "-MT" || name == "-MQ") {
       r.dep_target = true;
-    } else if (arg == "-MD") {
+    } else if (arg == "-MD" || arg == "-MMD") {
       r.dep_md = true;
+      r.dep_user_only = arg == "-MMD";
+      if (arg == "-MMD") r.dep_mmd_indices.push_back(i);
+    } else if (arg == "-MP") {
+      r.dep_phony = true;
     } else if (arg == "-c") {
       compile = true;
     } else if (arg == "-S") {
       assemble = true;
     } else if (starts_with(arg, "-Wl,")) {
-      refuse(check_linker_flags(arg));
+      std::string bad = check_linker_flags(arg);
+      if (!bad.empty()) {
+        refuse(reason_code("linker_option", bad), "linker option '" + bad + "' in " + arg + " not understood");
+      }
     } else if (starts_with(arg, "-Wa,")) {
-      if (arg != "-Wa,--noexecstack") refuse("assembler option " + arg);
+      if (arg != "-Wa,--noexecstack") {
+        refuse(reason_code("assembler_option", arg.substr(4, arg.find_first_of("=,", 4) - 4)),
+               "assembler option " + arg);
+      }
     } else if (starts_with(arg, "-g")) {
       r.debug |= arg != "-g0";
       if (arg == "-g0") r.debug = false;
@@ -290,28 +315,32 @@ CcArgs parse_cc_args(const std::vector<std::string>& argv, const std::string& cw
                arg == "-I-") {
       r.include_args.push_back(arg);
     } else if (starts_with(arg, "-fuse-ld")) {
-      refuse("option " + arg + " (linker choice not modelled)");
+      refuse("linker_choice", "option " + arg + " (linker choice not modelled)");
     }
     if (!separate && name == arg && !kKnownFlags.count(arg)) {
       bool known = false;
       for (const char* p : kKnownPrefixes) known |= starts_with(arg, p);
-      if (!known) refuse("unknown option " + arg);
+      if (!known) refuse(reason_code("unknown_option", option_name(arg)), "unknown option " + arg);
     }
     if (separate) ++i;
   }
   if (!r.refused.empty()) return r;
   if (!have_source) {
-    r.refused = "no source file (link of objects only, or nothing to compile)";
+    refuse("no_source", "no source file (link of objects only, or nothing to compile)");
     return r;
   }
   if (r.language == "cpp-output" || r.language == "c++-cpp-output") {
     r.language = r.language == "cpp-output" ? "c" : "c++";
   }
   r.mode = compile ? CcMode::kCompile : assemble ? CcMode::kAssemble : CcMode::kLink;
-  if (r.dep_md && r.mode != CcMode::kCompile) r.refused = "-MD outside -c compiles";
-  if (!r.dep_md && (!r.dep_mf.empty() || r.dep_target)) r.refused = "-MF/-MT/-MQ without -MD";
+  if (r.dep_md && r.mode != CcMode::kCompile) {
+    refuse("depfile_outside_compile", "-MD/-MMD outside -c compiles");
+  }
+  if (!r.dep_md && (!r.dep_mf.empty() || r.dep_target || r.dep_phony)) {
+    refuse("depfile_flags_without_md", "-MF/-MT/-MQ/-MP without -MD or -MMD");
+  }
   if ((r.split_dwarf || r.coverage || r.stack_usage) && r.mode != CcMode::kCompile) {
-    r.refused = "side outputs (.dwo/.gcno/.su) outside -c compiles";
+    refuse("side_outputs_outside_compile", "side outputs (.dwo/.gcno/.su) outside -c compiles");
   }
   return r;
 }

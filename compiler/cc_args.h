@@ -11,7 +11,8 @@ namespace ccpool::compiler {
 enum class CcMode { kCompile, kAssemble, kLink };  // -c, -S, one-step link
 
 struct CcArgs {
-  std::string refused;              // non-empty: pass-through, with the reason
+  std::string refused;              // non-empty: pass-through, with the reason (for humans)
+  std::string refused_code;         // the stable reason code when refused (docs/cache-keys.md)
   std::vector<std::string> args;    // argv[1..] after @file expansion
   CcMode mode = CcMode::kLink;
   std::string language;             // "c" or "c++"
@@ -20,8 +21,11 @@ struct CcArgs {
   std::string output;               // as written; empty when absent
   size_t output_index = 0;          // index in args of the -o value, or of the joined -oFILE
   bool output_joined = false;
-  // Dependency output asked for by the user (-MD, -MF, -MT/-MQ).
-  bool dep_md = false;
+  // Dependency output asked for by the user (-MD or -MMD, -MF, -MT/-MQ, -MP).
+  bool dep_md = false;              // -MD or -MMD given
+  bool dep_user_only = false;       // the last of them was -MMD: no system headers
+  bool dep_phony = false;           // -MP
+  std::vector<size_t> dep_mmd_indices;  // -MMD args (the run gets -MD instead)
   std::string dep_mf;               // last -MF value
   std::vector<size_t> dep_mf_indices;  // args to drop when -MF is redirected
   bool dep_target = false;          // -MT or -MQ given

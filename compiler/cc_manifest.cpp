@@ -220,20 +220,31 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
                                           const ManifestStorage& manifests) {
   Finished done;
   const CcDetail& cc = *plan.detail->cc;
-  done.why_not = verify_plan_inputs(*this, *plan.detail, started);
-  if (!done.why_not.empty()) return done;
-  auto refuse = [&](std::string why) {
+  auto refuse = [&](std::string code, std::string why) {
+    done.why_not_code = std::move(code);
     done.why_not = std::move(why);
     return done;
   };
+  // cc_lookups answers "code: detail".
+  auto refuse_coded = [&](const std::string& why) {
+    size_t colon = why.find(':');
+    std::string code = why.substr(0, colon);
+    if (colon == std::string::npos || code.find(' ') != std::string::npos) code = "unspecified";
+    return refuse(std::move(code), why.substr(colon == std::string::npos ? 0 : colon + 2));
+  };
+  WhyNot verified = verify_plan_inputs(*this, *plan.detail, started);
+  if (!verified.empty()) return refuse(std::move(verified.code), std::move(verified.text));
   Result<std::string> text = read_file(cc.dep_path);
-  if (!text) return refuse("no dependency file: " + text.error().message);
+  if (!text) return refuse("depfile_missing", "no dependency file: " + text.error().message);
   std::optional<std::vector<std::string>> deps = parse_depfile(*text);
   // clang lists a PCH's own inputs before the source.
   if (!deps || std::find(deps->begin(), deps->end(), cc.source) == deps->end()) {
-    return refuse("dependency file not understood");
+    return refuse("depfile_not_understood", "dependency file not understood");
   }
-  if (deps->size() > kMaxManifestFiles) return refuse("more than 10000 inputs");
+  if (deps->size() > kMaxManifestFiles) return refuse("too_many_inputs", "more than 10000 inputs");
+  if (cc.dep_view && !derive_depfile(*text, *cc.dep_view)) {
+    return refuse("depfile_not_derivable", "the -MMD/DEPENDENCIES_OUTPUT file cannot be derived exactly");
+  }
 
   int64_t start_ns = to_ns(started);
   ManifestEntry entry;
@@ -247,11 +258,13 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
   for (const std::string& dep : *deps) {
     std::string abs = absolute_path(dep, cc.cwd);
     Result<HashedFile> f = hasher.hash(abs);
-    if (!f) return refuse("input vanished: " + f.error().message);
+    if (!f) return refuse("input_unreadable", "input vanished: " + f.error().message);
     if (f->stat.mtime_ns >= start_ns || f->stat.ctime_ns >= start_ns) {
-      return refuse("'" + abs + "' was modified during the compile");
+      return refuse("input_changed_during_compile", "'" + abs + "' was modified during the compile");
     }
-    CCPOOL_TRY_ASSIGN(ScanInfo info, scan(abs, f->content));
+    Result<ScanInfo> scanned = scan(abs, f->content);
+    if (!scanned) return refuse("input_changed_during_compile", scanned.error().message);
+    const ScanInfo& info = *scanned;
     uint8_t flags = info.flags;
     if (!info.includes || info.includes->opaque) {
       opaque = true;
@@ -259,21 +272,21 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
       quote_spellings.insert(info.includes->quote.begin(), info.includes->quote.end());
     }
     if (dep == cc.source) main_scan = info.includes;
-    if (flags & kScanTimestamp) return refuse("__TIMESTAMP__ in '" + dep + "'");
-    if ((flags & kScanTime) && !cc.sde_pinned) return refuse("__TIME__ without SOURCE_DATE_EPOCH in '" + dep + "'");
+    if (flags & kScanTimestamp) return refuse("timestamp_macro", "__TIMESTAMP__ in '" + dep + "'");
+    if ((flags & kScanTime) && !cc.sde_pinned) return refuse("time_macro", "__TIME__ without SOURCE_DATE_EPOCH in '" + dep + "'");
     if ((flags & kScanDate) && !cc.sde_pinned) date = true;
-    if (flags & kScanIncbin) return refuse(".incbin in '" + dep + "'");
+    if (flags & kScanIncbin) return refuse("incbin", ".incbin in '" + dep + "'");
     // __has_include answers are not in the .d: resolve each literal probe
     // the way the compiler did. Headers in the compiler's default system
     // directories are trusted (managed by the package manager).
     bool probes = (flags & kScanHasInclude) || !info.includes || info.includes->probe_nonliteral;
     if (probes && !under_system_dir(dep, cc)) {
       if (!info.includes || info.includes->probe_nonliteral) {
-        return refuse(std::string(kReasonHasIncludeNonliteral) + ": '" + dep +
+        return refuse(std::string(kReasonHasIncludeNonliteral), "'" + dep +
                       "' probes a header named by a macro (__has_include argument not a literal)");
       }
       for (const HasIncludeProbe& probe : info.includes->probes) {
-        if (std::string why = lookups.probe(dep, probe, order); !why.empty()) return refuse(why);
+        if (std::string why = lookups.probe(dep, probe, order); !why.empty()) return refuse_coded(why);
       }
     }
     entry.files.emplace_back(dep, f->content);
@@ -304,7 +317,7 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
     for (const std::string& d : includer_dirs) negatives.insert(join_dir(d, q));
   }
   if (std::string why = record_pch_candidates(lookups, cc, main_scan.get(), *deps, negatives); !why.empty()) {
-    return refuse(why);
+    return refuse_coded(why);
   }
   LookupRecord& found = lookups.record();
   negatives.insert(found.not_regular.begin(), found.not_regular.end());
@@ -312,7 +325,7 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
   for (const auto& [path, digest] : found.files) {
     if (positives.insert(path).second) entry.files.emplace_back(path, digest);
   }
-  if (entry.files.size() > kMaxManifestFiles) return refuse("more than 10000 inputs");
+  if (entry.files.size() > kMaxManifestFiles) return refuse("too_many_inputs", "more than 10000 inputs");
   for (const std::string& n : negatives) {
     if (positives.count(n)) continue;
     std::optional<FileStat> st = stat_path(absolute_path(n, cc.cwd));
@@ -321,21 +334,25 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
       // the include is not the one that happened (or #include_next skipped
       // it). Unless it appeared during the compile, it proves nothing.
       if (st->mtime_ns >= start_ns || st->ctime_ns >= start_ns) {
-        return refuse("'" + n + "' appeared during the compile");
+        return refuse("input_changed_during_compile", "'" + n + "' appeared during the compile");
       }
       continue;
     }
     entry.negatives.push_back(n);
-    if (entry.negatives.size() > kMaxManifestNegatives) return refuse("too many negative paths");
+    if (entry.negatives.size() > kMaxManifestNegatives) {
+      return refuse("too_many_negatives", "too many negative paths");
+    }
   }
   entry.absent.assign(found.absent.begin(), found.absent.end());
-  if (entry.absent.size() > kMaxManifestNegatives - entry.negatives.size()) return refuse("too many negative paths");
+  if (entry.absent.size() > kMaxManifestNegatives - entry.negatives.size()) return refuse("too_many_negatives", "too many negative paths");
   entry.dirs.assign(found.dirs.begin(), found.dirs.end());
-  if (entry.dirs.size() > kMaxManifestDirs) return refuse("pch_unsupported: too many PCH directories");
+  if (entry.dirs.size() > kMaxManifestDirs) return refuse(std::string(kReasonPchUnsupported), "too many PCH directories");
   if (date) {
     int64_t start_s = start_ns / 1000000000;
     int64_t bucket = date_bucket(start_s);
-    if (date_bucket(now_seconds()) != bucket) return refuse("__DATE__ and the compile crossed a date bucket");
+    if (date_bucket(now_seconds()) != bucket) {
+      return refuse("date_bucket_crossed", "__DATE__ and the compile crossed a date bucket");
+    }
     entry.date_bucket = bucket;
   }
   entry.result_key = result_key(plan.flight_key, entry);

@@ -11,6 +11,7 @@
 #include "base/fs.h"
 
 #include "compiler/cc_args.h"
+#include "compiler/cc_preprocessed.h"
 #include "compiler/cc_probe.h"
 #include "compiler/planner_impl.h"
 
@@ -56,6 +57,41 @@ void hash_mapped_cwd(Hasher& h, const std::string& cwd, const std::vector<std::s
     }
     h.add_field(mapped);
   }
+}
+
+// How the user's dependency file differs from the run's full -MD file. A
+// directory counts as system only when known to be one (the compiler's
+// defaults, -isystem, -idirafter, C/CPLUS_INCLUDE_PATH); any other is taken
+// as a user directory, which can only add prerequisites.
+DepfileView depfile_view(Family family, const CcArgs& a, const std::vector<std::string>& defaults,
+                         const std::vector<std::string>& env, bool user_only, bool drop_main) {
+  DepfileView view;
+  view.gcc_layout = family == Family::kGcc;
+  view.user_only = user_only;
+  view.drop_main = drop_main;
+  view.phony = a.dep_phony;
+  view.system_dirs = defaults;
+  for (size_t i = 0; i < a.args.size(); ++i) {
+    for (std::string_view opt : {"-isystem", "-idirafter"}) {
+      if (a.args[i] == opt && i + 1 < a.args.size()) {
+        view.system_dirs.push_back(a.args[i + 1]);
+      } else if (a.args[i].size() > opt.size() && a.args[i].compare(0, opt.size(), opt) == 0) {
+        view.system_dirs.push_back(a.args[i].substr(opt.size()));
+      }
+    }
+  }
+  for (const char* name : {"C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"}) {
+    if (std::string(name) == "C_INCLUDE_PATH" ? a.language != "c" : a.language != "c++") continue;
+    std::optional<std::string> value = env_value(env, name);
+    size_t start = 0;
+    while (value && start <= value->size()) {
+      size_t colon = value->find(':', start);
+      if (colon == std::string::npos) colon = value->size();
+      if (colon > start) view.system_dirs.push_back(value->substr(start, colon - start));
+      start = colon + 1;
+    }
+  }
+  return view;
 }
 
 std::string job_class(const std::string& tool, const CcArgs& a) {
@@ -166,19 +202,31 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
                                     const std::string& work_dir) {
   bool pch = false;
   CcArgs a = parse_cc_or_pch_args(request, pch);
-  if (!a.refused.empty()) return passthrough_plan(request, a.refused);
+  if (!a.refused.empty()) return passthrough_plan(request, a.refused_code, a.refused);
   if (pch && family != Family::kGcc) {
     // clang records every input's path, size and mtime in a PCH and rejects
     // it when they differ: a stored copy would fail on another checkout.
-    return passthrough_plan(request, "pch_unsupported: clang precompiled headers record input mtimes");
+    return passthrough_plan(request, "pch_unsupported", "clang precompiled headers record input mtimes");
   }
-  if (pch && a.mode == CcMode::kAssemble) return passthrough_plan(request, "pch_unsupported: -S of a header");
+  if (pch && a.mode == CcMode::kAssemble) return passthrough_plan(request, "pch_unsupported", "-S of a header");
   if (pch && a.dep_md && a.output.empty()) {
-    return passthrough_plan(request, "pch_unsupported: -MD without -o for a header (gcc names the .d after the cwd)");
+    return passthrough_plan(request, "pch_unsupported",
+                            "-MD without -o for a header (gcc names the .d after the cwd)");
   }
   if (pch) a.mode = CcMode::kCompile;  // nothing is linked: the output is the PCH itself
-  if (env_value(request.env, "DEPENDENCIES_OUTPUT") || env_value(request.env, "SUNPRO_DEPENDENCIES")) {
-    return passthrough_plan(request, "DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES write an extra file");
+  // gcc's environment form of -MMD (DEPENDENCIES_OUTPUT) and -MD without the
+  // main file (SUNPRO_DEPENDENCIES): "FILE [TARGET]", appended to FILE.
+  std::optional<std::string> dep_env = env_value(request.env, "DEPENDENCIES_OUTPUT");
+  bool sunpro = !dep_env && env_value(request.env, "SUNPRO_DEPENDENCIES").has_value();
+  if (sunpro) dep_env = env_value(request.env, "SUNPRO_DEPENDENCIES");
+  std::string dep_env_file, dep_env_target;
+  if (dep_env) {
+    dep_env_file = dep_env->substr(0, dep_env->find(' '));
+    if (dep_env->find(' ') != std::string::npos) dep_env_target = dep_env->substr(dep_env->find(' ') + 1);
+    if (pch || family != Family::kGcc || a.dep_md || dep_env_file.empty() || a.mode != CcMode::kCompile) {
+      return passthrough_plan(request, "depfile_env",
+                              "DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES with clang, -M flags, a header or outside -c");
+    }
   }
   ProbeContext ctx{*this, request, tool, a};
   auto detail = std::make_shared<PlanDetail>();
@@ -204,13 +252,13 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
     }
   }
   Result<SearchDirs> dirs = probe_search_dirs(ctx);
-  if (!dirs) return passthrough_plan(request, dirs.error().message);
+  if (!dirs) return passthrough_plan(request, "search_dirs_probe_failed", dirs.error().message);
   cc.dirs = std::move(*dirs);
   {
     CcArgs defaults = a;
     defaults.include_args.clear();
     Result<SearchDirs> system = probe_search_dirs(ProbeContext{*this, request, tool, defaults});
-    if (!system) return passthrough_plan(request, system.error().message);
+    if (!system) return passthrough_plan(request, "search_dirs_probe_failed", system.error().message);
     cc.dirs.system = system->bracket;
   }
 
@@ -252,19 +300,23 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   if (cwd_in_key) h.add_field(request.cwd);
   if (a.debug && !a.prefix_maps.empty()) hash_mapped_cwd(h, request.cwd, a.prefix_maps);
   hash_env(h, request.env, kCcEnv);
+  h.add_u64(dep_env ? (sunpro ? 2 : 1) : 0);
+  if (dep_env) h.add_field(dep_env_target);
   if (a.native) {
     Result<std::string> native = probe_native(ctx);
-    if (!native) return passthrough_plan(request, native.error().message);
+    if (!native) return passthrough_plan(request, "native_probe_failed", native.error().message);
     h.add_field(*native);
   }
   std::string source_abs = absolute_path(a.source, request.cwd);
   Result<HashedFile> source = hasher.hash(source_abs);
-  if (!source) return passthrough_plan(request, "source: " + source.error().message);
+  if (!source) {
+    return passthrough_plan(request, "source_unreadable", "source: " + source.error().message);
+  }
   hash_digest(h, source->content);
   detail->inputs.push_back({source_abs, source->content});
   if (a.mode == CcMode::kLink) {
     Result<void> linked = hash_link_inputs(ctx, h, detail->inputs, detail->tools);
-    if (!linked) return passthrough_plan(request, linked.error().message);
+    if (!linked) return passthrough_plan(request, "link_probe_failed", linked.error().message);
   }
 
   Plan plan;
@@ -276,11 +328,20 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   plan.run_program = request.program;
   plan.run_cwd = request.cwd;
   plan.run_env = environment_without_shim(request.env);
+  if (dep_env) {
+    std::erase_if(plan.run_env, [](const std::string& e) {
+      return e.rfind("DEPENDENCIES_OUTPUT=", 0) == 0 || e.rfind("SUNPRO_DEPENDENCIES=", 0) == 0;
+    });
+  }
   plan.uses_work_dir = true;
   plan.inputs.push_back(source_abs);
   plan.run_argv.push_back(request.argv[0]);
   for (size_t i = 0; i < a.args.size(); ++i) {
     if (std::find(a.dep_mf_indices.begin(), a.dep_mf_indices.end(), i) != a.dep_mf_indices.end()) continue;
+    if (std::find(a.dep_mmd_indices.begin(), a.dep_mmd_indices.end(), i) != a.dep_mmd_indices.end()) {
+      plan.run_argv.push_back("-MD");  // the manifest needs system headers too
+      continue;
+    }
     if (redirect && !a.output.empty() && i == a.output_index) {
       plan.run_argv.push_back(a.output_joined ? "-o" + run_out : run_out);
       continue;
@@ -299,6 +360,18 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
     std::string dep_deliver = absolute_path(a.dep_mf.empty() ? strip_extension(out_written) + ".d" : a.dep_mf,
                                             request.cwd);
     plan.outputs.push_back({"dep", cc.dep_path, dep_deliver, false});
+    if (a.dep_user_only) cc.dep_view = depfile_view(family, a, cc.dirs.system, request.env, true, false);
+  } else if (dep_env) {
+    cc.dep_path = work_dir + "/dep.d";
+    plan.run_argv.insert(plan.run_argv.end(), {"-MD", "-MF", cc.dep_path});
+    if (dep_env_target.empty()) {
+      plan.run_argv.insert(plan.run_argv.end(), {"-MQ", strip_extension(base_name(a.source)) + ".o"});
+    } else {
+      plan.run_argv.insert(plan.run_argv.end(), {"-MT", dep_env_target});
+    }
+    plan.outputs.push_back({"dep", cc.dep_path, absolute_path(dep_env_file, request.cwd), false});
+    cc.dep_view = depfile_view(family, a, cc.dirs.system, request.env, !sunpro, sunpro);
+    cc.dep_append = true;
   } else {
     cc.dep_path = work_dir + "/ccpool.d";
     plan.run_argv.insert(plan.run_argv.end(), {"-MD", "-MF", cc.dep_path});
@@ -307,6 +380,7 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   if (a.split_dwarf) plan.outputs.push_back({"dwo", stem + ".dwo", stem + ".dwo", true});
   if (a.coverage) plan.outputs.push_back({"gcno", stem + ".gcno", stem + ".gcno", true});
   if (a.stack_usage) plan.outputs.push_back({"su", stem + ".su", stem + ".su", true});
+  set_up_preprocessor_mode(cc, a, request, tool);
   detail->cc = std::move(cc);
   plan.detail = std::move(detail);
   return plan;
@@ -315,8 +389,17 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
 std::string Planner::deliver_bytes(const Plan& requester, const OutputSpec& output,
                                    std::string_view stored) const {
   // The .d target is pinned in the key (-MQ <the requester's -o as written>),
-  // so stored bytes are already what this requester's own compile writes.
-  return std::string(stored);
+  // so stored bytes are already what this requester's own compile writes,
+  // unless the user asked for less than the full -MD file.
+  const PlanDetail* detail = requester.detail.get();
+  if (output.name != "dep" || !detail || !detail->cc || !detail->cc->dep_view) return std::string(stored);
+  // finish() refuses to store a file the model cannot derive; if this one is
+  // such a run's own, the full file is a superset the build can still use.
+  std::optional<std::string> derived = derive_depfile(stored, *detail->cc->dep_view);
+  std::string bytes = derived ? std::move(*derived) : std::string(stored);
+  if (!detail->cc->dep_append) return bytes;
+  Result<std::string> existing = read_file(output.deliver_path);
+  return (existing ? *existing : std::string()) + bytes;
 }
 
 }  // namespace ccpool::compiler

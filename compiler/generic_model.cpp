@@ -52,7 +52,10 @@ Result<Plan> Planner::Impl::plan_generic(const Request& request, const ToolIdent
   for (const std::string& input : request.declared_inputs) {
     std::string path = absolute_path(input, request.cwd);
     Result<HashedFile> file = hasher.hash(path);
-    if (!file) return passthrough_plan(request, "declared input: " + file.error().message);
+    if (!file) {
+      return passthrough_plan(request, "declared_input_unreadable",
+                              "declared input: " + file.error().message);
+    }
     h.add_field(path);
     h.update(std::string_view(reinterpret_cast<const char*>(file->content.bytes.data()), 16));
     detail->inputs.push_back({path, file->content});

@@ -32,10 +32,12 @@ std::string absolute_path(const std::string& path, const std::string& cwd) {
   return cwd + "/" + path;
 }
 
-Plan passthrough_plan(const Request& request, std::string reason) {
+
+Plan passthrough_plan(const Request& request, std::string code, std::string reason) {
   Plan plan;
   plan.kind = PlanKind::kPassthrough;
   plan.reason = std::move(reason);
+  plan.reason_code = std::move(code);
   plan.tool = base_name(request.program);
   plan.job_class = plan.tool;
   plan.run_program = request.program;
@@ -54,22 +56,26 @@ void hash_env(Hasher& h, const std::vector<std::string>& env, const std::vector<
   }
 }
 
-std::string verify_plan_inputs(Planner::Impl& impl, const PlanDetail& detail,
-                               std::chrono::system_clock::time_point started) {
+WhyNot verify_plan_inputs(Planner::Impl& impl, const PlanDetail& detail,
+                          std::chrono::system_clock::time_point started) {
   int64_t start_ns = to_ns(started);
   for (const auto& [path, stat] : detail.tools) {
     std::optional<FileStat> now = stat_path(path);
-    if (!now || !(*now == stat)) return "tool '" + path + "' changed since the plan";
+    if (!now || !(*now == stat)) return {"tool_changed", "tool '" + path + "' changed since the plan"};
   }
   for (const CheckedInput& input : detail.inputs) {
     Result<HashedFile> now = impl.hasher.hash(input.path);
-    if (!now) return "input '" + input.path + "' unreadable after the run: " + now.error().message;
-    if (now->content != input.content) return "input '" + input.path + "' changed since the plan";
+    if (!now) {
+      return {"input_unreadable", "input '" + input.path + "' unreadable after the run: " + now.error().message};
+    }
+    if (now->content != input.content) {
+      return {"input_changed_during_compile", "input '" + input.path + "' changed since the plan"};
+    }
     if (now->stat.mtime_ns >= start_ns || now->stat.ctime_ns >= start_ns) {
-      return "input '" + input.path + "' was modified during the run";
+      return {"input_changed_during_compile", "input '" + input.path + "' was modified during the run"};
     }
   }
-  return "";
+  return {};
 }
 
 Result<ToolIdentity> Planner::Impl::tool_identity(const std::string& path) {
@@ -142,10 +148,10 @@ Planner::Counters Planner::counters() const {
 
 Result<Plan> Planner::plan(const Request& request, const std::string& work_dir) {
   if (request.argv.empty() || request.program.empty() || request.program[0] != '/') {
-    return passthrough_plan(request, "no absolute program path");
+    return passthrough_plan(request, "no_absolute_program", "no absolute program path");
   }
   Result<ToolIdentity> tool = m_impl->tool_identity(request.program);
-  if (!tool) return passthrough_plan(request, "tool identity unknown: " + tool.error().message);
+  if (!tool) return passthrough_plan(request, "tool_unknown", "tool identity unknown: " + tool.error().message);
   std::string name = base_name(request.program);
   std::string real_name = base_name(tool->real_path);
   if (name == "ptxas" || real_name == "ptxas") return m_impl->plan_ptxas(request, *tool);
@@ -154,13 +160,17 @@ Result<Plan> Planner::plan(const Request& request, const std::string& work_dir) 
     if (family != Family::kUnknown) return m_impl->plan_cc(request, *tool, family, work_dir);
   }
   if (!request.declared_outputs.empty()) return m_impl->plan_generic(request, *tool);
-  return passthrough_plan(request, "not a recognised compiler and no declared outputs");
+  return passthrough_plan(request, "not_a_compiler", "not a recognised compiler and no declared outputs");
 }
 
 Result<std::optional<Digest>> Planner::lookup(const Plan& plan, const ManifestStorage& manifests) {
   if (plan.kind == PlanKind::kPassthrough) return std::optional<Digest>();
   if (!plan.direct_mode) return std::optional<Digest>(plan.flight_key);
-  return m_impl->lookup_cc(plan, manifests);
+  Result<std::optional<Digest>> direct = m_impl->lookup_cc(plan, manifests);
+  if (direct && !*direct && plan.detail && plan.detail->cc) {
+    if (std::optional<Digest> pp = m_impl->lookup_pp(plan, manifests)) return pp;
+  }
+  return direct;
 }
 
 Result<Finished> Planner::finish(const Plan& plan, std::chrono::system_clock::time_point started,
@@ -168,11 +178,22 @@ Result<Finished> Planner::finish(const Plan& plan, std::chrono::system_clock::ti
   Finished done;
   if (plan.kind == PlanKind::kPassthrough || !plan.detail) {
     done.why_not = "pass-through";
+    done.why_not_code = "passthrough";
     return done;
   }
-  if (plan.direct_mode) return m_impl->finish_cc(plan, started, manifests);
-  done.why_not = verify_plan_inputs(*m_impl, *plan.detail, started);
-  done.store = done.why_not.empty();
+  if (plan.direct_mode) {
+    Result<Finished> direct = m_impl->finish_cc(plan, started, manifests);
+    if (!direct) return direct;
+    if (direct->store) {
+      direct->mode = KeyMode::kDirect;
+      return direct;
+    }
+    return m_impl->finish_pp(plan, started, std::move(*direct), manifests);
+  }
+  WhyNot why = verify_plan_inputs(*m_impl, *plan.detail, started);
+  done.why_not = std::move(why.text);
+  done.why_not_code = std::move(why.code);
+  done.store = done.why_not_code.empty();
   if (done.store) done.result_key = plan.flight_key;
   return done;
 }

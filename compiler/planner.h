@@ -42,7 +42,8 @@ struct PlanDetail;
 
 struct Plan {
   PlanKind kind = PlanKind::kPassthrough;
-  std::string reason;          // why pass-through (logged and shown), empty otherwise
+  std::string reason;          // why pass-through, for humans (logged and shown), empty otherwise
+  std::string reason_code;     // why pass-through, a stable code (docs/cache-keys.md), empty otherwise
   Digest flight_key;           // identical requests in flight share one execution iff equal (for direct mode: the manifest key)
   bool direct_mode = false;    // true: the result key comes from lookup()/finish(); false: result key == flight_key
   std::string job_class;       // memory-estimate class, e.g. "g++ -O3 -shared" (tool basename + a few flags that drive memory)
@@ -69,9 +70,18 @@ struct ManifestStorage {  // the service backs these with store blobs
 inline constexpr std::string_view kReasonHasIncludeNonliteral = "has_include_nonliteral";
 inline constexpr std::string_view kReasonPchUnsupported = "pch_unsupported";
 
+// Which rule made a stored result's key.
+enum class KeyMode {
+  kExact,         // the plan's key alone (generic jobs, ptxas)
+  kDirect,        // C/C++ direct mode: the direct key plus a manifest of every header
+  kPreprocessor,  // C/C++ preprocessor mode: the direct key plus the compiler's -E output
+};
+
 struct Finished {
   bool store = false;      // false: serve this run's outputs to the current waiters only
-  std::string why_not;     // when !store: why (logged)
+  KeyMode mode = KeyMode::kExact;  // when store: how result_key was made
+  std::string why_not;     // when !store: why, for humans (logged)
+  std::string why_not_code;  // when !store: a stable code (docs/cache-keys.md)
   Digest result_key;       // valid when store
 };
 

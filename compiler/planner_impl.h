@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "compiler/depfile.h"
 #include "compiler/dir_listing.h"
 #include "compiler/file_hasher.h"
 #include "compiler/include_scan.h"
@@ -21,6 +22,13 @@
 namespace ccpool::compiler {
 
 enum class Family { kUnknown, kGcc, kClang };
+
+// Why a result is not cached: a stable code (docs/cache-keys.md) and text
+// for humans.
+struct WhyNot {
+  std::string code, text;
+  bool empty() const { return code.empty(); }
+};
 
 struct ToolIdentity {
   std::string real_path;
@@ -53,6 +61,16 @@ struct CcDetail {
   bool sde_pinned = false;        // gcc with SOURCE_DATE_EPOCH: __DATE__/__TIME__ fixed
   std::string source;             // as written: the .d file's first prerequisite
   std::vector<std::string> forced_includes;  // -include/-imacros values: quote includes from the cwd
+  // Set when the user's dependency file is not the run's full -MD file
+  // (-MMD, DEPENDENCIES_OUTPUT, SUNPRO_DEPENDENCIES): "dep" holds the full
+  // file and deliver_bytes() derives the user's from it.
+  std::optional<DepfileView> dep_view;
+  // Preprocessor-mode fallback (cc_preprocessed.cpp); pp_argv empty when the
+  // command is not eligible.
+  std::vector<std::string> pp_argv;  // the compile's arguments as a -E run
+  std::vector<std::string> pp_env;
+  Digest pp_marker;                  // "preprocessor mode needed here": tool, language, search dirs
+  bool dep_append = false;        // DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES append to the file
 };
 
 // What a scan of a source or header found (bit flags).
@@ -87,7 +105,17 @@ struct ParsedManifest {
   std::vector<ParsedEntry> entries;
 };
 
+// The preprocessor-mode key lookup() computed before the run, for finish()
+// to compare with the one after it.
+struct PpMemo {
+  std::mutex mutex;
+  bool looked_up = false;        // guarded by mutex
+  std::optional<Digest> before;  // guarded by mutex
+  WhyNot why;                    // guarded by mutex; why `before` is empty
+};
+
 struct PlanDetail {
+  std::shared_ptr<PpMemo> pp = std::make_shared<PpMemo>();
   std::vector<CheckedInput> inputs;
   std::vector<std::pair<std::string, FileStat>> tools;  // binaries whose identity is keyed
   std::optional<CcDetail> cc;                           // set for direct-mode C/C++ plans
@@ -98,13 +126,17 @@ struct PlanDetail {
 };
 
 // Shared helpers of the models (planner.cpp).
-Plan passthrough_plan(const Request& request, std::string reason);
+Plan passthrough_plan(const Request& request, std::string code, std::string reason);
+// "code:detail" with detail cut to a bounded, printable, space-free token
+// (detail comes from the command line: the counters keyed by codes must not
+// grow without bound or carry arbitrary bytes).
+std::string reason_code(std::string_view code, std::string_view detail);
 std::string absolute_path(const std::string& path, const std::string& cwd);  // lexical
 std::string base_name(const std::string& path);
 // Adds NAME=value (or NAME unset) for each name, in the given order.
 void hash_env(Hasher& h, const std::vector<std::string>& env, const std::vector<std::string>& names);
-// Re-verifies tools and plan-time inputs; returns why not to store, or "".
-std::string verify_plan_inputs(Planner::Impl& impl, const PlanDetail& detail,
+// Re-verifies tools and plan-time inputs; returns why not to store, or empty.
+WhyNot verify_plan_inputs(Planner::Impl& impl, const PlanDetail& detail,
                                std::chrono::system_clock::time_point started);
 inline void hash_digest(Hasher& h, const Digest& d) {
   h.update(std::string_view(reinterpret_cast<const char*>(d.bytes.data()), d.bytes.size()));
@@ -131,6 +163,13 @@ struct Planner::Impl {
   Result<std::optional<Digest>> lookup_cc(const Plan& plan, const ManifestStorage& manifests);
   Result<Finished> finish_cc(const Plan& plan, std::chrono::system_clock::time_point started,
                              const ManifestStorage& manifests);
+  // Preprocessor mode (cc_preprocessed.cpp): after a direct-mode miss, and
+  // after direct mode refused to store with a code it applies to.
+  std::optional<Digest> lookup_pp(const Plan& plan, const ManifestStorage& manifests);
+  Finished finish_pp(const Plan& plan, std::chrono::system_clock::time_point started, Finished refused,
+                     const ManifestStorage& manifests);
+  // Runs the -E; nullopt with `why` when the output does not determine the result.
+  std::optional<Digest> pp_key(const Plan& plan, WhyNot& why);
 
   // Scan flags and include spellings of a file's content, memoized by
   // content digest.

@@ -141,20 +141,22 @@ const std::string kOutputMark("\0output", 7);
 
 struct ParsedPtxas {
   std::string refused;                // non-empty: pass through, this is why
+  std::string refused_code;           // its stable reason code (docs/cache-keys.md)
   std::vector<std::string> key_args;  // argv[1..] with the paths replaced by marks
   std::string input, output;          // as written
 };
 
 ParsedPtxas parse_ptxas(const std::vector<std::string>& argv) {
   ParsedPtxas p;
-  auto refuse = [&](std::string why) {
+  auto refuse = [&](std::string code, std::string why) {
+    p.refused_code = std::move(code);
     p.refused = std::move(why);
     return p;
   };
   for (size_t i = 1; i < argv.size(); ++i) {
     const std::string& arg = argv[i];
     if (arg.size() < 2 || arg[0] != '-') {
-      if (!p.input.empty()) return refuse("ptxas with more than one input");
+      if (!p.input.empty()) return refuse("ptxas_inputs", "ptxas with more than one input");
       p.input = arg;
       p.key_args.push_back(kInputMark);
       continue;
@@ -167,11 +169,17 @@ ParsedPtxas parse_ptxas(const std::vector<std::string>& argv) {
     std::string name = arg.substr(0, eq);
     const PtxasOption* option = find_option(name);
     if (option == nullptr || option->form == ArgForm::kAttached) {
-      return refuse("ptxas option " + arg + " is not known to be cacheable");
+      return refuse(reason_code("unknown_option", name),
+                    "ptxas option " + arg + " is not known to be cacheable");
     }
-    if (option->use == Use::kRefused) return refuse("ptxas " + name + " " + std::string(option->why));
+    if (option->use == Use::kRefused) {
+      return refuse(reason_code("unsupported_option", name),
+                    "ptxas " + name + " " + std::string(option->why));
+    }
     if (option->form == ArgForm::kFlag) {
-      if (eq != std::string::npos) return refuse("ptxas option " + arg + " takes no value");
+      if (eq != std::string::npos) {
+        return refuse(reason_code("unknown_option", name), "ptxas option " + arg + " takes no value");
+      }
       p.key_args.push_back(arg);
       continue;
     }
@@ -181,10 +189,10 @@ ParsedPtxas parse_ptxas(const std::vector<std::string>& argv) {
     } else if (i + 1 < argv.size()) {
       value = argv[++i];
     } else {
-      return refuse("ptxas option " + arg + " lacks a value");
+      return refuse(reason_code("option_missing_value", arg), "ptxas option " + arg + " lacks a value");
     }
     if (name == "-o" || name == "--output-file") {
-      if (!p.output.empty()) return refuse("ptxas with more than one -o");
+      if (!p.output.empty()) return refuse("ptxas_no_output", "ptxas with more than one -o");
       p.output = value;
       p.key_args.push_back(name);
       p.key_args.push_back(kOutputMark);
@@ -194,9 +202,9 @@ ParsedPtxas parse_ptxas(const std::vector<std::string>& argv) {
     p.key_args.push_back(value);
   }
   if (p.input.size() < 5 || p.input.compare(p.input.size() - 4, 4, ".ptx") != 0) {
-    return refuse("ptxas needs exactly one .ptx input");
+    return refuse("ptxas_inputs", "ptxas needs exactly one .ptx input");
   }
-  if (p.output.empty() || p.output == "-") return refuse("ptxas without -o FILE");
+  if (p.output.empty() || p.output == "-") return refuse("ptxas_no_output", "ptxas without -o FILE");
   return p;
 }
 
@@ -204,15 +212,15 @@ ParsedPtxas parse_ptxas(const std::vector<std::string>& argv) {
 
 Result<Plan> Planner::Impl::plan_ptxas(const Request& request, const ToolIdentity& tool) {
   ParsedPtxas parsed = parse_ptxas(request.argv);
-  if (!parsed.refused.empty()) return passthrough_plan(request, parsed.refused);
+  if (!parsed.refused.empty()) return passthrough_plan(request, parsed.refused_code, parsed.refused);
   std::string input = absolute_path(parsed.input, request.cwd);
   std::string output = absolute_path(parsed.output, request.cwd);
-  if (input == output) return passthrough_plan(request, "ptxas -o names its own input");
+  if (input == output) return passthrough_plan(request, "ptxas_no_output", "ptxas -o names its own input");
 
   auto detail = std::make_shared<PlanDetail>();
   detail->tools.emplace_back(tool.real_path, tool.stat);
   Result<HashedFile> file = hasher.hash(input);
-  if (!file) return passthrough_plan(request, "ptxas input: " + file.error().message);
+  if (!file) return passthrough_plan(request, "source_unreadable", "ptxas input: " + file.error().message);
   detail->inputs.push_back({input, file->content});
   detail->unkeyed_texts = {parsed.input, parsed.output, input, output};
 

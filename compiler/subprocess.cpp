@@ -16,7 +16,6 @@
 namespace ccpool::compiler {
 namespace {
 
-constexpr size_t kMaxHelperOutput = 4u << 20;
 
 // posix_spawn has no chdir before glibc 2.29's _np extension; Debian 12 has it.
 Result<pid_t> spawn(const std::string& program, const std::vector<std::string>& argv, const std::vector<std::string>& env,
@@ -56,7 +55,8 @@ int wait_exit(pid_t pid) {
 
 Result<HelperOutput> run_helper(const std::vector<std::string>& argv,
                                 const std::vector<std::string>& env, const std::string& cwd,
-                                std::chrono::milliseconds timeout, const std::string& program) {
+                                std::chrono::milliseconds timeout, const std::string& program,
+                                size_t max_output) {
   if (argv.empty()) return make_error(ErrorCode::kInternal, "run_helper: empty argv");
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) return make_error(ErrorCode::kIo, "pipe failed");
@@ -92,7 +92,7 @@ Result<HelperOutput> run_helper(const std::vector<std::string>& argv,
         (i == 0 ? out_open : err_open) = false;
       } else {
         sink.append(buf, static_cast<size_t>(got));
-        if (sink.size() > kMaxHelperOutput) too_much = true;
+        if (sink.size() > max_output) too_much = true;
       }
     }
     if (too_much) break;

@@ -21,12 +21,15 @@ struct HelperOutput {
 
 // Runs `program` (an absolute path; argv[0] when empty) with argv, env, in
 // cwd, stdin from /dev/null.
-// Output beyond 4 MiB per stream is an error (a helper that talks that much is
-// not the tool we think it is). On timeout the child is SIGKILLed and reaped.
+// Output beyond max_output bytes per stream (default 4 MiB) is an error (a
+// helper that talks that much is not the tool we think it is). On timeout the
+// child is SIGKILLed and reaped.
+constexpr size_t kMaxHelperOutput = 4u << 20;
 Result<HelperOutput> run_helper(const std::vector<std::string>& argv,
                                 const std::vector<std::string>& env, const std::string& cwd,
                                 std::chrono::milliseconds timeout = std::chrono::seconds(30),
-                                const std::string& program = "");
+                                const std::string& program = "",
+                                size_t max_output = kMaxHelperOutput);
 
 
 // Value of NAME in a "K=V" list, or nullptr.

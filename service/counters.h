@@ -3,10 +3,41 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
 
 #include "base/histogram.h"
 
 namespace ccpool::service {
+
+// Counts per stable reason code (docs/cache-keys.md). Codes carry at most a
+// short detail taken from the command line (`unknown_option:-Xfoo`), so the
+// map is bounded: past kMaxCodes distinct codes, new ones count as "other".
+class ReasonCounts {
+ public:
+  static constexpr size_t kMaxCodes = 256;
+  void add(std::string_view code) {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    auto it = m_counts.find(code);
+    if (it != m_counts.end()) {
+      ++it->second;
+    } else if (m_counts.size() < kMaxCodes) {
+      m_counts.emplace(std::string(code), 1);
+    } else {
+      ++m_counts["other"];
+    }
+  }
+  std::map<std::string, uint64_t> snapshot() const {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    return {m_counts.begin(), m_counts.end()};
+  }
+
+ private:
+  mutable std::mutex m_mutex;
+  std::map<std::string, uint64_t, std::less<>> m_counts;  // GUARDED_BY(m_mutex)
+};
 
 struct Counters {
   std::atomic<uint64_t> requests{0};     // exec requests received
@@ -26,6 +57,10 @@ struct Counters {
   // Service-side time of local hits, from frame decoded to reply queued.
   std::atomic<uint64_t> hit_time_ns{0};
   Histogram hit_latency;  // the same time, per hit, for ccpool_hit_duration_seconds
+  // `passthrough` and `not_stored` split by reason code; each snapshot() is a
+  // plain std::map<std::string, uint64_t> (status JSON, metrics exporters).
+  ReasonCounts passthrough_reasons;
+  ReasonCounts not_stored_reasons;
 };
 
 }  // namespace ccpool::service

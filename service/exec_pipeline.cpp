@@ -61,6 +61,14 @@ Result<void> deliver(const compiler::Planner& planner, const compiler::Plan& pla
   return ok();
 }
 
+// Per-reason counts: the service's own (status) and the store's (persistent,
+// `ccpool cache stats`).
+void count_reason(ExecPipeline::Deps& deps, std::string_view kind, const std::string& code) {
+  const std::string& c = code.empty() ? std::string("unknown") : code;
+  (kind == "passthrough" ? deps.counters.passthrough_reasons : deps.counters.not_stored_reasons).add(c);
+  deps.storage.local().count_event(std::string(kind) + ":" + c);
+}
+
 ipc::ExecReply completed(const cache::Entry& entry, ipc::CacheOutcome outcome) {
   ipc::ExecReply reply;
   reply.status = ipc::ExecStatus::kCompleted;
@@ -174,7 +182,8 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   bool cacheable = waiter.plan.kind != compiler::PlanKind::kPassthrough;
   if (!cacheable) {
     ++m_deps.counters.passthrough;
-    spdlog::debug("pass-through {}: {}", waiter.plan.tool, waiter.plan.reason);
+    count_reason(m_deps, "passthrough", waiter.plan.reason_code);
+    spdlog::debug("pass-through {} {}: {}", waiter.plan.reason_code, waiter.plan.tool, waiter.plan.reason);
   } else if (serve_from_store(waiter)) {
     m_deps.counters.hit_time_ns += static_cast<uint64_t>(
         (std::chrono::steady_clock::now() - received).count());
@@ -442,7 +451,20 @@ ExecPipeline::RunOutcome ExecPipeline::collect(const Flight& flight, pool::Proce
   // finish() runs for failures too: a failure is shared only with joiners
   // whose inputs match the leader's, which its manifest proves.
   compiler::ManifestStorage capture = manifests();
-  capture.save = [&run](const Digest&, const std::string& bytes) { run.manifest = bytes; };
+  capture.save = [this, &run, &flight](const Digest& key, const std::string& bytes) {
+    if (key == flight.key) {
+      run.manifest = bytes;
+      return;
+    }
+    // Not tied to this result (the preprocessor-mode marker): stored now.
+    cache::Entry blob;
+    blob.kind = cache::EntryKind::kBlob;
+    blob.label = "manifest";
+    blob.outputs.push_back(cache::Output{"manifest", 0644, 0, {}, bytes});
+    if (auto put = m_deps.storage.put(key, blob); !put) {
+      spdlog::warn("cannot store a manifest: {}", put.error().message);
+    }
+  };
   auto finished = m_deps.planner.finish(plan, flight.started, capture);
   run.validated = finished && finished->store;
   // Output that names a path the key leaves out (ptxas's temp input) would
@@ -451,6 +473,9 @@ ExecPipeline::RunOutcome ExecPipeline::collect(const Flight& flight, pool::Proce
       run.validated ? m_deps.planner.replay_blocker(plan, entry.stdout_data, entry.stderr_data) : "";
   if (!unreplayable.empty()) run.validated = false;
   if (run.validated) run.result_key = finished->result_key;
+  if (run.validated && finished->mode == compiler::KeyMode::kPreprocessor) {
+    entry.label = "preprocessor mode";  // which rule made the key (`ccpool cache ls/show`)
+  }
   run.storable = run.success && run.validated && complete;
   if (run.success && !run.storable) {
     ++m_deps.counters.not_stored;
@@ -458,7 +483,12 @@ ExecPipeline::RunOutcome ExecPipeline::collect(const Flight& flight, pool::Proce
                       : !complete ? std::string("an output is missing")
                       : !unreplayable.empty() ? unreplayable
                                               : finished->why_not;
-    spdlog::info("not storing {}: {}", plan.tool, why);
+    std::string code = !finished ? "internal_error"
+                       : !complete ? "output_missing"
+                       : !unreplayable.empty() ? "output_names_unkeyed_path"
+                                               : finished->why_not_code;
+    count_reason(m_deps, "not_stored", code);
+    spdlog::info("not stored {} {}: {}", code, plan.tool, why);
   }
   return run;
 }

@@ -280,6 +280,8 @@ nlohmann::json Service::Impl::status() {
   j["passthrough"] = counters.passthrough.load();
   j["not_stored"] = counters.not_stored.load();
   j["join_reruns"] = counters.join_reruns.load();
+  j["passthrough_reasons"] = counters.passthrough_reasons.snapshot();
+  j["not_stored_reasons"] = counters.not_stored_reasons.snapshot();
   j["store_errors"] = counters.store_errors.load();
   j["service_errors"] = counters.service_errors.load();
   j["clients"] = hub->connection_count();

@@ -81,6 +81,31 @@ TEST(StoreTest, SurvivesReopenAndFlushesHits) {
   EXPECT_EQ((*e)->outputs[0].size, 100u);
 }
 
+TEST(StoreTest, EventCountersPersistAndAreBounded) {
+  {
+    auto store = open_store();
+    store->count_event("passthrough:multiple_sources");
+    store->count_event("passthrough:multiple_sources", 2);
+    store->count_event("not_stored:time_macro");
+  }  // the destructor flushes
+  {
+    auto store = open_store();
+    store->count_event("not_stored:time_macro");
+    auto s = store->stats();  // flushes first
+    ASSERT_TRUE(s);
+    EXPECT_EQ(s->events["passthrough:multiple_sources"], 3u);
+    EXPECT_EQ(s->events["not_stored:time_macro"], 2u);
+    for (size_t i = 0; i < Store::kMaxEvents + 10; ++i) store->count_event("e" + std::to_string(i));
+    store->count_event(std::string(1000, 'n'));
+  }
+  auto store = open_store();
+  auto s = store->stats();
+  ASSERT_TRUE(s);
+  EXPECT_LE(s->events.size(), Store::kMaxEvents + 1);
+  EXPECT_GT(s->events["other"], 0u);
+  for (const auto& [name, n] : s->events) EXPECT_LE(name.size(), Store::kMaxEventName);
+}
+
 TEST(StoreTest, IdenticalBodiesAreStoredOnceAndRefcounted) {
   auto store = open_store();
   Entry a = make_entry("x.so", 200000, 7);

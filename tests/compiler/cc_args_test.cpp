@@ -52,7 +52,9 @@ TEST(CcArgs, ClassificationTable) {
       {"-E k.cpp", "-E"},
       {"-M k.cpp", "-M"},
       {"-MM k.cpp", "-MM"},
-      {"-c k.cpp -MMD", "-MMD"},
+      {"-c k.cpp -MMD", ""},
+      {"-c k.cpp -MMD -MP -MT t -MF k.d -o k.o", ""},
+      {"-c k.cpp -MP -o k.o", "without -MD"},
       {"-c k.cpp -o -", "-o -"},
       {"-x c -c -", "stdin"},
       {"-c k.cpp -save-temps", "-save-temps"},
@@ -67,7 +69,8 @@ TEST(CcArgs, ClassificationTable) {
       {"-c k.cpp -v", "-v"},
       {"k.cpp -shared -Wl,--version-script=v.map -o k.so", "linker option"},
       {"k.cpp -shared -T script.ld -o k.so", "-T"},
-      {"k.cpp -MD -o k", "-MD outside"},
+      {"k.cpp -MD -o k", "outside -c"},
+      {"k.cpp -MMD -o k", "outside -c"},
       {"-c k.cpp -MF k.d", "without -MD"},
       {"k.cpp -gsplit-dwarf -o k", "side outputs"},
       {"-c k.cpp -fuse-ld=lld", "-fuse-ld"},
@@ -84,6 +87,42 @@ TEST(CcArgs, ClassificationTable) {
           << row.line << " -> '" << a.refused << "'";
     }
   }
+}
+
+// Stable reason codes (docs/cache-keys.md): counted per code by the service,
+// so they are part of the interface.
+TEST(CcArgs, RefusalsCarryStableReasonCodes) {
+  const std::vector<std::pair<std::string, std::string>> rows = {
+      {"-c k.cpp -o k.o", ""},
+      {"a.cpp b.cpp -c", "multiple_sources"},
+      {"a.o b.o -o prog", "link_inputs"},
+      {"-o prog", "no_source"},
+      {"-E k.cpp", "unsupported_option:-E"},
+      {"-c k.cpp -Xfoo", "unknown_option:-Xfoo"},
+      {"-c k.cpp --frobnicate=1", "unknown_option:--frobnicate"},
+      {"-c k.cpp -fplugin=/x/y.so", "unsupported_option:-fplugin"},
+      {"-c k.cpp -Wp,-MD,x.d", "unsupported_option:-Wp"},
+      {"-x c -c -", "stdin_input"},
+      {"-c k.cpp -o -", "output_to_stdout"},
+      {"-x c++-header -c k.h", "unsupported_language:c++-header"},
+      {"-c k.h -o k.gch", "unknown_input_language"},
+      {"k.cpp -shared -Wl,--version-script=v.map -o k.so", "linker_option:--version-script"},
+      {"-c k.cpp -Wa,-adhln=x.lst", "assembler_option:-adhln"},
+      {"-c k.cpp -fuse-ld=lld", "linker_choice"},
+      {"-c k.cpp -o", "option_missing_value:-o"},
+      {"k.cpp -MD -o k", "depfile_outside_compile"},
+      {"k.cpp -gsplit-dwarf -o k", "side_outputs_outside_compile"},
+  };
+  for (const auto& [line, code] : rows) {
+    CcArgs a = parse_cc_args(split(line), "/tmp");
+    EXPECT_EQ(a.refused_code, code) << line << " -> '" << a.refused << "'";
+    EXPECT_EQ(a.refused.empty(), code.empty()) << line;
+  }
+  // Codes are bounded and printable whatever the command line holds.
+  CcArgs long_option = parse_cc_args(split("-c k.cpp -X" + std::string(500, 'y')), "/tmp");
+  EXPECT_LE(long_option.refused_code.size(), std::string("unknown_option:").size() + 48);
+  CcArgs odd = parse_cc_args({"g++", "-c", "k.cpp", "-X\x01\xff"}, "/tmp");
+  for (char c : odd.refused_code) EXPECT_TRUE(c > ' ' && c < 127) << odd.refused_code;
 }
 
 TEST(CcArgs, ResponseFilesExpandWithQuotes) {
@@ -105,6 +144,28 @@ TEST(Depfile, ParsesFirstRuleWithEscapes) {
   ASSERT_TRUE(multi);
   EXPECT_EQ(*multi, (std::vector<std::string>{"k.cpp"}));
   EXPECT_FALSE(parse_depfile("no rule here"));
+}
+
+TEST(Depfile, DerivesUserOnlyFilesAndRefusesUnknownLayouts) {
+  DepfileView gcc;
+  gcc.user_only = true;
+  gcc.system_dirs = {"/usr/include"};
+  std::string full = "k.o: k.c /usr/include/stdio.h inc/a.h\n";
+  EXPECT_EQ(derive_depfile(full, gcc), std::optional<std::string>("k.o: k.c inc/a.h\n"));
+  gcc.phony = true;
+  EXPECT_EQ(derive_depfile("k.o: k.c /usr/include/stdio.h inc/a.h\n/usr/include/stdio.h:\ninc/a.h:\n", gcc),
+            std::optional<std::string>("k.o: k.c inc/a.h\ninc/a.h:\n"));
+  gcc.phony = false;
+  // Not the layout the model writes (two spaces, a clang-style indent): no guess.
+  EXPECT_FALSE(derive_depfile("k.o:  k.c inc/a.h\n", gcc));
+  EXPECT_FALSE(derive_depfile("k.o: k.c \\\n  inc/a.h\n", gcc));
+  EXPECT_FALSE(derive_depfile("no rule\n", gcc));
+  DepfileView clang = gcc;
+  clang.gcc_layout = false;
+  EXPECT_EQ(derive_depfile(full, clang), std::optional<std::string>("k.o: k.c inc/a.h\n"));
+  // A directory not known to be a system one keeps its headers (a superset).
+  gcc.system_dirs = {};
+  EXPECT_EQ(derive_depfile(full, gcc), std::optional<std::string>(full));
 }
 
 }  // namespace

@@ -229,6 +229,7 @@ TEST_P(CcCorrectness, DateIsKeyedAndTimeIsNotStored) {
   Outcome o = execute(planner, store, rt);
   EXPECT_FALSE(o.stored);
   EXPECT_NE(o.why_not.find("__TIME__"), std::string::npos) << o.why_not;
+  EXPECT_EQ(o.why_not_code, "time_macro");
   rt.env.push_back("SOURCE_DATE_EPOCH=1700000000");
   if (GetParam().find("clang") != std::string::npos) {
     // clang 14 ignores SOURCE_DATE_EPOCH: __TIME__ is never pinned, never stored.
@@ -394,6 +395,162 @@ TEST_P(CcCorrectness, DependencyFilesMatchDirectCompile) {
   }
 }
 
+// Issue 13 item 2: every dependency-flag combination that make, CMake
+// (Makefile and Ninja generators) and autotools' depcomp use, byte-compared
+// with the compiler's own file, on the miss and on the hit. Long paths make
+// both compilers wrap lines; system headers (defaults and -isystem) are what
+// -MMD drops.
+TEST_P(CcCorrectness, DependencyFlagTableMatchesDirectCompile) {
+  std::string lng(40, 'x');
+  write_text(dir + "/inc/" + lng + "/a.h", "#include <cstddef>\n#define V 1\n");
+  write_text(dir + "/sys/s.h", "#include <cstdint>\n#define W 2\n");
+  write_text(dir + "/sp ace/h#1.h", "#define Y 3\n");
+  write_text(dir + "/k.cpp", "#include \"inc/" + lng + "/a.h\"\n#include <s.h>\n#include \"sp ace/h#1.h\"\n"
+                             "#include <vector>\nint f() { return V + W + Y; }\n");
+  std::filesystem::create_directories(dir + "/obj");
+  struct Case {
+    std::vector<std::string> args;
+    std::string dep;                     // the file the compiler writes
+    std::vector<std::string> env = {};   // extra environment
+  };
+  const std::vector<std::string> base = {"-c", "k.cpp", "-isystem", "sys"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  std::vector<Case> cases = {
+      {with({"-MMD", "-o", "k.o"}), "k.d"},                                   // make auto-deps
+      {with({"-MMD", "-MP", "-o", "obj/k.o"}), "obj/k.d"},                    // make auto-deps + phony
+      {with({"-MMD"}), "k.d"},                                                // no -o: k.d, target k.o
+      {with({"-MMD", "-MF", "deps/k.dep", "-o", "k.o"}), "deps/k.dep"},
+      {with({"-MMD", "-MT", "obj/k.o", "-MF", "obj/k.o.d", "-o", "obj/k.o"}), "obj/k.o.d"},
+      {with({"-MMD", "-MP", "-MT", "a$b", "-MQ", "c$d", "-MF", "k.d", "-o", "k.o"}), "k.d"},
+      {with({"-MD", "-MT", "obj/k.o", "-MF", "obj/k.o.d", "-o", "obj/k.o"}), "obj/k.o.d"},  // CMake Ninja/Makefiles
+      {with({"-MT", "obj/k.o", "-MD", "-MP", "-MF", "obj/k.Tpo", "-o", "obj/k.o"}), "obj/k.Tpo"},  // depcomp gcc3
+      {with({"-MD", "-MP", "-o", "k.o"}), "k.d"},
+      {with({"-MD", "-MMD", "-o", "k.o"}), "k.d"},                            // the last one wins
+  };
+  if (GetParam() == "g++") {  // clang has no environment form
+    cases.push_back({with({"-o", "k.o"}), "env.d", {"DEPENDENCIES_OUTPUT=env.d"}});
+    cases.push_back({with({"-o", "obj/k.o"}), "env.d", {"DEPENDENCIES_OUTPUT=env.d obj/k.o"}});
+    cases.push_back({with({"-o", "k.o"}), "sun.d", {"SUNPRO_DEPENDENCIES=sun.d"}});
+  }
+  std::filesystem::create_directories(dir + "/deps");
+  for (const Case& c : cases) {
+    std::string what = c.dep + " from";
+    for (const auto& arg : c.args) what += " " + arg;
+    std::vector<std::string> env = base_env();
+    env.insert(env.end(), c.env.begin(), c.env.end());
+    std::vector<std::string> direct = {compiler()};
+    direct.insert(direct.end(), c.args.begin(), c.args.end());
+    std::filesystem::remove(dir + "/" + c.dep);
+    ASSERT_EQ(run_direct(direct, dir, env), 0) << what;
+    std::string want = read_text(dir + "/" + c.dep);
+    ASSERT_FALSE(want.empty()) << what;
+    if (!c.env.empty()) {  // appended: the service must append once, like the compiler
+      std::string twice = want + want;
+      ASSERT_EQ(run_direct(direct, dir, env), 0) << what;
+      ASSERT_EQ(read_text(dir + "/" + c.dep), twice) << what;
+    }
+    for (int round = 0; round < 2; ++round) {
+      std::filesystem::remove(dir + "/" + c.dep);
+      Request r = request(c.args);
+      r.env = env;
+      Outcome o = execute(planner, store, r);
+      ASSERT_EQ(o.plan.kind, PlanKind::kCompiler) << what << ": " << o.plan.reason;
+      EXPECT_EQ(o.hit, round == 1) << what;
+      if (round == 0) EXPECT_TRUE(o.stored) << what << ": " << o.why_not;
+      EXPECT_EQ(read_text(dir + "/" + c.dep), want) << what << (round ? " (hit)" : " (miss)");
+    }
+  }
+  // -MMD must not hide a system header from the manifest: changing one misses.
+  Request r = request(with({"-MMD", "-o", "k.o"}));
+  EXPECT_TRUE(execute(planner, store, r).hit);
+  write_text(dir + "/sys/s.h", "#include <cstdint>\n#define W 5\n");
+  EXPECT_FALSE(execute(planner, store, r).hit);
+}
+
+// Issue 13 item 3: preprocessor mode takes over where direct mode cannot
+// prove the result (a __has_include probe outside the system directories).
+// The first compile of a context arms it; from then on a direct miss runs -E.
+TEST_P(CcCorrectness, PreprocessorModeHitsAndMissesWhenAnyIncludedFileChanges) {
+  write_text(dir + "/inc/probe.h",
+             "#if __has_include(<ccpool_optional_zz.h>)\n#include <ccpool_optional_zz.h>\n#else\n#define OPT 1\n#endif\n");
+  write_text(dir + "/inc/plain.h", "#define P 2 /* a comment */\n");
+  write_text(dir + "/k.cpp", "#include \"probe.h\"\n#include \"plain.h\"\nint f() { return OPT + P; }\n");
+  write_text(dir + "/j.cpp", "#include \"probe.h\"\nint g() { return OPT * 5; }\n");
+  std::filesystem::create_directories(dir + "/first");
+  auto r = request({"-c", "k.cpp", "-Iinc", "-Ifirst", "-O2", "-o", "k.o"});
+  Outcome armed = check(r, "k.o", "ref.o");
+  EXPECT_FALSE(armed.stored);
+  EXPECT_EQ(armed.why_not_code.rfind("has_include", 0), 0u) << armed.why_not_code;
+  Outcome stored = check(r, "k.o", "ref.o");
+  EXPECT_FALSE(stored.hit);
+  EXPECT_TRUE(stored.stored) << stored.why_not_code << ": " << stored.why_not;
+  EXPECT_EQ(stored.mode, KeyMode::kPreprocessor);
+  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
+  // Another source of the same context is stored on its first compile.
+  auto rj = request({"-c", "j.cpp", "-Iinc", "-Ifirst", "-O2", "-o", "j.o"});
+  EXPECT_TRUE(check(rj, "j.o", "refj.o").stored);
+  EXPECT_TRUE(check(rj, "j.o", "refj.o").hit);
+  // The probed header appears: the -E output changes, a miss, right bytes.
+  write_text(dir + "/first/ccpool_optional_zz.h", "#define OPT 40\n");
+  Outcome appeared = check(r, "k.o", "ref.o");
+  EXPECT_FALSE(appeared.hit);
+  EXPECT_TRUE(appeared.stored);
+  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
+  // Any included file's content, even a comment -E drops, is keyed.
+  write_text(dir + "/inc/plain.h", "#define P 2 /* another comment */\n");
+  EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
+  write_text(dir + "/first/ccpool_optional_zz.h", "#define OPT 41\n");
+  EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
+  write_text(dir + "/first/ccpool_optional_zz.h", "#define OPT 40\n");
+  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);  // the state of a stored entry again
+  std::filesystem::remove(dir + "/first/ccpool_optional_zz.h");
+  EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
+  EXPECT_EQ(store.executions, 7);
+}
+
+// -E output does not determine __TIME__, __DATE__ or __TIMESTAMP__ (nor a
+// __TIME__ built by token pasting): preprocessor mode never stores them,
+// except gcc's SOURCE_DATE_EPOCH-pinned __TIME__/__DATE__.
+TEST_P(CcCorrectness, PreprocessorModeRefusesDateAndTimeMacros) {
+  write_text(dir + "/inc/probe.h", "#if __has_include(<ccpool_optional_zz.h>)\n#define OPT 2\n#else\n#define OPT 1\n#endif\n");
+  write_text(dir + "/arm.cpp", "#include \"probe.h\"\nint a() { return OPT; }\n");
+  EXPECT_FALSE(execute(planner, store, request({"-c", "arm.cpp", "-Iinc", "-o", "arm.o"})).stored);
+  struct Case {
+    std::string name, body;
+    bool pinnable;
+  };
+  const std::vector<Case> cases = {
+      {"time", "const char* t() { return __TIME__; }", true},
+      {"date", "const char* t() { return __DATE__; }", true},
+      {"stamp", "const char* t() { return __TIMESTAMP__; }", false},
+      {"pasted", "#define CAT(a, b) a##b\nconst char* t() { return CAT(__TI, ME__); }", true},
+  };
+  for (const Case& c : cases) {
+    write_text(dir + "/" + c.name + ".cpp", "#include \"probe.h\"\n" + c.body + "\nint o() { return OPT; }\n");
+    auto r = request({"-c", c.name + ".cpp", "-Iinc", "-o", c.name + ".o"});
+    for (int i = 0; i < 2; ++i) {
+      Outcome o = execute(planner, store, r);
+      EXPECT_FALSE(o.stored) << c.name;
+      EXPECT_FALSE(o.hit) << c.name;
+    }
+    // Direct mode sees the literal macros first; the pasted one only -E finds.
+    std::string code = execute(planner, store, r).why_not_code;
+    EXPECT_TRUE(code == "date_time_macro" || code == "time_macro" || code == "timestamp_macro")
+        << c.name << ": " << code;
+    if (c.name == "pasted" || c.name == "date") EXPECT_EQ(code, "date_time_macro") << c.name;
+    r.env.push_back("SOURCE_DATE_EPOCH=1700000000");
+    bool pinned = c.pinnable && GetParam() == "g++";  // clang 14 ignores SOURCE_DATE_EPOCH
+    Outcome first = execute(planner, store, r);
+    if (!first.stored) first = execute(planner, store, r);
+    EXPECT_EQ(first.stored, pinned) << c.name << ": " << first.why_not_code;
+    if (pinned) EXPECT_TRUE(check(r, c.name + ".o", "ref.o").hit) << c.name;
+  }
+}
+
 TEST_P(CcCorrectness, ResponseFileIsExpanded) {
   write_text(dir + "/k.cpp", "int f() { return V; }\n");
   write_text(dir + "/args.rsp", "-c \"-DV=4\"\n-O2\n");
@@ -411,9 +568,11 @@ TEST_P(CcCorrectness, StdinAndUnknownOptionsPassThrough) {
   Outcome in = execute(planner, store, request({"-x", "c", "-c", "-", "-o", "k.o"}));
   EXPECT_EQ(in.plan.kind, PlanKind::kPassthrough);
   EXPECT_NE(in.plan.reason.find("stdin"), std::string::npos);
+  EXPECT_EQ(in.plan.reason_code, "stdin_input");
   Outcome unknown = execute(planner, store, request({"-c", "k.c", "--frobnicate", "-o", "k.o"}));
   EXPECT_EQ(unknown.plan.kind, PlanKind::kPassthrough);
   EXPECT_NE(unknown.plan.reason.find("--frobnicate"), std::string::npos);
+  EXPECT_EQ(unknown.plan.reason_code, "unknown_option:--frobnicate");
   EXPECT_EQ(store.results.size(), 0u);
 }
 
@@ -429,6 +588,8 @@ TEST_P(CcCorrectness, EditsDuringTheCompileAreNotStored) {
   Outcome hdr = execute(planner, store, r, [&] { write_text(dir + "/inc/h.h", "#define V 1\n"); });
   EXPECT_FALSE(hdr.stored);
   EXPECT_NE(hdr.why_not.find("modified during"), std::string::npos) << hdr.why_not;
+  EXPECT_EQ(src.why_not_code, "input_changed_during_compile");
+  EXPECT_EQ(hdr.why_not_code, "input_changed_during_compile");
   EXPECT_EQ(store.results.size(), 0u);
 }
 

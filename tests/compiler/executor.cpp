@@ -119,8 +119,10 @@ Outcome execute(Planner& planner, MemoryStore& store, const Request& request,
     } else if (done && done->store) {
       store.results[done->result_key] = rec;
       o.stored = true;
+      o.mode = done->mode;
     } else if (done) {
       o.why_not = done->why_not;
+      o.why_not_code = done->why_not_code;
     }
   }
   if (plan->uses_work_dir) remove_tree(work);

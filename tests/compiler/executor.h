@@ -32,6 +32,8 @@ struct Outcome {
   bool hit = false;
   bool stored = false;
   std::string why_not;
+  std::string why_not_code;
+  KeyMode mode = KeyMode::kExact;  // when stored
   int exit_code = 0;
   std::string stderr_text;
 };

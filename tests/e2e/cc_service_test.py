@@ -7,12 +7,14 @@ Every comparison is against the same command run directly in the same cwd.
 Concurrency is made deterministic with a gate job holding the only slot
 (jobs=1): the requests provably queue behind it before it is released.
 """
+import json
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
 from e2e_case import PYTHON, E2ECase, main  # noqa: E402
+from harness import CCPOOL  # noqa: E402
 
 N = 8
 
@@ -135,6 +137,49 @@ class CcServiceBase(E2ECase):
                                   "deps/wd.d", "-MT", "custom-target"], ["wd.o", "deps/wd.d"])
         self.assertTrue(self.bytes_of("deps/wd.d").startswith(b"custom-target:"))
 
+    def test_preprocessor_mode_through_the_service(self):
+        """A __has_include probe direct mode cannot prove: the first compile
+        arms preprocessor mode, the second stores, the third hits; a header
+        appearing where the probe looks is a miss with the right bytes."""
+        self.start_service(jobs=2)
+        self.put("inc/probe.h", "#if __has_include(<ccpool_opt_zz.h>)\n#include <ccpool_opt_zz.h>\n"
+                                "#else\n#define OPT 1\n#endif\n")
+        self.put("p.cpp", '#include "probe.h"\nint p() { return OPT; }\n')
+        os.makedirs(self.wpath("first"))
+        args = [self.CXX, "-O2", "-Ifirst", "-Iinc", "-c", "p.cpp", "-o", "p.o"]
+        ref = self.direct(args)
+        want = self.bytes_of("p.o")
+        for expect in ("misses", "misses", "hits"):
+            self.remove("p.o")
+            before = self.counters()
+            self.assertEqual(self.via(args), ref)
+            self.assert_delta(before, **{expect: 1})
+            self.assertEqual(self.bytes_of("p.o"), want)
+        s = self.status()
+        self.assertEqual(s["not_stored_reasons"], {"has_include": 1})
+        self.put("first/ccpool_opt_zz.h", "#define OPT 7\n")
+        ref = self.direct(args)
+        want = self.bytes_of("p.o")
+        before = self.counters()
+        self.assertEqual(self.via(args), ref)
+        self.assert_delta(before, misses=1)
+        self.assertEqual(self.bytes_of("p.o"), want)
+
+    def test_mmd_depfiles_are_cached(self):
+        """make's -MMD -MP auto-dependencies through the service: miss then hit,
+        object and .d byte-identical to the direct compile (system headers
+        dropped, phony targets added)."""
+        self.start_service(jobs=2)
+        self.put("inc/h.h", HEADER)
+        self.put("w.cpp", "#include <cstdio>\n" + WARN_SRC)
+        os.makedirs(self.wpath("obj"))
+        self.check_miss_then_hit([self.CXX, "-O2", "-DVALUE=5", "-c", "w.cpp", "-MMD", "-MP", "-o",
+                                  "obj/w.o"],
+                                 ["obj/w.o", "obj/w.d"])
+        self.assertNotIn(b"/usr/include", self.bytes_of("obj/w.d"))
+        self.assertIn(b"\ninc/h.h:\n", self.bytes_of("obj/w.d"))
+        self.assertEqual(self.status()["passthrough"], 0)
+
     # --- output modes follow the client's umask ------------------------------
     def test_output_modes_follow_umask(self):
         self.start_service(jobs=2)
@@ -209,6 +254,50 @@ class CcServiceBase(E2ECase):
         self.assertIn(b"from_stdin", ref[1])
         self.check_pass_through([self.CC, "-x", "c", "-", "-c", "-o", "stdin.o"], stdin=src,
                                 out="stdin.o")
+
+    def test_reasons_are_counted_and_explained(self):
+        """Every pass-through and not-stored result is counted under its stable
+        reason code in `ccpool status --json`, and persistently in the store
+        (`ccpool cache stats --json`); `ccpool explain` names the same code
+        without running the command."""
+        self.start_service(jobs=2)
+        self.put("p.c", "int p(int x) { return x; }\n")
+        self.put("q.c", "int q(int x) { return x; }\n")
+        self.put("t.c", "const char* t(void) { return __TIME__; }\n")
+        self.check_pass_through([self.CC, "-E", "p.c"])
+        self.check_pass_through([self.CC, "-c", "p.c", "q.c"])
+        self.check_pass_through([self.CC, "-c", "p.c", "q.c"])
+        rc, _, err = self.via([self.CC, "-c", "t.c", "-o", "t.o"])
+        self.assertEqual(rc, 0, err)
+        s = self.status()
+        self.assertEqual(s["passthrough_reasons"],
+                         {"unsupported_option:-E": 1, "multiple_sources": 2})
+        self.assertEqual(s["not_stored_reasons"], {"time_macro": 1})
+        self.assertEqual(s["not_stored"], 1)
+        r = subprocess.run([CCPOOL, "explain", "--json", "--", self.CC, "-c", "p.c", "q.c"],
+                           env=self.env, cwd=self.work, capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        explained = json.loads(r.stdout)
+        self.assertFalse(explained["cacheable"])
+        self.assertEqual(explained["reason_code"], "multiple_sources")
+        r = subprocess.run([CCPOOL, "explain", "--json", "--", self.CC, "-c", "t.c", "-o", "never.o"],
+                           env=self.env, cwd=self.work, capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        explained = json.loads(r.stdout)
+        self.assertTrue(explained["cacheable"])
+        self.assertEqual(explained["mode"], "direct")
+        self.assertEqual(explained["store"], "miss")
+        self.assertFalse(os.path.exists(self.wpath("never.o")))  # nothing ran
+        r = subprocess.run([CCPOOL, "stop", "--socket", self.sock], env=self.env,
+                           capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = subprocess.run([CCPOOL, "cache", "stats", "--json", "--dir", self.store],
+                           env=self.env, capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        stats = json.loads(r.stdout)
+        self.assertEqual(stats["passthrough_reasons"],
+                         {"unsupported_option:-E": 1, "multiple_sources": 2})
+        self.assertEqual(stats["not_stored_reasons"], {"time_macro": 1})
 
 
 class GccServiceTest(CcServiceBase):

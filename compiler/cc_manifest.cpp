@@ -255,6 +255,8 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
   LookupRecorder lookups(hasher, listings, cc.cwd, start_ns);
   SearchOrder order{cc.dirs.quote, cc.dirs.bracket};
   std::shared_ptr<const IncludeScan> main_scan;
+  std::string pasted;  // a file that may paste a time macro; refused after the loop (a has_include
+                       // refusal first lets preprocessor mode, which sees through pastes, take it)
   for (const std::string& dep : *deps) {
     std::string abs = absolute_path(dep, cc.cwd);
     Result<HashedFile> f = hasher.hash(abs);
@@ -276,6 +278,7 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
     if ((flags & kScanTime) && !cc.sde_pinned) return refuse("time_macro", "__TIME__ without SOURCE_DATE_EPOCH in '" + dep + "'");
     if ((flags & kScanDate) && !cc.sde_pinned) date = true;
     if (flags & kScanIncbin) return refuse("incbin", ".incbin in '" + dep + "'");
+    if ((flags & kScanPastePiece) && pasted.empty() && !under_system_dir(dep, cc)) pasted = dep;
     // __has_include answers are not in the .d: resolve each literal probe
     // the way the compiler did. Headers in the compiler's default system
     // directories are trusted (managed by the package manager).
@@ -292,6 +295,9 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
     entry.files.emplace_back(dep, f->content);
     lookups.know_regular(dep);
     includer_dirs.insert(dir_of(dep));
+  }
+  if (!pasted.empty()) {
+    return refuse("pasted_macro", "'" + pasted + "' may paste __TIME__/__DATE__/__TIMESTAMP__ together");
   }
   std::vector<std::string> chain = cc.dirs.quote;
   chain.insert(chain.end(), cc.dirs.bracket.begin(), cc.dirs.bracket.end());

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 
 #include "base/fs.h"
@@ -174,6 +175,50 @@ CcArgs parse_cc_or_pch_args(const Request& request, bool& pch) {
 
 }  // namespace
 
+bool has_time_macro_piece(std::string_view text) {
+  constexpr std::string_view kNames[] = {"__TIMESTAMP__", "__DATE__"};  // __TIME__ prefixes __TIMESTAMP__
+  auto ident = [](char c) { return c == '_' || std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  auto skip_quoted = [&](size_t i) {  // i at the opening quote; returns the index past the closing one
+    char q = text[i];
+    for (++i; i < text.size() && text[i] != q && text[i] != '\n'; ++i) {
+      if (text[i] == '\\') ++i;
+    }
+    return i + 1;
+  };
+  for (size_t i = 0; i < text.size();) {
+    char c = text[i];
+    if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
+      size_t nl = text.find('\n', i);
+      i = nl == std::string_view::npos ? text.size() : nl;
+    } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '*') {
+      size_t close = text.find("*/", i + 2);
+      i = close == std::string_view::npos ? text.size() : close + 2;
+    } else if (c == '"' || (c == '\'' && (i == 0 || !std::isalnum(static_cast<unsigned char>(text[i - 1]))))) {
+      i = skip_quoted(i);  // a ' after a digit is a digit separator, not a character literal
+    } else if (ident(c)) {
+      size_t end = i;
+      while (end < text.size() && ident(text[end])) ++end;
+      std::string_view id = text.substr(i, end - i);
+      size_t before = text.find_last_not_of(" \t", i == 0 ? 0 : i - 1);
+      bool right_operand = i >= 2 && before != std::string_view::npos && before >= 1 &&
+                           text.substr(before - 1, 2) == "##";
+      i = end;
+      if (right_operand) continue;  // a##_##b: not the leftmost piece of a paste
+      bool piece = false;
+      for (std::string_view name : kNames) piece |= id.size() < name.size() && name.substr(0, id.size()) == id;
+      if (!piece || id == "__TIME__") continue;
+      if (id == "_") {  // gettext's _("text") is a call, not a paste operand
+        size_t next = text.find_first_not_of(" \t", end);
+        if (next != std::string_view::npos && text[next] == '(') continue;
+      }
+      return true;
+    } else {
+      ++i;
+    }
+  }
+  return false;
+}
+
 Result<ScanInfo> Planner::Impl::scan(const std::string& path, const Digest& content) {
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -192,6 +237,7 @@ Result<ScanInfo> Planner::Impl::scan(const std::string& path, const Digest& cont
   if (text.find("__TIMESTAMP__") != std::string::npos) flags |= kScanTimestamp;
   if (text.find("__has_include") != std::string::npos) flags |= kScanHasInclude;
   if (text.find(".incbin") != std::string::npos) flags |= kScanIncbin;
+  if (has_time_macro_piece(text)) flags |= kScanPastePiece;
   std::lock_guard<std::mutex> lock(mutex);
   if (scans.size() >= 200000) scans.clear();
   scans.emplace(content, info);

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -80,7 +81,15 @@ enum ScanFlag : uint8_t {
   kScanTimestamp = 4,   // __TIMESTAMP__
   kScanHasInclude = 8,  // __has_include / __has_include_next (the probes are in `includes`)
   kScanIncbin = 16,     // .incbin: the assembler reads a file the .d does not list
+  kScanPastePiece = 32, // an identifier that token pasting could grow into __TIME__/__DATE__/__TIMESTAMP__
 };
+
+// True when `text` holds an identifier that is a proper prefix of __TIME__,
+// __DATE__ or __TIMESTAMP__ ("__TI", "__", a lone "_" not called as `_(`),
+// outside comments and literals and not itself the right operand of `##`:
+// the leftmost piece of a paste that makes one of them, which no text search
+// for the whole name finds.
+bool has_time_macro_piece(std::string_view text);
 
 struct ScanInfo {
   uint8_t flags = 0;  // ScanFlag bits

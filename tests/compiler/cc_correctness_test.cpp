@@ -240,6 +240,25 @@ TEST_P(CcCorrectness, DateIsKeyedAndTimeIsNotStored) {
   EXPECT_TRUE(check(rt, "t.o", "ref.o").hit);
 }
 
+// A __TIME__ built by token pasting is not in the text: direct mode must not
+// store it (a hit a second later would replay another time).
+TEST_P(CcCorrectness, PastedTimeMacroIsNotStored) {
+  write_text(dir + "/cat.h", "#define CAT(a, b) a##b\n");
+  write_text(dir + "/p.cpp", "#include \"cat.h\"\nconst char* t() { return CAT(__TI, ME__); }\n");
+  auto r = request({"-c", "p.cpp", "-o", "p.o"});
+  for (int i = 0; i < 2; ++i) {
+    Outcome o = execute(planner, store, r);
+    EXPECT_FALSE(o.stored) << o.why_not;
+    EXPECT_FALSE(o.hit);
+    EXPECT_EQ(o.why_not_code, "pasted_macro") << o.why_not;
+  }
+  // Pasting that cannot form those names stays cacheable.
+  write_text(dir + "/q.cpp", "#include \"cat.h\"\nint CAT(fo, o)() { return 1; }\n");
+  auto q = request({"-c", "q.cpp", "-o", "q.o"});
+  EXPECT_TRUE(execute(planner, store, q).stored);
+  EXPECT_TRUE(execute(planner, store, q).hit);
+}
+
 TEST_P(CcCorrectness, DebugInfoKeysCwdUnlessPrefixMapped) {
   for (const char* d : {"a", "b"}) write_text(dir + "/" + d + "/k.cpp", "int f() { return 7; }\n");
   auto ra = request({"-c", "-g", "k.cpp", "-o", "k.o"}, dir + "/a");
@@ -475,8 +494,9 @@ TEST_P(CcCorrectness, DependencyFlagTableMatchesDirectCompile) {
 // prove the result (a __has_include probe outside the system directories).
 // The first compile of a context arms it; from then on a direct miss runs -E.
 TEST_P(CcCorrectness, PreprocessorModeHitsAndMissesWhenAnyIncludedFileChanges) {
+  // A probe named by a macro: direct mode cannot resolve it (has_include_nonliteral).
   write_text(dir + "/inc/probe.h",
-             "#if __has_include(<ccpool_optional_zz.h>)\n#include <ccpool_optional_zz.h>\n#else\n#define OPT 1\n#endif\n");
+             "#define OPT_H <ccpool_optional_zz.h>\n#if __has_include(OPT_H)\n#include OPT_H\n#else\n#define OPT 1\n#endif\n");
   write_text(dir + "/inc/plain.h", "#define P 2 /* a comment */\n");
   write_text(dir + "/k.cpp", "#include \"probe.h\"\n#include \"plain.h\"\nint f() { return OPT + P; }\n");
   write_text(dir + "/j.cpp", "#include \"probe.h\"\nint g() { return OPT * 5; }\n");
@@ -516,7 +536,8 @@ TEST_P(CcCorrectness, PreprocessorModeHitsAndMissesWhenAnyIncludedFileChanges) {
 // __TIME__ built by token pasting): preprocessor mode never stores them,
 // except gcc's SOURCE_DATE_EPOCH-pinned __TIME__/__DATE__.
 TEST_P(CcCorrectness, PreprocessorModeRefusesDateAndTimeMacros) {
-  write_text(dir + "/inc/probe.h", "#if __has_include(<ccpool_optional_zz.h>)\n#define OPT 2\n#else\n#define OPT 1\n#endif\n");
+  write_text(dir + "/inc/probe.h",
+             "#define OPT_H <ccpool_optional_zz.h>\n#if __has_include(OPT_H)\n#define OPT 2\n#else\n#define OPT 1\n#endif\n");
   write_text(dir + "/arm.cpp", "#include \"probe.h\"\nint a() { return OPT; }\n");
   EXPECT_FALSE(execute(planner, store, request({"-c", "arm.cpp", "-Iinc", "-o", "arm.o"})).stored);
   struct Case {

@@ -299,6 +299,50 @@ Result<void> Store::put(const Digest& key, const Entry& entry) {
   return ok();
 }
 
+namespace {
+
+// Writes `prepared` in one transaction. A batch that does not fit the map even
+// after eviction (kFull) is split in halves, so a batch never fails where the
+// same puts made one by one would succeed; any other failure fails every member.
+void write_split(Store::Impl& impl, std::vector<PreparedEntry>& prepared, const std::vector<size_t>& members,
+                 std::vector<Result<void>>& results) {
+  if (prepared.empty()) return;
+  auto written = impl.write_entries(prepared, false);
+  if (written) return;
+  if (written.error().code == ErrorCode::kFull && prepared.size() > 1) {
+    size_t half = prepared.size() / 2;
+    std::vector<PreparedEntry> tail(std::make_move_iterator(prepared.begin() + half),
+                                    std::make_move_iterator(prepared.end()));
+    prepared.resize(half);
+    std::vector<size_t> head_members(members.begin(), members.begin() + half);
+    std::vector<size_t> tail_members(members.begin() + half, members.end());
+    write_split(impl, prepared, head_members, results);
+    write_split(impl, tail, tail_members, results);
+    return;
+  }
+  for (size_t i : members) results[i] = tl::unexpected(written.error());
+}
+
+}  // namespace
+
+std::vector<Result<void>> Store::put_batch(const std::vector<PutRequest>& batch) {
+  std::vector<Result<void>> results(batch.size(), ok());
+  std::vector<PreparedEntry> prepared;
+  std::vector<size_t> members;  // index in `batch` of each prepared entry
+  prepared.reserve(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    auto p = m_impl->prepare(batch[i].key, batch[i].entry);
+    if (!p) {
+      results[i] = tl::unexpected(std::move(p.error()));
+      continue;
+    }
+    prepared.push_back(std::move(*p));
+    members.push_back(i);
+  }
+  write_split(*m_impl, prepared, members, results);
+  return results;
+}
+
 Result<bool> Store::remove(const Digest& key) {
   bool found = false;
   CCPOOL_TRY(m_impl->run_write([&](lmdb::Txn& txn, Counters& c, std::optional<Error>&) {

@@ -280,6 +280,7 @@ void Service::Impl::shutdown() {
   pipeline.reset();
   hub.reset();
   kv.reset();
+  storage.reset();  // commits the puts still queued, before the tier and the store go
   tier.reset();
   if (store) store->flush();
   store.reset();

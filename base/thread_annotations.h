@@ -68,7 +68,8 @@ class SCOPED_CAPABILITY MutexLock {
   Mutex* const m_mutex;
 };
 
-// A condition variable bound to one Mutex; wait() requires holding it. Use
+// A condition variable bound to one Mutex; the caller of wait() holds it (the
+// analysis cannot name the bound mutex from here, as in leveldb). Use
 // `while (!condition) cv.wait();` so the analysis sees the guarded reads.
 class CondVar {
  public:
@@ -76,14 +77,14 @@ class CondVar {
   CondVar(const CondVar&) = delete;
   CondVar& operator=(const CondVar&) = delete;
 
-  void wait() REQUIRES(m_mutex) {
+  void wait() {
     std::unique_lock<std::mutex> lock(m_mutex->m_mutex, std::adopt_lock);
     m_cv.wait(lock);
     lock.release();
   }
   // false when the deadline passed (spurious wakeups return true).
   template <typename Clock, typename Duration>
-  bool wait_until(const std::chrono::time_point<Clock, Duration>& deadline) REQUIRES(m_mutex) {
+  bool wait_until(const std::chrono::time_point<Clock, Duration>& deadline) {
     std::unique_lock<std::mutex> lock(m_mutex->m_mutex, std::adopt_lock);
     bool woke = m_cv.wait_until(lock, deadline) == std::cv_status::no_timeout;
     lock.release();

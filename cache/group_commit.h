@@ -33,7 +33,7 @@
 namespace ccpool::cache {
 
 struct GroupCommitOptions {
-  size_t max_entries = 256;                    // puts in one transaction
+  size_t max_entries = 1024;                   // puts in one transaction
   uint64_t max_bytes = 32ull << 20;            // raw bytes of outputs in one transaction
   std::chrono::microseconds max_delay{200};    // how long a non-full batch waits for more
 };

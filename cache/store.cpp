@@ -245,7 +245,7 @@ Result<std::optional<Entry>> Store::Impl::read_entry(lmdb::Txn& txn, const Diges
 }
 
 void Store::Impl::record_use(const Digest& key, bool hit, uint64_t time_saved_ms) {
-  std::lock_guard lock(touch_mutex);
+  MutexLock lock(&touch_mutex);
   if (!hit) {
     pending.misses += 1;
     return;
@@ -281,7 +281,7 @@ Result<std::optional<Entry>> Store::get(const Digest& key) {
   m_impl->record_use(key, hit, hit ? (*entry)->time_saved_ms : 0);
   bool full;
   {
-    std::lock_guard lock(m_impl->touch_mutex);
+    MutexLock lock(&m_impl->touch_mutex);
     full = m_impl->touches.size() >= kMaxBufferedTouches;
   }
   if (full) flush();
@@ -385,7 +385,7 @@ Result<void> Store::put_packed(const Digest& key, std::string_view packed) {
 void Store::flush() {
   bool idle;
   {
-    std::lock_guard lock(m_impl->touch_mutex);
+    MutexLock lock(&m_impl->touch_mutex);
     idle = m_impl->touches.empty() && m_impl->pending.hits == 0 && m_impl->pending.misses == 0;
   }
   if (!idle) {

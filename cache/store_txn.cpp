@@ -91,11 +91,11 @@ Result<void> Store::Impl::run_write(const WriteBody& body) {
   std::unordered_map<Digest, Usage> taken;
   Counters deltas;
   {
-    std::lock_guard lock(touch_mutex);
+    MutexLock lock(&touch_mutex);
     taken.swap(touches);
     std::swap(deltas, pending);
   }
-  std::lock_guard writer(write_mutex);
+  MutexLock writer(&write_mutex);
   int rc = 0;
   for (int attempt = 0; attempt < 12; ++attempt) {
     std::shared_lock lock(env_mutex);

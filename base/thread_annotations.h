@@ -56,16 +56,28 @@ class CAPABILITY("mutex") Mutex {
   std::mutex m_mutex;
 };
 
-// Holds a Mutex for its scope.
+// Holds a Mutex for its scope; unlock()/lock() let go of it in between.
 class SCOPED_CAPABILITY MutexLock {
  public:
   explicit MutexLock(Mutex* mutex) ACQUIRE(mutex) : m_mutex(mutex) { m_mutex->lock(); }
-  ~MutexLock() RELEASE() { m_mutex->unlock(); }
+  ~MutexLock() RELEASE() {
+    if (m_locked) m_mutex->unlock();
+  }
   MutexLock(const MutexLock&) = delete;
   MutexLock& operator=(const MutexLock&) = delete;
 
+  void unlock() RELEASE() {
+    m_mutex->unlock();
+    m_locked = false;
+  }
+  void lock() ACQUIRE() {
+    m_mutex->lock();
+    m_locked = true;
+  }
+
  private:
   Mutex* const m_mutex;
+  bool m_locked = true;
 };
 
 // A condition variable bound to one Mutex; the caller of wait() holds it (the

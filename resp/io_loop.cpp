@@ -234,6 +234,9 @@ bool IoLoop::read_some(Connection& conn) {
       conn.parser.feed(std::string_view(m_read_buffer.get(), static_cast<size_t>(n)));
       budget -= std::min(budget, static_cast<size_t>(n));
       process(conn);
+      // A short read drained the socket: skip the recv that would only say
+      // EAGAIN (level-triggered epoll reports what arrives later).
+      if (static_cast<size_t>(n) < kReadChunk) break;
     } else if (n == 0) {
       conn.read_eof = true;
     } else if (errno == EINTR) {

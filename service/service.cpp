@@ -213,6 +213,10 @@ nlohmann::json Service::Impl::status() {
   j["not_stored"] = counters.not_stored.load();
   j["join_reruns"] = counters.join_reruns.load();
   j["store_errors"] = counters.store_errors.load();
+  cache::GroupCommitStats commits = storage->commit_stats();  // group commit: puts per transaction
+  j["store_commits"] = commits.batches;
+  j["store_committed_puts"] = commits.entries;
+  j["store_largest_batch"] = commits.largest_batch;
   j["service_errors"] = counters.service_errors.load();
   j["clients"] = hub->connection_count();
   j["refused_peers"] = hub->counters().refused_peers.load();

@@ -16,11 +16,11 @@ uint64_t raw_bytes(const Entry& entry) {
 }  // namespace
 
 GroupCommitter::GroupCommitter(Store& store, GroupCommitOptions options)
-    : GroupCommitter([&store](const std::vector<PutRequest>& batch) { return store.put_batch(batch); },
-                     options) {}
+    : GroupCommitter(
+          store, [&store](std::vector<PreparedPut>& batch) { return store.write_prepared(batch); }, options) {}
 
-GroupCommitter::GroupCommitter(BatchWriter writer, GroupCommitOptions options)
-    : m_writer(std::move(writer)), m_options(options) {
+GroupCommitter::GroupCommitter(Store& store, BatchWriter writer, GroupCommitOptions options)
+    : m_store(store), m_writer(std::move(writer)), m_options(options) {
   m_options.max_entries = std::max<size_t>(m_options.max_entries, 1);
   m_thread = std::thread([this] { run(); });
 }
@@ -36,9 +36,14 @@ GroupCommitter::~GroupCommitter() {
 
 void GroupCommitter::submit(PutRequest request, Done done) {
   uint64_t bytes = raw_bytes(request.entry);
+  Result<PreparedPut> prepared = m_store.prepare_put(request.key, request.entry);
+  if (!prepared) {
+    if (done) done(tl::unexpected(std::move(prepared.error())));
+    return;
+  }
   {
     MutexLock lock(&m_mutex);
-    m_queue.push_back(Pending{std::move(request), std::move(done), bytes});
+    m_queue.push_back(Pending{std::move(*prepared), std::move(done), bytes});
     m_queued_bytes += bytes;
   }
   m_wake.signal();
@@ -88,10 +93,10 @@ void GroupCommitter::run() {
       }
       batch = take_batch();
     }
-    std::vector<PutRequest> requests;
-    requests.reserve(batch.size());
-    for (Pending& p : batch) requests.push_back(std::move(p.request));
-    std::vector<Result<void>> results = m_writer(requests);
+    std::vector<PreparedPut> puts;
+    puts.reserve(batch.size());
+    for (Pending& p : batch) puts.push_back(std::move(p.put));
+    std::vector<Result<void>> results = m_writer(puts);
     bool failed = false;
     for (size_t i = 0; i < batch.size(); ++i) {
       Result<void> result = i < results.size() ? std::move(results[i])

@@ -1,13 +1,16 @@
 // Group commit: many puts share one LMDB write transaction (one fsync).
 //
-// Callers submit() a put with a completion; one writer thread owned by the
+// Callers submit() a put with a completion. The entry is prepared (hashed,
+// compressed, encoded) on the caller's thread; one writer thread owned by the
 // committer takes everything queued (up to max_entries / max_bytes) and writes
-// it with Store::put_batch. When the previous batch had more than one member, a
-// batch that is not full first waits at most max_delay for more. Completions run on the writer thread, in submission order,
-// only after the transaction holding their put committed (or failed): a caller
-// told "stored" can rely on the entry being committed. A failed transaction
-// fails every member of its batch with the same error; a member whose entry is
-// invalid on its own (larger than max_size) fails alone.
+// it with Store::write_prepared. When the previous batch had more than one
+// member, a batch that is not full first waits at most max_delay for more.
+// Completions run on the writer thread, in submission order, only after the
+// transaction holding their put committed (or failed): a caller told "stored"
+// can rely on the entry being committed. A failed transaction fails every
+// member of its batch with the same error. An entry invalid on its own (larger
+// than max_size) is refused by submit() itself: its completion runs at once,
+// on the calling thread.
 //
 // Under light load the writer finds one put and commits it at once; under
 // load, puts that arrive while a batch commits form the next batch, so commits
@@ -45,12 +48,12 @@ struct GroupCommitStats {
 class GroupCommitter {
  public:
   using Done = std::function<void(const Result<void>& stored)>;
-  // Writes one batch in one transaction; one result per request, in order.
-  // Store::put_batch by default; tests pass a seam that fails or holds batches.
-  using BatchWriter = std::function<std::vector<Result<void>>(const std::vector<PutRequest>& batch)>;
+  // Writes one batch in one transaction; one result per member, in order.
+  // Store::write_prepared by default; tests pass a seam that fails or holds batches.
+  using BatchWriter = std::function<std::vector<Result<void>>(std::vector<PreparedPut>& batch)>;
 
   explicit GroupCommitter(Store& store, GroupCommitOptions options = {});
-  GroupCommitter(BatchWriter writer, GroupCommitOptions options);
+  GroupCommitter(Store& store, BatchWriter writer, GroupCommitOptions options);
   ~GroupCommitter();
   GroupCommitter(const GroupCommitter&) = delete;
   GroupCommitter& operator=(const GroupCommitter&) = delete;
@@ -63,13 +66,14 @@ class GroupCommitter {
 
  private:
   struct Pending {
-    PutRequest request;
+    PreparedPut put;
     Done done;
     uint64_t bytes = 0;
   };
   void run();
   std::vector<Pending> take_batch() REQUIRES(m_mutex);
 
+  Store& m_store;
   BatchWriter m_writer;
   GroupCommitOptions m_options;
   mutable Mutex m_mutex;

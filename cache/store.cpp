@@ -343,6 +343,36 @@ std::vector<Result<void>> Store::put_batch(const std::vector<PutRequest>& batch)
   return results;
 }
 
+PreparedPut::PreparedPut() = default;
+PreparedPut::~PreparedPut() = default;
+PreparedPut::PreparedPut(PreparedPut&&) noexcept = default;
+PreparedPut& PreparedPut::operator=(PreparedPut&&) noexcept = default;
+
+Result<PreparedPut> Store::prepare_put(const Digest& key, const Entry& entry) {
+  CCPOOL_TRY_ASSIGN(PreparedEntry p, m_impl->prepare(key, entry));
+  PreparedPut out;
+  out.m_entry = std::make_unique<PreparedEntry>(std::move(p));
+  return out;
+}
+
+std::vector<Result<void>> Store::write_prepared(std::vector<PreparedPut>& batch) {
+  std::vector<Result<void>> results(batch.size(), ok());
+  std::vector<PreparedEntry> prepared;
+  std::vector<size_t> members;
+  prepared.reserve(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!batch[i].m_entry) {
+      results[i] = make_error(ErrorCode::kInvalidArgument, "write_prepared: an empty PreparedPut (moved from)");
+      continue;
+    }
+    prepared.push_back(std::move(*batch[i].m_entry));
+    batch[i].m_entry.reset();
+    members.push_back(i);
+  }
+  write_split(*m_impl, prepared, members, results);
+  return results;
+}
+
 Result<bool> Store::remove(const Digest& key) {
   bool found = false;
   CCPOOL_TRY(m_impl->run_write([&](lmdb::Txn& txn, Counters& c, std::optional<Error>&) {

@@ -102,6 +102,22 @@ struct PutRequest {
   Entry entry;
 };
 
+struct PreparedEntry;  // store_impl.h
+
+// An entry already hashed, compressed and encoded for writing
+// (Store::prepare_put, on any thread); Store::write_prepared writes a batch.
+class PreparedPut {
+ public:
+  PreparedPut();
+  ~PreparedPut();
+  PreparedPut(PreparedPut&&) noexcept;
+  PreparedPut& operator=(PreparedPut&&) noexcept;
+
+ private:
+  friend class Store;
+  std::unique_ptr<PreparedEntry> m_entry;
+};
+
 // Called with (done, total) as long operations advance; total may be 0 when unknown.
 using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
 
@@ -126,6 +142,11 @@ class Store {
   // fails every other member with its error. cache/group_commit.h batches
   // concurrent puts through this.
   std::vector<Result<void>> put_batch(const std::vector<PutRequest>& batch);
+  // put_batch in two steps, so the CPU work (hashing, compression) can run on
+  // the callers' threads: prepare_put fails alone (over max_size);
+  // write_prepared consumes the batch (same results as put_batch).
+  Result<PreparedPut> prepare_put(const Digest& key, const Entry& entry);
+  std::vector<Result<void>> write_prepared(std::vector<PreparedPut>& batch);
   Result<bool> remove(const Digest& key);
 
   // Self-contained, checksummed, versioned serialization of one entry with its bodies still

@@ -10,7 +10,7 @@ Storage::Storage(cache::Store& local, remote::Tier* tier, cache::GroupCommitOpti
 Storage::Storage(cache::Store& local, remote::Tier* tier, cache::GroupCommitter::BatchWriter writer)
     : m_local(local),
       m_tier(tier),
-      m_commit(std::make_unique<cache::GroupCommitter>(std::move(writer), cache::GroupCommitOptions{})) {}
+      m_commit(std::make_unique<cache::GroupCommitter>(local, std::move(writer), cache::GroupCommitOptions{})) {}
 
 std::optional<cache::Entry> Storage::read_local(const Digest& key, Bodies bodies, Touch touch) {
   Result<std::optional<cache::Entry>> entry =

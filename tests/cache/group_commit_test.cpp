@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "tests/cache/store_fixture.h"
@@ -37,7 +38,7 @@ class GatedWriter {
  public:
   explicit GatedWriter(Store& store) : m_store(store) {}
   GroupCommitter::BatchWriter writer() {
-    return [this](const std::vector<PutRequest>& batch) {
+    return [this](std::vector<PreparedPut>& batch) {
       std::unique_lock lock(m_mutex);
       m_sizes.push_back(batch.size());
       m_arrived.notify_all();
@@ -46,7 +47,7 @@ class GatedWriter {
         return std::vector<Result<void>>(batch.size(), make_error(ErrorCode::kIo, "injected batch failure"));
       }
       lock.unlock();
-      return m_store.put_batch(batch);
+      return m_store.write_prepared(batch);
     };
   }
   void wait_for_batches(size_t n) {
@@ -79,7 +80,7 @@ TEST(GroupCommitTest, PutsArrivingDuringACommitShareTheNextTransaction) {
   options.max_delay = std::chrono::microseconds(0);
   std::atomic<int> stored{0};
   {
-    GroupCommitter committer(gate.writer(), options);
+    GroupCommitter committer(*store, gate.writer(), options);
     auto count = [&](const Result<void>& r) { stored += r ? 1 : 0; };
     committer.submit({test_key(0), blob("first")}, count);
     gate.wait_for_batches(1);  // the writer holds batch 1 open
@@ -99,7 +100,7 @@ TEST(GroupCommitTest, BatchesAreBoundedByEntriesAndBytes) {
   options.max_entries = 8;
   options.max_bytes = 10 * 1000;
   {
-    GroupCommitter committer(gate.writer(), options);
+    GroupCommitter committer(*store, gate.writer(), options);
     committer.submit({test_key(100), blob("x")}, {});
     gate.wait_for_batches(1);
     for (int i = 0; i < 20; ++i) committer.submit({test_key(i), blob("small")}, {});
@@ -137,7 +138,7 @@ TEST(GroupCommitTest, AFailedTransactionFailsEveryMemberOfItsBatchAndNoOther) {
   gate.fail_batch = 2;
   std::vector<int> outcome(31, -1);  // 1 stored, 0 failed
   {
-    GroupCommitter committer(gate.writer(), GroupCommitOptions{});
+    GroupCommitter committer(*store, gate.writer(), GroupCommitOptions{});
     auto record = [&](int i) {
       return [&outcome, i](const Result<void>& r) {
         outcome[i] = r ? 1 : 0;
@@ -175,6 +176,21 @@ TEST(GroupCommitTest, AnOversizedEntryFailsAloneInItsBatch) {
   EXPECT_EQ(results[1].error().code, ErrorCode::kFull);
   EXPECT_TRUE(results[2]);
   EXPECT_EQ(store->stats()->entries, 2u);
+}
+
+TEST(GroupCommitTest, AnOversizedPutIsRefusedAtSubmitAndOthersCommit) {
+  StoreOptions options = testing::options();
+  options.max_size = 64 * 1024;
+  auto store = open_store(options);
+  GroupCommitter committer(*store);
+  std::optional<Result<void>> refused;
+  committer.submit({test_key(2), make_entry("huge", 200 * 1024, 2)}, [&](const Result<void>& r) { refused = r; });
+  ASSERT_TRUE(refused.has_value());  // completed at once, on this thread
+  ASSERT_FALSE(*refused);
+  EXPECT_EQ(refused->error().code, ErrorCode::kFull);
+  EXPECT_TRUE(committer.put(test_key(1), make_entry("small", 1000, 1)));
+  EXPECT_EQ(store->stats()->entries, 1u);
+  EXPECT_EQ(committer.stats().entries, 1u);
 }
 
 TEST(GroupCommitTest, ABatchLargerThanTheFullMapIsSplitNotFailed) {

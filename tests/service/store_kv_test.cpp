@@ -29,7 +29,7 @@ constexpr const char* kRefused =
 class BatchSeam {
  public:
   cache::GroupCommitter::BatchWriter writer(cache::Store& store) {
-    return [this, &store](const std::vector<cache::PutRequest>& batch) {
+    return [this, &store](std::vector<cache::PreparedPut>& batch) {
       int number;
       {
         std::unique_lock lock(m_mutex);
@@ -39,7 +39,7 @@ class BatchSeam {
       if (number == fail_batch) {
         return std::vector<Result<void>>(batch.size(), make_error(ErrorCode::kIo, "injected commit failure"));
       }
-      return store.put_batch(batch);
+      return store.write_prepared(batch);
     };
   }
   void open() {

@@ -107,7 +107,7 @@ TEST_F(DeferredSetTest, RefusedWritesAnswerErrorsInOrderAndNeverOk) {
   EXPECT_EQ(round_trip(fd.get(), command({"EXISTS", "a", "c"}), 4), ":0\r\n");
 }
 
-TEST_F(DeferredSetTest, PipelinedSetsFromSeveralConnectionsAllAnswerAndReadBack) {
+TEST_F(DeferredSetTest, PipelinedSetsFromManyClients) {
   std::atomic<bool> stop{false};
   std::thread committer([&] {  // completes whatever arrived, like a group committer
     while (!stop) {
@@ -140,7 +140,7 @@ TEST_F(DeferredSetTest, PipelinedSetsFromSeveralConnectionsAllAnswerAndReadBack)
   EXPECT_EQ(m_kv.size(), static_cast<size_t>(kClients * kSets));
 }
 
-TEST_F(DeferredSetTest, AClientThatHangsUpStillHasItsSetsCompletedSafely) {
+TEST_F(DeferredSetTest, HangUpWithSetsInFlight) {
   {
     UniqueFd fd = connect_unix(m_front->unix_path());
     ASSERT_TRUE(send_all(fd.get(), command({"SET", "gone", "1"}) + command({"SET", "gone2", "2"})));

@@ -34,9 +34,9 @@ GroupCommitter::~GroupCommitter() {
   m_thread.join();
 }
 
-void GroupCommitter::submit(PutRequest request, Done done) {
-  uint64_t bytes = raw_bytes(request.entry);
-  Result<PreparedPut> prepared = m_store.prepare_put(request.key, request.entry);
+void GroupCommitter::submit(const Digest& key, const Entry& entry, Done done) {
+  uint64_t bytes = raw_bytes(entry);
+  Result<PreparedPut> prepared = m_store.prepare_put(key, entry);
   if (!prepared) {
     if (done) done(tl::unexpected(std::move(prepared.error())));
     return;
@@ -49,10 +49,10 @@ void GroupCommitter::submit(PutRequest request, Done done) {
   m_wake.signal();
 }
 
-Result<void> GroupCommitter::put(const Digest& key, Entry entry) {
+Result<void> GroupCommitter::put(const Digest& key, const Entry& entry) {
   std::promise<Result<void>> stored;
   std::future<Result<void>> result = stored.get_future();
-  submit(PutRequest{key, std::move(entry)}, [&stored](const Result<void>& r) { stored.set_value(r); });
+  submit(key, entry, [&stored](const Result<void>& r) { stored.set_value(r); });
   return result.get();
 }
 

@@ -58,9 +58,11 @@ class GroupCommitter {
   GroupCommitter(const GroupCommitter&) = delete;
   GroupCommitter& operator=(const GroupCommitter&) = delete;
 
-  void submit(PutRequest request, Done done);
+  void submit(const PutRequest& request, Done done) { submit(request.key, request.entry, std::move(done)); }
+  // The entry is only read (prepared on this thread), never copied.
+  void submit(const Digest& key, const Entry& entry, Done done);
   // submit() and wait for the batch holding it. Never call from a completion.
-  Result<void> put(const Digest& key, Entry entry);
+  Result<void> put(const Digest& key, const Entry& entry);
 
   GroupCommitStats stats() const;
 

@@ -49,8 +49,8 @@ Result<void> Storage::put(const Digest& key, const cache::Entry& entry) {
   return ok();
 }
 
-void Storage::put_async(const Digest& key, cache::Entry entry, PutDone done) {
-  m_commit->submit(cache::PutRequest{key, std::move(entry)}, [this, key, done = std::move(done)](const Result<void>& r) {
+void Storage::put_async(const Digest& key, const cache::Entry& entry, PutDone done) {
+  m_commit->submit(key, entry, [this, key, done = std::move(done)](const Result<void>& r) {
     if (done) done(r);  // the reply does not wait for the tier
     if (r) write_behind(key);
   });

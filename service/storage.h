@@ -61,7 +61,7 @@ class Storage {
   // put() without waiting: `done` runs once, on the committer's thread, after
   // the batch holding this put committed (or failed); keep it short.
   using PutDone = std::function<void(const Result<void>&)>;
-  void put_async(const Digest& key, cache::Entry entry, PutDone done);
+  void put_async(const Digest& key, const cache::Entry& entry, PutDone done);
   cache::GroupCommitStats commit_stats() const { return m_commit->stats(); }
 
   cache::Store& local() { return m_local; }

@@ -254,7 +254,7 @@ Result<std::optional<Entry>> Store::Impl::read_entry(lmdb::Txn& txn, const Diges
 }
 
 void Store::Impl::record_use(const Digest& key, bool hit, uint64_t time_saved_ms) {
-  std::lock_guard lock(touch_mutex);
+  MutexLock lock(&touch_mutex);
   if (!hit) {
     pending.misses += 1;
     return;
@@ -290,7 +290,7 @@ Result<std::optional<Entry>> Store::get(const Digest& key) {
   m_impl->record_use(key, hit, hit ? (*entry)->time_saved_ms : 0);
   bool full;
   {
-    std::lock_guard lock(m_impl->touch_mutex);
+    MutexLock lock(&m_impl->touch_mutex);
     full = m_impl->touches.size() >= kMaxBufferedTouches;
   }
   if (full) flush();
@@ -306,6 +306,80 @@ Result<void> Store::put(const Digest& key, const Entry& entry) {
   CCPOOL_TRY_ASSIGN(PreparedEntry p, m_impl->prepare(key, entry));
   CCPOOL_TRY(m_impl->write_entries({std::move(p)}, false));
   return ok();
+}
+
+namespace {
+
+// Writes `prepared` in one transaction. A batch that does not fit the map even
+// after eviction (kFull) is split in halves, so a batch never fails where the
+// same puts made one by one would succeed; any other failure fails every member.
+void write_split(Store::Impl& impl, std::vector<PreparedEntry>& prepared, const std::vector<size_t>& members,
+                 std::vector<Result<void>>& results) {
+  if (prepared.empty()) return;
+  auto written = impl.write_entries(prepared, false);
+  if (written) return;
+  if (written.error().code == ErrorCode::kFull && prepared.size() > 1) {
+    size_t half = prepared.size() / 2;
+    std::vector<PreparedEntry> tail(std::make_move_iterator(prepared.begin() + half),
+                                    std::make_move_iterator(prepared.end()));
+    prepared.resize(half);
+    std::vector<size_t> head_members(members.begin(), members.begin() + half);
+    std::vector<size_t> tail_members(members.begin() + half, members.end());
+    write_split(impl, prepared, head_members, results);
+    write_split(impl, tail, tail_members, results);
+    return;
+  }
+  for (size_t i : members) results[i] = tl::unexpected(written.error());
+}
+
+}  // namespace
+
+std::vector<Result<void>> Store::put_batch(const std::vector<PutRequest>& batch) {
+  std::vector<Result<void>> results(batch.size(), ok());
+  std::vector<PreparedEntry> prepared;
+  std::vector<size_t> members;  // index in `batch` of each prepared entry
+  prepared.reserve(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    auto p = m_impl->prepare(batch[i].key, batch[i].entry);
+    if (!p) {
+      results[i] = tl::unexpected(std::move(p.error()));
+      continue;
+    }
+    prepared.push_back(std::move(*p));
+    members.push_back(i);
+  }
+  write_split(*m_impl, prepared, members, results);
+  return results;
+}
+
+PreparedPut::PreparedPut() = default;
+PreparedPut::~PreparedPut() = default;
+PreparedPut::PreparedPut(PreparedPut&&) noexcept = default;
+PreparedPut& PreparedPut::operator=(PreparedPut&&) noexcept = default;
+
+Result<PreparedPut> Store::prepare_put(const Digest& key, const Entry& entry) {
+  CCPOOL_TRY_ASSIGN(PreparedEntry p, m_impl->prepare(key, entry));
+  PreparedPut out;
+  out.m_entry = std::make_unique<PreparedEntry>(std::move(p));
+  return out;
+}
+
+std::vector<Result<void>> Store::write_prepared(std::vector<PreparedPut>& batch) {
+  std::vector<Result<void>> results(batch.size(), ok());
+  std::vector<PreparedEntry> prepared;
+  std::vector<size_t> members;
+  prepared.reserve(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!batch[i].m_entry) {
+      results[i] = make_error(ErrorCode::kInvalidArgument, "write_prepared: an empty PreparedPut (moved from)");
+      continue;
+    }
+    prepared.push_back(std::move(*batch[i].m_entry));
+    batch[i].m_entry.reset();
+    members.push_back(i);
+  }
+  write_split(*m_impl, prepared, members, results);
+  return results;
 }
 
 Result<bool> Store::remove(const Digest& key) {
@@ -349,7 +423,7 @@ Result<void> Store::put_packed(const Digest& key, std::string_view packed) {
 
 void Store::count_event(std::string_view name, uint64_t n) {
   std::string key(name.substr(0, kMaxEventName));
-  std::lock_guard lock(m_impl->touch_mutex);
+  MutexLock lock(&m_impl->touch_mutex);
   std::map<std::string, uint64_t>& pending = m_impl->pending_events;
   if (pending.size() < kMaxEvents || pending.count(key)) pending[key] += n;
   else pending["other"] += n;
@@ -358,7 +432,7 @@ void Store::count_event(std::string_view name, uint64_t n) {
 void Store::flush() {
   bool idle;
   {
-    std::lock_guard lock(m_impl->touch_mutex);
+    MutexLock lock(&m_impl->touch_mutex);
     idle = m_impl->touches.empty() && m_impl->pending.hits == 0 && m_impl->pending.misses == 0 &&
            m_impl->pending_events.empty();
   }

@@ -98,6 +98,28 @@ struct VerifyResult {
 
 struct ArchiveResult { uint64_t entries = 0, skipped = 0, bytes = 0; };
 
+// One member of Store::put_batch (and of a GroupCommitter batch).
+struct PutRequest {
+  Digest key;
+  Entry entry;
+};
+
+struct PreparedEntry;  // store_impl.h
+
+// An entry already hashed, compressed and encoded for writing
+// (Store::prepare_put, on any thread); Store::write_prepared writes a batch.
+class PreparedPut {
+ public:
+  PreparedPut();
+  ~PreparedPut();
+  PreparedPut(PreparedPut&&) noexcept;
+  PreparedPut& operator=(PreparedPut&&) noexcept;
+
+ private:
+  friend class Store;
+  std::unique_ptr<PreparedEntry> m_entry;
+};
+
 // Called with (done, total) as long operations advance; total may be 0 when unknown.
 using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
 
@@ -116,6 +138,17 @@ class Store {
   // Replaces. Enforces max_size by evicting LRU; on MDB_MAP_FULL grows and retries. Failure is
   // reported (kFull/kIo), never crashes, never loses committed entries.
   Result<void> put(const Digest& key, const Entry& entry);
+  // Writes every request in ONE write transaction, in order (a later request
+  // for the same key replaces an earlier one). One result per request: an
+  // entry invalid on its own (over max_size) fails alone; a failed transaction
+  // fails every other member with its error. cache/group_commit.h batches
+  // concurrent puts through this.
+  std::vector<Result<void>> put_batch(const std::vector<PutRequest>& batch);
+  // put_batch in two steps, so the CPU work (hashing, compression) can run on
+  // the callers' threads: prepare_put fails alone (over max_size);
+  // write_prepared consumes the batch (same results as put_batch).
+  Result<PreparedPut> prepare_put(const Digest& key, const Entry& entry);
+  std::vector<Result<void>> write_prepared(std::vector<PreparedPut>& batch);
   Result<bool> remove(const Digest& key);
 
   // Self-contained, checksummed, versioned serialization of one entry with its bodies still

@@ -246,7 +246,7 @@ Result<VerifyResult> Store::verify(bool fix, const ProgressFn& progress) {
 Result<uint64_t> Store::clear() {
   uint64_t removed = 0;
   {
-    std::lock_guard lock(m_impl->touch_mutex);
+    MutexLock lock(&m_impl->touch_mutex);
     m_impl->touches.clear();
   }
   CCPOOL_TRY(m_impl->run_write([&](lmdb::Txn& txn, Counters& c, std::optional<Error>&) {

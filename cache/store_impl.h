@@ -12,6 +12,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/thread_annotations.h"
 #include "cache/codec.h"
 #include "cache/lmdb_env.h"
 #include "cache/record.h"
@@ -46,12 +47,12 @@ struct Store::Impl {
   Codec codec{1};
 
   std::shared_mutex env_mutex;  // shared: any open txn of this process; exclusive: map resize
-  std::mutex write_mutex;       // one write txn of this process at a time; taken before env_mutex
+  Mutex write_mutex;            // one write txn of this process at a time; taken before env_mutex
 
-  std::mutex touch_mutex;
-  std::unordered_map<Digest, Usage> touches;  // GUARDED_BY(touch_mutex); hits are deltas
-  Counters pending;                           // GUARDED_BY(touch_mutex); hits/misses/time_saved deltas
-  std::map<std::string, uint64_t> pending_events;  // GUARDED_BY(touch_mutex); count_event() deltas
+  Mutex touch_mutex;
+  std::unordered_map<Digest, Usage> touches GUARDED_BY(touch_mutex);  // hits are deltas
+  Counters pending GUARDED_BY(touch_mutex);  // hits/misses/time_saved deltas
+  std::map<std::string, uint64_t> pending_events GUARDED_BY(touch_mutex);  // count_event() deltas
 
   explicit Impl(int level) : codec(level) {}
   ~Impl();

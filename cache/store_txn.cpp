@@ -92,12 +92,12 @@ Result<void> Store::Impl::run_write(const WriteBody& body) {
   Counters deltas;
   std::map<std::string, uint64_t> events;
   {
-    std::lock_guard lock(touch_mutex);
+    MutexLock lock(&touch_mutex);
     taken.swap(touches);
     std::swap(deltas, pending);
     events.swap(pending_events);
   }
-  std::lock_guard writer(write_mutex);
+  MutexLock writer(&write_mutex);
   int rc = 0;
   for (int attempt = 0; attempt < 12; ++attempt) {
     std::shared_lock lock(env_mutex);

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/thread_annotations.h"
+
 namespace ccpool::pool {
 namespace {
 
@@ -63,46 +65,32 @@ struct Scheduler::State {
   std::unique_ptr<tbb::global_control> parallelism;
   tbb::task_arena arena;
 
-  mutable std::mutex mutex;
-  // Guarded by mutex. Each client's FIFO; `ring` holds the clients with a
-  // non-empty queue in round-robin order (front = next to be served).
-  std::unordered_map<uint64_t, std::deque<QueuedJob>> queues;
-  std::list<uint64_t> ring;
-  std::unordered_map<JobId, uint64_t> queued_owner;         // queued job -> client
-  std::unordered_map<JobId, RunningJob> running;
-  std::unordered_map<std::string, std::deque<uint64_t>> peaks;  // class -> recent peaks, bytes
-  uint64_t reserved = 0;
-  size_t peak_running = 0;
-  JobId next_id = 1;
+  mutable Mutex mutex;
+  // Each client's FIFO; `ring` holds the clients with a non-empty queue in
+  // round-robin order (front = next to be served).
+  std::unordered_map<uint64_t, std::deque<QueuedJob>> queues GUARDED_BY(mutex);
+  std::list<uint64_t> ring GUARDED_BY(mutex);
+  std::unordered_map<JobId, uint64_t> queued_owner GUARDED_BY(mutex);  // queued job -> client
+  std::unordered_map<JobId, RunningJob> running GUARDED_BY(mutex);
+  std::unordered_map<std::string, std::deque<uint64_t>> peaks GUARDED_BY(mutex);  // class -> recent peaks, bytes
+  uint64_t reserved GUARDED_BY(mutex) = 0;
+  size_t peak_running GUARDED_BY(mutex) = 0;
+  JobId next_id GUARDED_BY(mutex) = 1;
 
-  // Guarded by arena_mutex: arena tasks not yet returned, for the destructor.
-  std::mutex arena_mutex;
-  std::condition_variable arena_idle;
-  size_t arena_pending = 0;
+  // Arena tasks not yet returned, for the destructor.
+  Mutex arena_mutex;
+  CondVar arena_idle{&arena_mutex};
+  size_t arena_pending GUARDED_BY(arena_mutex) = 0;
   std::atomic<uint64_t> exceptions{0};
 
-  uint64_t estimate_locked(const std::string& job_class) const;
-  Admitted admit_locked();
+  uint64_t estimate_locked(const std::string& job_class) const REQUIRES(mutex);
+  Admitted admit_locked() REQUIRES(mutex);
   void launch(Admitted admitted, Scheduler& owner);
   void post(std::function<void()> work, OnException on_exception);
-};
-
-// Decrements arena_pending when an arena task returns, however it returns.
-class ArenaTaskGuard {
- public:
-  ArenaTaskGuard(std::mutex& mutex, std::condition_variable& idle, size_t& pending)
-      : m_mutex(mutex), m_idle(idle), m_pending(pending) {}
-  ~ArenaTaskGuard() {
-    std::lock_guard lock(m_mutex);
-    if (--m_pending == 0) m_idle.notify_all();
+  void task_returned() {
+    MutexLock lock(&arena_mutex);
+    if (--arena_pending == 0) arena_idle.signal_all();
   }
-  ArenaTaskGuard(const ArenaTaskGuard&) = delete;
-  ArenaTaskGuard& operator=(const ArenaTaskGuard&) = delete;
-
- private:
-  std::mutex& m_mutex;
-  std::condition_variable& m_idle;
-  size_t& m_pending;
 };
 
 uint64_t Scheduler::State::estimate_locked(const std::string& job_class) const {
@@ -142,11 +130,14 @@ Admitted Scheduler::State::admit_locked() {
 // counted and handed to on_exception, whose own exception is dropped.
 void Scheduler::State::post(std::function<void()> work, OnException on_exception) {
   {
-    std::lock_guard lock(arena_mutex);
+    MutexLock lock(&arena_mutex);
     ++arena_pending;
   }
   arena.enqueue([this, work = std::move(work), on_exception = std::move(on_exception)] {
-    ArenaTaskGuard guard(arena_mutex, arena_idle, arena_pending);
+    struct Returned {  // counts the task out however it returns
+      State* state;
+      ~Returned() { state->task_returned(); }
+    } returned{this};
     try {
       work();
     } catch (...) {
@@ -188,13 +179,13 @@ Scheduler::Scheduler(const SchedulerOptions& options) : m_state(std::make_unique
 Scheduler::~Scheduler() {
   State& s = *m_state;
   {
-    std::lock_guard lock(s.mutex);
+    MutexLock lock(&s.mutex);
     s.queues.clear();
     s.ring.clear();
     s.queued_owner.clear();
   }
-  std::unique_lock lock(s.arena_mutex);
-  s.arena_idle.wait(lock, [&s] { return s.arena_pending == 0; });
+  MutexLock lock(&s.arena_mutex);
+  while (s.arena_pending != 0) s.arena_idle.wait();
 }
 
 JobId Scheduler::submit(uint64_t client_id, const std::string& job_class,
@@ -203,7 +194,7 @@ JobId Scheduler::submit(uint64_t client_id, const std::string& job_class,
   Admitted admitted;
   JobId id;
   {
-    std::lock_guard lock(s.mutex);
+    MutexLock lock(&s.mutex);
     id = s.next_id++;
     std::deque<QueuedJob>& queue = s.queues[client_id];
     if (queue.empty()) s.ring.push_back(client_id);
@@ -218,7 +209,7 @@ JobId Scheduler::submit(uint64_t client_id, const std::string& job_class,
 bool Scheduler::cancel_queued(JobId id) {
   State& s = *m_state;
   std::function<void(JobId)> dropped;  // destroyed outside the lock
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(&s.mutex);
   auto owner = s.queued_owner.find(id);
   if (owner == s.queued_owner.end()) return false;
   uint64_t client = owner->second;
@@ -238,7 +229,7 @@ void Scheduler::finish(JobId id, int64_t measured_peak_rss_kb) {
   State& s = *m_state;
   Admitted admitted;
   {
-    std::lock_guard lock(s.mutex);
+    MutexLock lock(&s.mutex);
     auto it = s.running.find(id);
     if (it == s.running.end()) return;  // unknown or finished twice: ignore
     s.reserved -= it->second.reserved;
@@ -258,13 +249,13 @@ void Scheduler::run_in_arena(std::function<void()> work, OnException on_exceptio
 }
 
 uint64_t Scheduler::estimate(const std::string& job_class) const {
-  std::lock_guard lock(m_state->mutex);
+  MutexLock lock(&m_state->mutex);
   return m_state->estimate_locked(job_class);
 }
 
 SchedulerStats Scheduler::stats() const {
   const State& s = *m_state;
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(&s.mutex);
   return SchedulerStats{s.jobs, s.mem_budget, s.running.size(), s.queued_owner.size(),
                         s.peak_running, s.reserved, s.exceptions.load()};
 }
@@ -274,7 +265,7 @@ void Scheduler::drain_queued(std::function<void(JobId)> on_dropped) {
   std::vector<JobId> dropped;
   std::vector<std::function<void(JobId)>> starts;  // destroyed outside the lock
   {
-    std::lock_guard lock(s.mutex);
+    MutexLock lock(&s.mutex);
     // Report in submission order per client, clients in ring order.
     for (uint64_t client : s.ring) {
       for (QueuedJob& job : s.queues[client]) {

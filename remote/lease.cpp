@@ -25,7 +25,7 @@ constexpr const char* kPollScript =
 }  // namespace
 
 bool TierImpl::is_held(const Digest& key) const {
-  std::lock_guard lock(m_lease_mutex);
+  MutexLock lock(&m_lease_mutex);
   return m_held.count(key) != 0;
 }
 
@@ -46,7 +46,7 @@ LeaseState TierImpl::acquire_lease(const Digest& key) {
     return LeaseState::kHeldByOther;
   }
   {
-    std::lock_guard lock(m_lease_mutex);
+    MutexLock lock(&m_lease_mutex);
     m_held.insert(key);
   }
   ++m_counters.lease_acquired;
@@ -80,10 +80,12 @@ std::optional<std::string> TierImpl::wait_for_result(const Digest& key,
 }
 
 void TierImpl::renewal_loop() {
-  std::unique_lock lock(m_lease_mutex);
+  MutexLock lock(&m_lease_mutex);
   auto period = std::max(m_options.lease_ttl / 3, std::chrono::milliseconds(1));
   while (!m_lease_stopping) {
-    m_lease_cv.wait_for(lock, period, [this] { return m_lease_stopping; });
+    auto deadline = std::chrono::steady_clock::now() + period;
+    while (!m_lease_stopping && m_lease_cv.wait_until(deadline)) {
+    }
     if (m_lease_stopping || m_held.empty()) continue;
     lock.unlock();
     renew_held();
@@ -94,7 +96,7 @@ void TierImpl::renewal_loop() {
 void TierImpl::renew_held() {
   std::vector<Digest> keys;
   {
-    std::lock_guard lock(m_lease_mutex);
+    MutexLock lock(&m_lease_mutex);
     keys.assign(m_held.begin(), m_held.end());
   }
   std::string ttl = std::to_string(m_options.lease_ttl.count());
@@ -104,7 +106,7 @@ void TierImpl::renew_held() {
     // A transport error keeps the key: the next tick retries, and if Redis
     // stays away the lease simply expires there.
     if (!reply || reply->integer != 0) continue;
-    std::lock_guard lock(m_lease_mutex);
+    MutexLock lock(&m_lease_mutex);
     if (m_held.erase(key) != 0) ++m_counters.lease_lost;  // not counted after our own release
   }
 }

@@ -113,23 +113,23 @@ TierImpl::TierImpl(RemoteOptions options, Endpoint endpoint, Secrets secrets, st
 
 TierImpl::~TierImpl() {
   {
-    std::lock_guard lock(m_queue_mutex);
+    MutexLock lock(&m_queue_mutex);
     m_stopping = true;
     m_drain_deadline = std::chrono::steady_clock::now() + m_options.shutdown_drain;
   }
-  m_queue_cv.notify_all();
+  m_queue_cv.signal_all();
   {
-    std::lock_guard lock(m_lease_mutex);
+    MutexLock lock(&m_lease_mutex);
     m_lease_stopping = true;
   }
-  m_lease_cv.notify_all();
+  m_lease_cv.signal_all();
   m_writer.join();
   m_renewer.join();
 }
 
 Result<std::unique_ptr<Connection>> TierImpl::take_pooled() {
   {
-    std::lock_guard lock(m_pool_mutex);
+    MutexLock lock(&m_pool_mutex);
     if (!m_idle.empty()) {
       std::unique_ptr<Connection> conn = std::move(m_idle.back());
       m_idle.pop_back();
@@ -141,7 +141,7 @@ Result<std::unique_ptr<Connection>> TierImpl::take_pooled() {
 }
 
 void TierImpl::give_back(std::unique_ptr<Connection> conn) {
-  std::lock_guard lock(m_pool_mutex);
+  MutexLock lock(&m_pool_mutex);
   if (m_idle.size() < kMaxIdleConnections) m_idle.push_back(std::move(conn));
 }
 

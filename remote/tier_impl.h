@@ -13,6 +13,8 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+
+#include "base/thread_annotations.h"
 #include <set>
 #include <string>
 #include <thread>
@@ -81,22 +83,22 @@ class TierImpl {
   const std::string m_token;
   CircuitBreaker m_breaker;
 
-  std::mutex m_pool_mutex;
-  std::vector<std::unique_ptr<Connection>> m_idle;  // guarded by m_pool_mutex
+  Mutex m_pool_mutex;
+  std::vector<std::unique_ptr<Connection>> m_idle GUARDED_BY(m_pool_mutex);
 
-  mutable std::mutex m_queue_mutex;
-  std::condition_variable m_queue_cv;     // writer waits for work
-  std::condition_variable m_drained_cv;   // flush_for_testing waits for empty
-  std::deque<WriteOp> m_queue;            // guarded by m_queue_mutex
-  uint64_t m_queue_bytes = 0;             // guarded by m_queue_mutex
-  bool m_writing = false;                 // guarded by m_queue_mutex
-  bool m_stopping = false;                // guarded by m_queue_mutex
-  std::chrono::steady_clock::time_point m_drain_deadline{};  // guarded by m_queue_mutex
+  mutable Mutex m_queue_mutex;
+  CondVar m_queue_cv{&m_queue_mutex};    // writer waits for work
+  CondVar m_drained_cv{&m_queue_mutex};  // flush_for_testing waits for empty
+  std::deque<WriteOp> m_queue GUARDED_BY(m_queue_mutex);
+  uint64_t m_queue_bytes GUARDED_BY(m_queue_mutex) = 0;
+  bool m_writing GUARDED_BY(m_queue_mutex) = false;
+  bool m_stopping GUARDED_BY(m_queue_mutex) = false;
+  std::chrono::steady_clock::time_point m_drain_deadline GUARDED_BY(m_queue_mutex){};
 
-  mutable std::mutex m_lease_mutex;
-  std::condition_variable m_lease_cv;     // renewal thread sleeps on it
-  std::set<Digest> m_held;                // guarded by m_lease_mutex
-  bool m_lease_stopping = false;          // guarded by m_lease_mutex
+  mutable Mutex m_lease_mutex;
+  CondVar m_lease_cv{&m_lease_mutex};  // renewal thread sleeps on it
+  std::set<Digest> m_held GUARDED_BY(m_lease_mutex);
+  bool m_lease_stopping GUARDED_BY(m_lease_mutex) = false;
   std::unique_ptr<Connection> m_renewal_conn;  // used only by the renewal thread
 
   struct Counters {

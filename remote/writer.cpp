@@ -20,7 +20,7 @@ void TierImpl::put_async(const Digest& key, std::string value) {
     return;
   }
   {
-    std::lock_guard lock(m_queue_mutex);
+    MutexLock lock(&m_queue_mutex);
     if (m_stopping || m_queue.size() >= m_options.write_queue_entries ||
         m_queue_bytes + value.size() > m_options.write_queue_bytes) {
       ++m_counters.dropped;
@@ -29,33 +29,33 @@ void TierImpl::put_async(const Digest& key, std::string value) {
     m_queue_bytes += value.size();
     m_queue.push_back(WriteOp{false, key, std::move(value)});
   }
-  m_queue_cv.notify_one();
+  m_queue_cv.signal();
 }
 
 void TierImpl::release_lease(const Digest& key) {
   {
-    std::lock_guard lock(m_lease_mutex);
+    MutexLock lock(&m_lease_mutex);
     if (m_held.erase(key) == 0) return;  // never held, or already lost
   }
   // Releases are tiny and bypass the queue bounds: dropping one would make
   // waiters sit out the whole lease_ttl.
   {
-    std::lock_guard lock(m_queue_mutex);
+    MutexLock lock(&m_queue_mutex);
     if (!m_stopping) m_queue.push_back(WriteOp{true, key, {}});
   }
-  m_queue_cv.notify_one();
+  m_queue_cv.signal();
 }
 
 void TierImpl::flush_for_testing() {
-  std::unique_lock lock(m_queue_mutex);
-  m_drained_cv.wait(lock, [this] { return m_queue.empty() && !m_writing; });
+  MutexLock lock(&m_queue_mutex);
+  while (!m_queue.empty() || m_writing) m_drained_cv.wait();
 }
 
 void TierImpl::writer_loop() {
   std::unique_ptr<Connection> conn;
-  std::unique_lock lock(m_queue_mutex);
+  MutexLock lock(&m_queue_mutex);
   for (;;) {
-    m_queue_cv.wait(lock, [this] { return m_stopping || !m_queue.empty(); });
+    while (!m_stopping && m_queue.empty()) m_queue_cv.wait();
     if (m_queue.empty()) break;  // stopping and drained
     if (m_stopping && std::chrono::steady_clock::now() >= m_drain_deadline) {
       for (const WriteOp& op : m_queue) m_counters.dropped += op.release ? 0 : 1;
@@ -71,9 +71,9 @@ void TierImpl::writer_loop() {
     write_one(op, conn);
     lock.lock();
     m_writing = false;
-    if (m_queue.empty()) m_drained_cv.notify_all();
+    if (m_queue.empty()) m_drained_cv.signal_all();
   }
-  m_drained_cv.notify_all();
+  m_drained_cv.signal_all();
 }
 
 void TierImpl::write_one(WriteOp& op, std::unique_ptr<Connection>& conn) {

@@ -31,6 +31,13 @@ class KvBackend {
   virtual std::optional<std::string> get(std::string_view key) = 0;  // expired keys read as missing
   // expires_at_ms: 0 = no expiry. false: could not store (the client gets an error reply).
   virtual bool set(std::string_view key, std::string_view value, int64_t expires_at_ms) = 0;
+  // A plain SET whose reply waits for the write: `done(stored)` runs exactly
+  // once, on any thread, after the value is durable (true) or refused (false).
+  // The front sends the SET's reply only from `done`. The default runs set().
+  using SetDone = std::function<void(bool stored)>;
+  virtual void set_async(std::string_view key, std::string_view value, int64_t expires_at_ms, SetDone done) {
+    done(set(key, value, expires_at_ms));
+  }
   virtual bool del(std::string_view key) = 0;  // true if it existed
   virtual bool exists(std::string_view key) = 0;
   virtual bool expire(std::string_view key, int64_t expires_at_ms) = 0;  // false if missing

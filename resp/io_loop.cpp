@@ -1,8 +1,16 @@
 // Level-triggered epoll loop. Per connection: read what arrived (bounded per
 // wakeup), parse and execute every complete command, queue replies, write what
-// the socket takes. While more than kOutHighWater bytes of replies wait, the
-// loop neither reads nor executes for that connection, so a client that
-// pipelines without reading cannot grow our memory without bound.
+// the socket takes. While more than kOutHighWater bytes of replies (and of
+// SET values in flight) wait, the loop neither reads nor executes for that
+// connection, so a client that pipelines without reading cannot grow our
+// memory without bound.
+//
+// Deferred SETs: a plain SET goes to KvBackend::set_async and its reply waits
+// for the backend's completion (for the service: its batch committed). Replies
+// keep command order: what later commands answer is queued behind the waiting
+// SET. A command other than a deferrable SET is held, unexecuted, until every
+// SET before it is answered, so it reads what those SETs wrote. Completions
+// arrive from the backend's thread through Completions and an eventfd.
 #include "resp/io_loop.h"
 
 #include <pthread.h>
@@ -13,6 +21,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <deque>
+#include <optional>
+#include <unordered_set>
+#include <vector>
+
+#include "base/thread_annotations.h"
 
 #include "base/unix_socket.h"
 #include "resp/peer.h"
@@ -25,6 +39,7 @@ constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kReadBudget = 1 << 20;       // per connection per wakeup, for fairness
 constexpr size_t kOutHighWater = 4 << 20;
 constexpr size_t kOutKeepCapacity = 1 << 20;  // shrink a drained reply buffer above this
+constexpr size_t kDeferredOverhead = 64;      // backlog charged per waiting SET besides its value
 
 void send_best_effort(int fd, std::string_view text) {
   [[maybe_unused]] ssize_t n = send(fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -32,11 +47,57 @@ void send_best_effort(int fd, std::string_view text) {
 
 }  // namespace
 
+struct Completions {
+  struct Done {
+    int fd;
+    uint64_t serial, seq;
+    bool stored;
+  };
+  // Any thread. Wakes the loop when the list was empty (the loop drains all).
+  void post(const Done& done) {
+    bool first;
+    {
+      MutexLock lock(&mutex);
+      first = list.empty();
+      list.push_back(done);
+    }
+    uint64_t one = 1;
+    if (first) {
+      [[maybe_unused]] ssize_t n = write(event.get(), &one, sizeof(one));
+    }
+  }
+  std::vector<Done> take() {
+    uint64_t count;
+    [[maybe_unused]] ssize_t n = read(event.get(), &count, sizeof(count));  // before the swap: see post()
+    MutexLock lock(&mutex);
+    std::vector<Done> out;
+    out.swap(list);
+    return out;
+  }
+
+  UniqueFd event;  // eventfd the loop watches
+  Mutex mutex;
+  std::vector<Done> list GUARDED_BY(mutex);
+};
+
+// A SET sent to the backend and not yet answered, with the replies of the
+// commands after it that must follow its reply.
+struct WaitingSet {
+  bool done = false, stored = false;
+  size_t charge = 0;  // backlog bytes: value + overhead
+  std::string after;
+};
+
 struct Connection {
-  Connection(UniqueFd f, SharedState& shared, const LoopConfig& config)
-      : fd(std::move(f)), parser(static_cast<size_t>(config.max_value), config.max_args), session(shared) {}
+  Connection(UniqueFd f, SharedState& shared, const LoopConfig& config, uint64_t serial_number)
+      : fd(std::move(f)),
+        parser(static_cast<size_t>(config.max_value), config.max_args),
+        session(shared),
+        serial(serial_number) {}
 
   size_t pending() const { return out.size() - out_pos; }
+  size_t backlog() const { return pending() + deferred_bytes; }
+  bool answered() const { return pending() == 0 && waiting.empty() && !held; }
 
   UniqueFd fd;
   RespParser parser;
@@ -47,10 +108,18 @@ struct Connection {
   bool read_eof = false;
   bool closing = false;  // QUIT or a protocol error: write what is queued, then close
   uint32_t events = 0;   // what epoll watches now
+  const uint64_t serial;
+  std::deque<WaitingSet> waiting;  // in command order; references stay valid on push_back
+  uint64_t first_seq = 0;          // sequence number of waiting.front()
+  size_t deferred_bytes = 0;       // charges of `waiting` plus their `after` bytes
+  std::optional<std::vector<std::string>> held;  // waits for `waiting` to drain
 };
 
 IoLoop::IoLoop(SharedState& shared, const LoopConfig& config)
-    : m_shared(shared), m_config(config), m_read_buffer(new char[kReadChunk]) {}
+    : m_shared(shared),
+      m_config(config),
+      m_completions(std::make_shared<Completions>()),
+      m_read_buffer(new char[kReadChunk]) {}
 
 IoLoop::~IoLoop() {
   if (m_thread.joinable()) {
@@ -67,7 +136,8 @@ IoLoop::~IoLoop() {
 Result<void> IoLoop::start() {
   m_epoll.reset(epoll_create1(EPOLL_CLOEXEC));
   m_wake.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!m_epoll || !m_wake) return make_error(ErrorCode::kIo, std::string("epoll/eventfd: ") + std::strerror(errno));
+  m_completions->event.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!m_epoll || !m_wake || !m_completions->event) return make_error(ErrorCode::kIo, std::string("epoll/eventfd: ") + std::strerror(errno));
   auto watch = [&](int fd, uint32_t events) -> Result<void> {
     epoll_event ev{};
     ev.events = events;
@@ -78,6 +148,7 @@ Result<void> IoLoop::start() {
     return ok();
   };
   CCPOOL_TRY(watch(m_wake.get(), EPOLLIN));
+  CCPOOL_TRY(watch(m_completions->event.get(), EPOLLIN));
   if (m_config.unix_listener >= 0) CCPOOL_TRY(watch(m_config.unix_listener, EPOLLIN | EPOLLEXCLUSIVE));
   if (m_config.tcp_listener >= 0) CCPOOL_TRY(watch(m_config.tcp_listener, EPOLLIN | EPOLLEXCLUSIVE));
   m_thread = std::thread([this] { run(); });
@@ -94,6 +165,10 @@ void IoLoop::run() {
     for (int i = 0; i < n; ++i) {
       int fd = events[i].data.fd;
       if (fd == m_wake.get()) return;
+      if (fd == m_completions->event.get()) {
+        on_completions();
+        continue;
+      }
       if (fd == m_config.unix_listener || fd == m_config.tcp_listener) {
         accept_from(fd);
         continue;
@@ -110,7 +185,9 @@ void IoLoop::accept_from(int listener) {
     if (fd < 0) return;  // EAGAIN: another loop took it; EMFILE and friends: try on the next wakeup
     UniqueFd owned(fd);
     if (!admit(fd, listener == m_config.unix_listener)) continue;
-    auto conn = std::make_unique<Connection>(std::move(owned), m_shared, m_config);
+    auto conn = std::make_unique<Connection>(std::move(owned), m_shared, m_config, m_next_serial++);
+    Connection* raw = conn.get();
+    conn->session.set_deferral([this, raw](size_t value_bytes) { return defer(*raw, value_bytes); });
     if (!conn->session.authenticated()) {
       if (m_shared.unauthenticated.fetch_add(1) >= m_config.max_unauthenticated) {
         m_shared.unauthenticated.fetch_sub(1);
@@ -160,7 +237,7 @@ void IoLoop::on_event(Connection& conn, uint32_t events) {
   // Run commands left waiting behind the high-water mark while the socket
   // keeps taking replies; stop when the parser needs bytes or the socket is full.
   bool more = true;
-  while (healthy && more && conn.pending() < kOutHighWater) {
+  while (healthy && more && conn.backlog() < kOutHighWater) {
     more = process(conn);
     healthy = flush(conn);
   }
@@ -170,7 +247,7 @@ void IoLoop::on_event(Connection& conn, uint32_t events) {
 
 bool IoLoop::read_some(Connection& conn) {
   size_t budget = kReadBudget;
-  while (budget > 0 && !conn.closing && !conn.read_eof && conn.pending() < kOutHighWater) {
+  while (budget > 0 && !conn.closing && !conn.read_eof && !conn.held && conn.backlog() < kOutHighWater) {
     ssize_t n = recv(conn.fd.get(), m_read_buffer.get(), kReadChunk, 0);
     if (n > 0) {
       conn.parser.feed(std::string_view(m_read_buffer.get(), static_cast<size_t>(n)));
@@ -182,6 +259,9 @@ bool IoLoop::read_some(Connection& conn) {
         m_shared.protocol_errors.fetch_add(1);
         conn.closing = true;
       }
+      // A short read drained the socket: skip the recv that would only say
+      // EAGAIN (level-triggered epoll reports what arrives later).
+      if (static_cast<size_t>(n) < kReadChunk) break;
     } else if (n == 0) {
       conn.read_eof = true;
     } else if (errno == EINTR) {
@@ -195,24 +275,83 @@ bool IoLoop::read_some(Connection& conn) {
 
 bool IoLoop::process(Connection& conn) {
   while (!conn.closing) {
-    if (conn.pending() >= kOutHighWater) return true;
-    auto next = conn.parser.next();
-    if (!next) {
-      if (next.error().code == ErrorCode::kFull && !conn.pre_auth) {
-        reply::error(conn.out, "ERR value too large");
-        continue;
+    if (conn.backlog() >= kOutHighWater) return true;
+    // Replies go behind the last waiting SET, if any.
+    std::string& sink = conn.waiting.empty() ? conn.out : conn.waiting.back().after;
+    size_t before = sink.size();
+    std::vector<std::string> argv;
+    if (conn.held) {
+      if (!conn.waiting.empty()) return false;  // deliver() resumes it
+      argv = std::move(*conn.held);
+      conn.held.reset();
+    } else {
+      auto next = conn.parser.next();
+      if (!next) {
+        if (next.error().code == ErrorCode::kFull && !conn.pre_auth) {
+          reply::error(sink, "ERR value too large");
+        } else {
+          reply::error(sink, "ERR " + next.error().message);
+          m_shared.protocol_errors.fetch_add(1);
+          conn.closing = true;
+        }
+      } else if (!*next) {
+        return false;
+      } else if (!conn.waiting.empty() && !Session::may_defer(**next)) {
+        conn.held = std::move(**next);
+        return false;
+      } else {
+        argv = std::move(**next);
       }
-      reply::error(conn.out, "ERR " + next.error().message);
-      m_shared.protocol_errors.fetch_add(1);
-      conn.closing = true;
-      return false;
     }
-    if (!*next) return false;
-    conn.session.execute(**next, conn.out);
+    if (!argv.empty()) conn.session.execute(argv, sink);
+    if (&sink != &conn.out) conn.deferred_bytes += sink.size() - before;
     if (conn.pre_auth && conn.session.authenticated()) leave_pre_auth(conn);
     if (conn.session.quit_requested()) conn.closing = true;
   }
   return false;
+}
+
+// Called by Session while it executes a deferrable SET on this loop's thread.
+KvBackend::SetDone IoLoop::defer(Connection& conn, size_t value_bytes) {
+  uint64_t seq = conn.first_seq + conn.waiting.size();
+  WaitingSet waiting;
+  waiting.charge = value_bytes + kDeferredOverhead;
+  conn.deferred_bytes += waiting.charge;
+  conn.waiting.push_back(std::move(waiting));
+  return [completions = m_completions, fd = conn.fd.get(), serial = conn.serial, seq](bool stored) {
+    completions->post({fd, serial, seq, stored});
+  };
+}
+
+void IoLoop::on_completions() {
+  std::unordered_set<int> touched;
+  for (const Completions::Done& done : m_completions->take()) {
+    auto it = m_connections.find(done.fd);
+    if (it == m_connections.end() || it->second->serial != done.serial) continue;  // closed meanwhile
+    Connection& conn = *it->second;
+    if (done.seq < conn.first_seq || done.seq - conn.first_seq >= conn.waiting.size()) continue;
+    WaitingSet& waiting = conn.waiting[done.seq - conn.first_seq];
+    waiting.done = true;
+    waiting.stored = done.stored;
+    touched.insert(done.fd);
+  }
+  for (int fd : touched) {
+    auto it = m_connections.find(fd);
+    if (it == m_connections.end()) continue;
+    deliver(*it->second);
+    on_event(*it->second, 0);  // write, resume held or stopped commands, re-arm
+  }
+}
+
+void IoLoop::deliver(Connection& conn) {
+  while (!conn.waiting.empty() && conn.waiting.front().done) {
+    WaitingSet& front = conn.waiting.front();
+    Session::set_reply(front.stored, conn.out);
+    conn.out += front.after;
+    conn.deferred_bytes -= front.charge + front.after.size();
+    conn.waiting.pop_front();
+    ++conn.first_seq;
+  }
 }
 
 bool IoLoop::flush(Connection& conn) {
@@ -233,10 +372,10 @@ bool IoLoop::flush(Connection& conn) {
 }
 
 void IoLoop::update(Connection& conn) {
-  if ((conn.closing || conn.read_eof) && conn.pending() == 0) return close_connection(conn.fd.get());
+  if ((conn.closing || conn.read_eof) && conn.answered()) return close_connection(conn.fd.get());
   uint32_t want = 0;
   if (conn.pending() > 0) want |= EPOLLOUT;
-  if (!conn.closing && !conn.read_eof && conn.pending() < kOutHighWater) want |= EPOLLIN;
+  if (!conn.closing && !conn.read_eof && !conn.held && conn.backlog() < kOutHighWater) want |= EPOLLIN;
   if (want == conn.events) return;
   epoll_event ev{};
   ev.events = want;

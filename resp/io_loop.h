@@ -4,6 +4,7 @@
 // Internal to ccpool_resp.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,6 +17,7 @@
 namespace ccpool::resp {
 
 struct Connection;
+struct Completions;  // results of deferred SETs, posted from any thread
 
 struct LoopConfig {
   int unix_listener = -1;  // -1: none
@@ -38,6 +40,9 @@ class IoLoop {
  private:
   void run();
   void accept_from(int listener);
+  KvBackend::SetDone defer(Connection& conn, size_t value_bytes);
+  void on_completions();
+  void deliver(Connection& conn);  // queues the replies of answered SETs, in order
   bool admit(int fd, bool is_unix);
   void on_event(Connection& conn, uint32_t events);
   bool read_some(Connection& conn);  // false: the socket failed
@@ -52,7 +57,9 @@ class IoLoop {
   UniqueFd m_epoll;
   UniqueFd m_wake;  // eventfd: written once to stop the loop
   std::thread m_thread;
+  std::shared_ptr<Completions> m_completions;  // shared with pending SETs: may outlive the loop
   std::unordered_map<int, std::unique_ptr<Connection>> m_connections;  // loop thread only
+  uint64_t m_next_serial = 1;  // tells a reused fd's connection from the one a completion meant
   std::unique_ptr<char[]> m_read_buffer;
 };
 

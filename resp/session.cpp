@@ -129,8 +129,12 @@ struct Commands {
       }
     }
     if (!nx && !xx && !want_old && !keep_ttl) {
-      if (!kv(s).set(argv[1], argv[2], expires)) return store_failed(out);
-      return reply::ok(out);
+      if (s.m_defer) {
+        kv(s).set_async(argv[1], argv[2], expires, s.m_defer(argv[2].size()));
+        s.m_deferred = true;
+        return;
+      }
+      return Session::set_reply(kv(s).set(argv[1], argv[2], expires), out);
     }
     std::lock_guard lock(shared(s).conditional_mutex);
     std::optional<std::string> old;
@@ -390,13 +394,31 @@ void Commands::info(Session& s, Args&, std::string& out) {
 Session::Session(SharedState& shared)
     : m_shared(shared), m_id(shared.next_client_id.fetch_add(1)), m_authenticated(shared.password.empty()) {}
 
-void Session::execute(std::vector<std::string>& argv, std::string& out) {
+bool Session::execute(std::vector<std::string>& argv, std::string& out) {
   m_shared.commands.fetch_add(1, std::memory_order_relaxed);
+  m_deferred = false;
   const Command* cmd = find_command(argv[0]);
-  if (!cmd) return reply::error(out, unknown_command_text(argv));
-  if (!arity_ok(cmd->arity, argv.size())) return wrong_arity(out, cmd->name);
-  if (!m_authenticated && !cmd->no_auth) return reply::error(out, "NOAUTH Authentication required.");
-  cmd->handler(*this, argv, out);
+  if (!cmd) {
+    reply::error(out, unknown_command_text(argv));
+  } else if (!arity_ok(cmd->arity, argv.size())) {
+    wrong_arity(out, cmd->name);
+  } else if (!m_authenticated && !cmd->no_auth) {
+    reply::error(out, "NOAUTH Authentication required.");
+  } else {
+    cmd->handler(*this, argv, out);
+  }
+  return m_deferred;
+}
+
+void Session::set_reply(bool stored, std::string& out) { stored ? reply::ok(out) : Commands::store_failed(out); }
+
+bool Session::may_defer(const std::vector<std::string>& argv) {
+  if (argv.size() < 3 || !iequals(argv[0], "set")) return false;
+  for (size_t i = 3; i < argv.size(); ++i) {
+    std::string opt = lower(argv[i]);
+    if (opt == "nx" || opt == "xx" || opt == "get" || opt == "keepttl") return false;
+  }
+  return true;
 }
 
 }  // namespace ccpool::resp

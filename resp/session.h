@@ -43,8 +43,20 @@ class Session {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  // Runs one command (argv non-empty) and appends exactly one reply to `out`.
-  void execute(std::vector<std::string>& argv, std::string& out);
+  // Runs one command (argv non-empty) and appends exactly one reply to `out`,
+  // or returns true having appended nothing: a deferred SET (set_deferral).
+  bool execute(std::vector<std::string>& argv, std::string& out);
+
+  // Installed by the io loop: a plain SET (no NX/XX/GET/KEEPTTL) then goes to
+  // KvBackend::set_async with the completion `defer(value bytes)` returns, and
+  // its reply (set_reply) is the loop's to send. Without it SET waits inline.
+  using Deferral = std::function<KvBackend::SetDone(size_t value_bytes)>;
+  void set_deferral(Deferral defer) { m_defer = std::move(defer); }
+  static void set_reply(bool stored, std::string& out);
+  // Whether execute() may defer this command's reply: SET without NX, XX, GET
+  // or KEEPTTL. The loop runs no other command of the connection while a SET
+  // it sent waits, so a later read sees that SET.
+  static bool may_defer(const std::vector<std::string>& argv);
   bool quit_requested() const { return m_quit; }
   bool authenticated() const { return m_authenticated; }
   uint64_t id() const { return m_id; }
@@ -59,6 +71,8 @@ class Session {
   bool m_quit = false;
   int m_auth_failures = 0;
   int m_protocol = 2;  // 2 or 3, chosen by HELLO; RESP3 differs here only in nulls and HELLO's map
+  bool m_deferred = false;  // the command running now deferred its reply
+  Deferral m_defer;
   std::string m_name;
 };
 

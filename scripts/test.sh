@@ -17,6 +17,15 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCCPOOL_BUILD_FUZZ=ON \
   -DCCPOOL_TORCH_VENV="$venv" >/dev/null
 cmake --build "$build" -j "$jobs"
 
+# The libraries again under clang's -Wthread-safety (base/thread_annotations.h):
+# a GUARDED_BY member used without its lock, or a REQUIRES function called
+# without it, fails the run. Library targets only, so it costs little.
+tsa=${build}-tsa
+cmake -S . -B "$tsa" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_CXX_FLAGS="-Wthread-safety -Werror=thread-safety" -DCCPOOL_BUILD_TESTS=OFF -DCCPOOL_BUILD_BENCH=OFF >/dev/null
+cmake --build "$tsa" -j "$jobs" --target ccpool_base ccpool_cache ccpool_pool ccpool_ipc ccpool_compiler \
+  ccpool_remote ccpool_resp ccpool_service ccpool_client ccpool_launch
+
 export CCPOOL_TEST_TMP=${CCPOOL_TEST_TMP:-$(mktemp -d /tmp/ccpool-tests.XXXXXX)}
 # Cross-uid tests run a client as uid 65534: it must be able to traverse to
 # their sockets, so that the services' own peer checks are what refuse it.

@@ -4,9 +4,11 @@
 
 namespace ccpool::service {
 
+Mutex g_flight_mutex;
+
 FlightTable::JoinResult FlightTable::join_or_lead(std::shared_ptr<Flight> candidate,
                                                   bool shareable, Waiter waiter) {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&g_flight_mutex);
   if (shareable) {
     auto it = m_by_key.find(candidate->key);
     if (it != m_by_key.end() && !it->second->cancelled) {
@@ -25,7 +27,7 @@ FlightTable::JoinResult FlightTable::join_or_lead(std::shared_ptr<Flight> candid
 }
 
 std::vector<std::shared_ptr<Flight>> FlightTable::remove_connection(uint64_t conn_id) {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&g_flight_mutex);
   std::vector<std::shared_ptr<Flight>> orphaned;
   for (auto& [id, flight] : m_by_id) {
     auto& w = flight->waiters;
@@ -46,7 +48,7 @@ std::vector<std::shared_ptr<Flight>> FlightTable::remove_connection(uint64_t con
 }
 
 std::vector<Waiter> FlightTable::complete(const std::shared_ptr<Flight>& flight) {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&g_flight_mutex);
   flight->state = Flight::State::kDone;
   auto it = m_by_key.find(flight->key);
   if (it != m_by_key.end() && it->second == flight) m_by_key.erase(it);
@@ -55,25 +57,25 @@ std::vector<Waiter> FlightTable::complete(const std::shared_ptr<Flight>& flight)
 }
 
 bool FlightTable::set_job(const std::shared_ptr<Flight>& flight, pool::JobId job) {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&g_flight_mutex);
   flight->job = job;
   return !flight->cancelled;
 }
 
 bool FlightTable::set_running(const std::shared_ptr<Flight>& flight, pid_t pid) {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&g_flight_mutex);
   flight->pid = pid;
   flight->state = Flight::State::kRunning;
   return !flight->cancelled;
 }
 
 bool FlightTable::is_cancelled(const std::shared_ptr<Flight>& flight) {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&g_flight_mutex);
   return flight->cancelled;
 }
 
 std::vector<std::shared_ptr<Flight>> FlightTable::all() {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&g_flight_mutex);
   std::vector<std::shared_ptr<Flight>> out;
   out.reserve(m_by_id.size());
   for (auto& [id, flight] : m_by_id) out.push_back(flight);
@@ -81,14 +83,14 @@ std::vector<std::shared_ptr<Flight>> FlightTable::all() {
 }
 
 pid_t FlightTable::leader_client_pid(uint64_t flight_id) {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&g_flight_mutex);
   auto it = m_by_id.find(flight_id);
   if (it == m_by_id.end() || it->second->waiters.empty()) return 0;
   return it->second->waiters.front().client_pid;
 }
 
 size_t FlightTable::size() {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&g_flight_mutex);
   return m_by_id.size();
 }
 

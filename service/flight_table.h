@@ -2,8 +2,8 @@
 // first is queued or running join it and share its one execution and result.
 //
 // Ownership: the table owns Flight objects through shared_ptr; the exec
-// pipeline holds a reference while the job is queued or running. All fields
-// of Flight marked "guarded" are protected by FlightTable::m_mutex.
+// pipeline holds a reference while the job is queued or running. The GUARDED_BY
+// fields of Flight are protected by g_flight_mutex (checked by clang).
 #pragma once
 
 #include <sys/types.h>
@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+
+#include "base/thread_annotations.h"
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -39,9 +41,15 @@ struct Waiter {
   uint64_t fairness_id = 0;
 };
 
+// The flight table's lock: it guards the table's maps and the GUARDED_BY
+// fields of every Flight. It is not a FlightTable member because a Flight
+// outlives its table entry (callers hold shared_ptrs) and clang's analysis
+// must name the lock from inside Flight. One per process; trivially
+// destructible (std::mutex is), so not a static with a destructor.
+extern Mutex g_flight_mutex;
+
 // Built completely by the pipeline before join_or_lead() publishes it; after
-// that only the fields marked "guarded" change (under FlightTable::m_mutex)
-// and the atomics.
+// that only the GUARDED_BY fields change (under g_flight_mutex) and the atomics.
 struct Flight {
   enum class State { kQueued, kRunning, kDone };
 
@@ -58,12 +66,11 @@ struct Flight {
   std::atomic<bool> retired{false};       // work dir removed and lease released (once)
   std::chrono::system_clock::time_point started;  // set when the tool is spawned
 
-  // guarded by FlightTable::m_mutex
-  State state = State::kQueued;
-  std::vector<Waiter> waiters;
-  std::atomic<pool::JobId> job{0};  // written under the mutex, read anywhere
-  std::atomic<pid_t> pid{0};
-  bool cancelled = false;
+  State state GUARDED_BY(g_flight_mutex) = State::kQueued;
+  std::vector<Waiter> waiters GUARDED_BY(g_flight_mutex);
+  std::atomic<pool::JobId> job{0};  // written under g_flight_mutex, read anywhere
+  std::atomic<pid_t> pid{0};        // written under g_flight_mutex, read anywhere
+  bool cancelled GUARDED_BY(g_flight_mutex) = false;
 };
 
 class FlightTable {
@@ -97,10 +104,9 @@ class FlightTable {
   size_t size();
 
  private:
-  std::mutex m_mutex;
-  uint64_t m_next_id = 1;                                                   // guarded
-  std::unordered_map<Digest, std::shared_ptr<Flight>> m_by_key;            // guarded
-  std::unordered_map<uint64_t, std::shared_ptr<Flight>> m_by_id;           // guarded
+  uint64_t m_next_id GUARDED_BY(g_flight_mutex) = 1;
+  std::unordered_map<Digest, std::shared_ptr<Flight>> m_by_key GUARDED_BY(g_flight_mutex);
+  std::unordered_map<uint64_t, std::shared_ptr<Flight>> m_by_id GUARDED_BY(g_flight_mutex);
 };
 
 }  // namespace ccpool::service

@@ -283,6 +283,10 @@ nlohmann::json Service::Impl::status() {
   j["passthrough_reasons"] = counters.passthrough_reasons.snapshot();
   j["not_stored_reasons"] = counters.not_stored_reasons.snapshot();
   j["store_errors"] = counters.store_errors.load();
+  cache::GroupCommitStats commits = storage->commit_stats();  // group commit: puts per transaction
+  j["store_commits"] = commits.batches;
+  j["store_committed_puts"] = commits.entries;
+  j["store_largest_batch"] = commits.largest_batch;
   j["service_errors"] = counters.service_errors.load();
   j["clients"] = hub->connection_count();
   j["refused_peers"] = hub->counters().refused_peers.load();
@@ -373,6 +377,7 @@ void Service::Impl::shutdown() {
   pipeline.reset();
   hub.reset();
   kv.reset();
+  storage.reset();  // commits the puts still queued, before the tier and the store go
   tier.reset();
   if (store) store->flush();
   store.reset();

@@ -6,6 +6,14 @@
 
 namespace ccpool::service {
 
+Storage::Storage(cache::Store& local, remote::Tier* tier, cache::GroupCommitOptions commit)
+    : m_local(local), m_tier(tier), m_commit(std::make_unique<cache::GroupCommitter>(local, commit)) {}
+
+Storage::Storage(cache::Store& local, remote::Tier* tier, cache::GroupCommitter::BatchWriter writer)
+    : m_local(local),
+      m_tier(tier),
+      m_commit(std::make_unique<cache::GroupCommitter>(local, std::move(writer), cache::GroupCommitOptions{})) {}
+
 std::optional<cache::Entry> Storage::read_local(const Digest& key, Bodies bodies, Touch touch) {
   Result<std::optional<cache::Entry>> entry =
       touch == Touch::kCount ? m_local.get(key) : m_local.peek(key, bodies == Bodies::kWith);
@@ -41,13 +49,21 @@ bool Storage::adopt_packed(const Digest& key, std::string_view packed) {
 }
 
 Result<void> Storage::put(const Digest& key, const cache::Entry& entry) {
-  CCPOOL_TRY(m_local.put(key, entry));
-  if (m_tier != nullptr) {
-    if (auto packed = m_local.get_packed(key); packed && *packed) {
-      m_tier->put_async(key, std::move(**packed));
-    }
-  }
+  CCPOOL_TRY(m_commit->put(key, entry));
+  write_behind(key);
   return ok();
+}
+
+void Storage::put_async(const Digest& key, const cache::Entry& entry, PutDone done) {
+  m_commit->submit(key, entry, [this, key, done = std::move(done)](const Result<void>& r) {
+    if (done) done(r);  // the reply does not wait for the tier
+    if (r) write_behind(key);
+  });
+}
+
+void Storage::write_behind(const Digest& key) {
+  if (m_tier == nullptr) return;
+  if (auto packed = m_local.get_packed(key); packed && *packed) m_tier->put_async(key, std::move(**packed));
 }
 
 }  // namespace ccpool::service

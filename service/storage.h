@@ -8,9 +8,16 @@
 // store a result and the manifest pointing at it must put the result first:
 // another node must never find a manifest whose result it cannot fetch.
 //
-// Thread-safe: the Store and the Tier are.
+// Writes go through one cache::GroupCommitter: concurrent puts (compile
+// results, Redis-front SETs) share a write transaction, and each put returns
+// (or its completion runs) only once the transaction holding it committed.
+//
+// Thread-safe: the Store, the Tier and the committer are. Destroy the Storage
+// before the Store and the Tier: the destructor commits what is queued.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +25,7 @@
 #include "base/error.h"
 #include "base/hash.h"
 #include "base/histogram.h"
+#include "cache/group_commit.h"
 #include "cache/store.h"
 #include "remote/tier.h"
 
@@ -35,7 +43,9 @@ enum class Touch { kCount, kPeek };  // kCount: a use (hit counters, LRU); kPeek
 
 class Storage {
  public:
-  Storage(cache::Store& local, remote::Tier* tier) : m_local(local), m_tier(tier) {}
+  Storage(cache::Store& local, remote::Tier* tier, cache::GroupCommitOptions commit = {});
+  // Tests: `writer` replaces Store::put_batch (e.g. to fail or hold a batch).
+  Storage(cache::Store& local, remote::Tier* tier, cache::GroupCommitter::BatchWriter writer);
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
@@ -49,6 +59,11 @@ class Storage {
   // Node store, then write-behind to the tier. False when the node store
   // refused the write (logged); the tier is then not written either.
   Result<void> put(const Digest& key, const cache::Entry& entry);
+  // put() without waiting: `done` runs once, on the committer's thread, after
+  // the batch holding this put committed (or failed); keep it short.
+  using PutDone = std::function<void(const Result<void>&)>;
+  void put_async(const Digest& key, const cache::Entry& entry, PutDone done);
+  cache::GroupCommitStats commit_stats() const { return m_commit->stats(); }
 
   cache::Store& local() { return m_local; }
   bool has_tier() const { return m_tier != nullptr; }
@@ -60,11 +75,13 @@ class Storage {
 
  private:
   std::optional<cache::Entry> read_local(const Digest& key, Bodies bodies, Touch touch);
+  void write_behind(const Digest& key);
 
   cache::Store& m_local;
   remote::Tier* m_tier;
   Histogram m_local_latency;
   Histogram m_tier_latency;
+  std::unique_ptr<cache::GroupCommitter> m_commit;  // last: drained before the rest goes
 };
 
 }  // namespace ccpool::service

@@ -54,14 +54,26 @@ std::optional<std::string> StoreKv::get(std::string_view key) {
   return std::move(entry->outputs.front().data);
 }
 
-bool StoreKv::set(std::string_view key, std::string_view value, int64_t expires_at_ms) {
+cache::Entry StoreKv::blob(std::string_view key, std::string_view value, int64_t expires_at_ms) {
   cache::Entry entry;
   entry.kind = cache::EntryKind::kBlob;
   entry.label = std::string(key);
   entry.tool = "redis";
   entry.expires_ms = expires_at_ms;
   entry.outputs.push_back(cache::Output{"value", 0644, 0, {}, std::string(value)});
-  return save(store_key(key), entry);
+  return entry;
+}
+
+bool StoreKv::set(std::string_view key, std::string_view value, int64_t expires_at_ms) {
+  return save(store_key(key), blob(key, value, expires_at_ms));
+}
+
+void StoreKv::set_async(std::string_view key, std::string_view value, int64_t expires_at_ms, SetDone done) {
+  m_storage.put_async(store_key(key), blob(key, value, expires_at_ms),
+                      [label = std::string(key), done = std::move(done)](const Result<void>& stored) {
+                        if (!stored) spdlog::warn("redis front: cannot store '{}': {}", label, stored.error().message);
+                        done(stored.has_value());
+                      });
 }
 
 bool StoreKv::del(std::string_view key) {

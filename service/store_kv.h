@@ -19,6 +19,8 @@ class StoreKv : public resp::KvBackend {
 
   std::optional<std::string> get(std::string_view key) override;
   bool set(std::string_view key, std::string_view value, int64_t expires_at_ms) override;
+  // Queued to the storage's group committer; `done` runs once its batch committed.
+  void set_async(std::string_view key, std::string_view value, int64_t expires_at_ms, SetDone done) override;
   bool del(std::string_view key) override;
   bool exists(std::string_view key) override;
   bool expire(std::string_view key, int64_t expires_at_ms) override;
@@ -31,6 +33,7 @@ class StoreKv : public resp::KvBackend {
   std::optional<cache::Entry> load(const Digest& key, bool with_bodies);
   bool deleted_here(const Digest& key);  // the local entry is a DEL tombstone
   bool save(const Digest& key, const cache::Entry& entry);
+  static cache::Entry blob(std::string_view key, std::string_view value, int64_t expires_at_ms);
 
   Storage& m_storage;
   std::atomic<uint64_t> m_remote_hits{0};

@@ -1,0 +1,117 @@
+#include "cache/group_commit.h"
+
+#include <pthread.h>
+
+#include <future>
+
+namespace ccpool::cache {
+namespace {
+
+uint64_t raw_bytes(const Entry& entry) {
+  uint64_t total = entry.stdout_data.size() + entry.stderr_data.size();
+  for (const Output& out : entry.outputs) total += out.data.size();
+  return total;
+}
+
+}  // namespace
+
+GroupCommitter::GroupCommitter(Store& store, GroupCommitOptions options)
+    : GroupCommitter(
+          store, [&store](std::vector<PreparedPut>& batch) { return store.write_prepared(batch); }, options) {}
+
+GroupCommitter::GroupCommitter(Store& store, BatchWriter writer, GroupCommitOptions options)
+    : m_store(store), m_writer(std::move(writer)), m_options(options) {
+  m_options.max_entries = std::max<size_t>(m_options.max_entries, 1);
+  m_thread = std::thread([this] { run(); });
+}
+
+GroupCommitter::~GroupCommitter() {
+  {
+    MutexLock lock(&m_mutex);
+    m_stopping = true;
+  }
+  m_wake.signal_all();
+  m_thread.join();
+}
+
+void GroupCommitter::submit(const Digest& key, const Entry& entry, Done done) {
+  uint64_t bytes = raw_bytes(entry);
+  Result<PreparedPut> prepared = m_store.prepare_put(key, entry);
+  if (!prepared) {
+    if (done) done(tl::unexpected(std::move(prepared.error())));
+    return;
+  }
+  {
+    MutexLock lock(&m_mutex);
+    m_queue.push_back(Pending{std::move(*prepared), std::move(done), bytes});
+    m_queued_bytes += bytes;
+  }
+  m_wake.signal();
+}
+
+Result<void> GroupCommitter::put(const Digest& key, const Entry& entry) {
+  std::promise<Result<void>> stored;
+  std::future<Result<void>> result = stored.get_future();
+  submit(key, entry, [&stored](const Result<void>& r) { stored.set_value(r); });
+  return result.get();
+}
+
+GroupCommitStats GroupCommitter::stats() const {
+  MutexLock lock(&m_mutex);
+  return m_stats;
+}
+
+// The front of the queue, bounded by max_entries and max_bytes (but always at
+// least one put, however large).
+std::vector<GroupCommitter::Pending> GroupCommitter::take_batch() {
+  std::vector<Pending> batch;
+  uint64_t bytes = 0;
+  while (!m_queue.empty() && batch.size() < m_options.max_entries) {
+    Pending& next = m_queue.front();
+    if (!batch.empty() && bytes + next.bytes > m_options.max_bytes) break;
+    bytes += next.bytes;
+    batch.push_back(std::move(next));
+    m_queue.pop_front();
+  }
+  m_queued_bytes -= bytes;
+  return batch;
+}
+
+void GroupCommitter::run() {
+  pthread_setname_np(pthread_self(), "ccpool-commit");
+  while (true) {
+    std::vector<Pending> batch;
+    {
+      MutexLock lock(&m_mutex);
+      while (m_queue.empty() && !m_stopping) m_wake.wait();
+      if (m_queue.empty()) return;  // stopping, and everything queued is committed
+      // Under concurrency (the last batch had company) a batch that is not
+      // full waits up to max_delay for more; a lone put commits at once.
+      auto deadline = std::chrono::steady_clock::now() + m_options.max_delay;
+      while (m_last_batch > 1 && !m_stopping && m_queue.size() < m_options.max_entries &&
+             m_queued_bytes < m_options.max_bytes && m_wake.wait_until(deadline)) {
+      }
+      batch = take_batch();
+    }
+    std::vector<PreparedPut> puts;
+    puts.reserve(batch.size());
+    for (Pending& p : batch) puts.push_back(std::move(p.put));
+    std::vector<Result<void>> results = m_writer(puts);
+    bool failed = false;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Result<void> result = i < results.size() ? std::move(results[i])
+                                               : make_error(ErrorCode::kIo, "group commit: the batch writer "
+                                                                            "returned too few results");
+      failed = failed || !result;
+      if (batch[i].done) batch[i].done(result);
+    }
+    MutexLock lock(&m_mutex);
+    m_last_batch = batch.size();
+    m_stats.batches += 1;
+    m_stats.entries += batch.size();
+    m_stats.largest_batch = std::max<uint64_t>(m_stats.largest_batch, batch.size());
+    if (failed) m_stats.failed_batches += 1;
+  }
+}
+
+}  // namespace ccpool::cache

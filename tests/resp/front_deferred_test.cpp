@@ -1,0 +1,156 @@
+// Deferred SET replies: a SET's reply waits for the backend's completion, the
+// replies of a connection keep command order, and a command behind a waiting
+// SET runs only after it (so it reads that SET's value).
+#include <gtest/gtest.h>
+#include <poll.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "resp/front.h"
+#include "tests/resp/socket_client.h"
+#include "tests/support/scratch.h"
+
+namespace ccpool::resp {
+namespace {
+
+using namespace ccpool::resp::testing;
+
+// An InMemoryKv whose SETs complete only when the test (or a committer
+// thread) says so, like a store that commits in batches.
+class HeldKv : public InMemoryKv {
+ public:
+  void set_async(std::string_view key, std::string_view value, int64_t expires_at_ms, SetDone done) override {
+    std::lock_guard lock(m_mutex);
+    m_pending.push_back({std::string(key), std::string(value), expires_at_ms, std::move(done)});
+    m_cv.notify_all();
+  }
+  // Completes every SET received so far: stored (written, then answered) or refused.
+  size_t complete_all(bool stored) {
+    std::deque<Pending> batch;
+    {
+      std::lock_guard lock(m_mutex);
+      batch.swap(m_pending);
+    }
+    for (Pending& p : batch) {
+      if (stored) set(p.key, p.value, p.expires_at_ms);
+      p.done(stored);
+    }
+    return batch.size();
+  }
+  void wait_for(size_t n) {
+    std::unique_lock lock(m_mutex);
+    m_cv.wait(lock, [&] { return m_pending.size() >= n; });
+  }
+  size_t pending() {
+    std::lock_guard lock(m_mutex);
+    return m_pending.size();
+  }
+
+ private:
+  struct Pending {
+    std::string key, value;
+    int64_t expires_at_ms;
+    SetDone done;
+  };
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  std::deque<Pending> m_pending;
+};
+
+// True when no byte arrives within `ms` (a negative check: the reply is held).
+bool silent_for(int fd, int ms) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, ms) == 0;
+}
+
+class DeferredSetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    FrontOptions options;
+    options.unix_path = ccpool::testing::scratch_dir() + "/resp.sock";
+    auto front = Front::start(options, m_kv);
+    ASSERT_TRUE(front.has_value()) << front.error().message;
+    m_front = std::move(*front);
+  }
+  HeldKv m_kv;
+  std::unique_ptr<Front> m_front;
+};
+
+TEST_F(DeferredSetTest, ReplyWaitsForTheWriteAndALaterGetSeesIt) {
+  UniqueFd fd = connect_unix(m_front->unix_path());
+  ASSERT_TRUE(fd);
+  ASSERT_TRUE(send_all(fd.get(), command({"SET", "k", "v1"}) + command({"GET", "k"}) + command({"PING"})));
+  m_kv.wait_for(1);
+  EXPECT_TRUE(silent_for(fd.get(), 200));  // neither the SET's reply nor the GET behind it
+  EXPECT_EQ(m_kv.pending(), 1u);
+  EXPECT_EQ(m_kv.complete_all(true), 1u);
+  std::string expected = "+OK\r\n" + bulk("v1") + "+PONG\r\n";
+  EXPECT_EQ(read_exact(fd.get(), expected.size()), expected);
+}
+
+TEST_F(DeferredSetTest, RefusedWritesAnswerErrorsInOrderAndNeverOk) {
+  UniqueFd fd = connect_unix(m_front->unix_path());
+  ASSERT_TRUE(fd);
+  // SETs pipeline behind each other; the bad one is answered at once, but in its place.
+  std::string request = command({"SET", "a", "1"}) + command({"SET", "b", "2", "BOGUS"}) + command({"SET", "c", "3"});
+  ASSERT_TRUE(send_all(fd.get(), request));
+  m_kv.wait_for(2);
+  EXPECT_TRUE(silent_for(fd.get(), 100));
+  EXPECT_EQ(m_kv.complete_all(false), 2u);
+  std::string refused = "-ERR the ccpool store refused the value (store full or unavailable; see the service log)\r\n";
+  std::string expected = refused + "-ERR syntax error\r\n" + refused;
+  EXPECT_EQ(read_exact(fd.get(), expected.size()), expected);
+  EXPECT_EQ(round_trip(fd.get(), command({"EXISTS", "a", "c"}), 4), ":0\r\n");
+}
+
+TEST_F(DeferredSetTest, PipelinedSetsFromManyClients) {
+  std::atomic<bool> stop{false};
+  std::thread committer([&] {  // completes whatever arrived, like a group committer
+    while (!stop) {
+      m_kv.complete_all(true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  constexpr int kClients = 8, kSets = 200;
+  std::vector<int> good(kClients, 0);
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      UniqueFd fd = connect_unix(m_front->unix_path());
+      std::string request, expected;
+      for (int i = 0; i < kSets; ++i) {
+        std::string key = "c" + std::to_string(c) + ":" + std::to_string(i);
+        request += command({"SET", key, key + "=" + std::string(i % 50, 'x')});
+        expected += "+OK\r\n";
+      }
+      std::string last = "c" + std::to_string(c) + ":" + std::to_string(kSets - 1);
+      request += command({"GET", last});
+      expected += bulk(last + "=" + std::string((kSets - 1) % 50, 'x'));
+      if (fd && round_trip(fd.get(), request, expected.size()) == expected) good[c] = 1;
+    });
+  }
+  for (auto& t : clients) t.join();
+  stop = true;
+  committer.join();
+  for (int c = 0; c < kClients; ++c) EXPECT_EQ(good[c], 1) << "client " << c;
+  EXPECT_EQ(m_kv.size(), static_cast<size_t>(kClients * kSets));
+}
+
+TEST_F(DeferredSetTest, HangUpWithSetsInFlight) {
+  {
+    UniqueFd fd = connect_unix(m_front->unix_path());
+    ASSERT_TRUE(send_all(fd.get(), command({"SET", "gone", "1"}) + command({"SET", "gone2", "2"})));
+    m_kv.wait_for(2);
+  }  // closed before the completions
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(m_kv.complete_all(true), 2u);
+  UniqueFd fd = connect_unix(m_front->unix_path());
+  EXPECT_EQ(round_trip(fd.get(), command({"EXISTS", "gone", "gone2"}), 4), ":2\r\n");
+}
+
+}  // namespace
+}  // namespace ccpool::resp

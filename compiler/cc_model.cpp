@@ -207,10 +207,9 @@ bool has_time_macro_piece(std::string_view text) {
       bool piece = false;
       for (std::string_view name : kNames) piece |= id.size() < name.size() && name.substr(0, id.size()) == id;
       if (!piece || id == "__TIME__") continue;
-      if (id == "_") {  // gettext's _("text") is a call, not a paste operand
-        size_t next = text.find_first_not_of(" \t", end);
-        if (next != std::string_view::npos && text[next] == '(') continue;
-      }
+      // A lone `_` is everywhere (gettext's _("text"), PyTorch's X-macro
+      // parameter `_`): it does not count, a documented limit.
+      if (id == "_") continue;
       return true;
     } else {
       ++i;

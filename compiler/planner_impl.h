@@ -85,7 +85,7 @@ enum ScanFlag : uint8_t {
 };
 
 // True when `text` holds an identifier that is a proper prefix of __TIME__,
-// __DATE__ or __TIMESTAMP__ ("__TI", "__", a lone "_" not called as `_(`),
+// __DATE__ or __TIMESTAMP__ ("__TI", "__"; not a lone "_", which is too common),
 // outside comments and literals and not itself the right operand of `##`:
 // the leftmost piece of a paste that makes one of them, which no text search
 // for the whole name finds.

@@ -219,7 +219,10 @@ bool ExecPipeline::serve_from_store(const Waiter& waiter, bool made_remotely) {
   return true;
 }
 
-void ExecPipeline::join_or_lead(Waiter waiter, bool shareable, std::shared_ptr<UniqueFd> stdin_fd) {
+namespace {
+
+// A flight that runs `waiter`'s own plan, complete before it is published.
+std::shared_ptr<Flight> flight_for(const Waiter& waiter) {
   auto flight = std::make_shared<Flight>();
   flight->key = waiter.plan.flight_key;
   flight->plan = waiter.plan;
@@ -227,6 +230,13 @@ void ExecPipeline::join_or_lead(Waiter waiter, bool shareable, std::shared_ptr<U
   flight->work_dir = waiter.work_dir;
   flight->waiters_argv = waiter.argv;
   flight->fairness_id = waiter.fairness_id;
+  return flight;
+}
+
+}  // namespace
+
+void ExecPipeline::join_or_lead(Waiter waiter, bool shareable, std::shared_ptr<UniqueFd> stdin_fd) {
+  std::shared_ptr<Flight> flight = flight_for(waiter);
   flight->stdin_fd = std::move(stdin_fd);
   bool cacheable = flight->plan.kind != compiler::PlanKind::kPassthrough;
   auto joined = m_flights.join_or_lead(std::move(flight), shareable, std::move(waiter));
@@ -242,13 +252,7 @@ void ExecPipeline::join_or_lead(Waiter waiter, bool shareable, std::shared_ptr<U
 // flight nobody joins, so it runs at most once more.
 void ExecPipeline::rerun(Waiter waiter) {
   ++m_deps.counters.join_reruns;
-  auto flight = std::make_shared<Flight>();
-  flight->key = waiter.plan.flight_key;
-  flight->plan = waiter.plan;
-  flight->program = waiter.program;
-  flight->work_dir = waiter.work_dir;
-  flight->waiters_argv = waiter.argv;
-  flight->fairness_id = waiter.fairness_id;
+  std::shared_ptr<Flight> flight = flight_for(waiter);
   auto joined = m_flights.join_or_lead(std::move(flight), false, std::move(waiter));
   schedule(joined.flight);
 }

@@ -99,6 +99,7 @@ setup_venv() {
   fi
   echo "setup-deps: creating $venv from $py with ${venv_pins[*]}"
   rm -rf "$venv"
+  mkdir -p "$(dirname "$venv")"  # a fresh clone has no build directory yet
   if ! "$py" -m venv "$venv" >"${venv}.log" 2>&1; then
     venv_fail "'$py -m venv $venv' failed: $(tail -n 3 "${venv}.log" | tr '\n' ' ')"
     return 0

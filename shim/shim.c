@@ -78,6 +78,8 @@ static void default_client_path(void) {
   memcpy(g_client + strlen(so_path), kTail, sizeof kTail);
 }
 
+/* read_workers() and capture_socket() run in the constructor only (getenv is
+ * not async-signal-safe); the hooks read what they stored. */
 static void read_workers(void) {
   const char* w = getenv("CCPOOL_WORKERS");
   long value = 0;

@@ -92,6 +92,7 @@ std::string language_of(const std::string& path) {
     return "c++";
   }
   if (ext == ".ii") return "c++-cpp-output";
+  if (ext == ".S" || ext == ".sx") return "assembler-with-cpp";  // not .s: nothing lists what it reads
   return "";
 }
 
@@ -263,7 +264,7 @@ CcArgs parse_cc_args(const std::vector<std::string>& argv, const std::string& cw
       r.output_joined = !separate;
       if (value == "-") refuse("output_to_stdout", "output to stdout (-o -)");
     } else if (name == "-x") {
-      if (value == "c" || value == "c++") explicit_lang = value;
+      if (value == "c" || value == "c++" || value == "assembler-with-cpp") explicit_lang = value;
       else if (value == "none") explicit_lang.clear();
       else refuse(reason_code("unsupported_language", value), "language -x " + value);
     } else if (name == "-MF") {
@@ -333,6 +334,12 @@ CcArgs parse_cc_args(const std::vector<std::string>& argv, const std::string& cw
     r.language = r.language == "cpp-output" ? "c" : "c++";
   }
   r.mode = compile ? CcMode::kCompile : assemble ? CcMode::kAssemble : CcMode::kLink;
+  if (r.language == "assembler-with-cpp") {
+    // Only `-c`; and no debug info, whose paths the assembler writes under
+    // rules of its own (the prefix maps of -f*-prefix-map are C's).
+    if (r.mode != CcMode::kCompile) refuse("assembly_outside_compile", "preprocessed assembly without -c");
+    if (r.debug) refuse("assembly_debug_info", "preprocessed assembly with debug info (-g)");
+  }
   if (r.dep_md && r.mode != CcMode::kCompile) {
     refuse("depfile_outside_compile", "-MD/-MMD outside -c compiles");
   }

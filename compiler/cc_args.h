@@ -15,7 +15,7 @@ struct CcArgs {
   std::string refused_code;         // the stable reason code when refused (docs/cache-keys.md)
   std::vector<std::string> args;    // argv[1..] after @file expansion
   CcMode mode = CcMode::kLink;
-  std::string language;             // "c" or "c++"
+  std::string language;             // "c", "c++" or "assembler-with-cpp" (.S)
   std::string source;               // as written
   size_t source_index = 0;          // index in args
   std::string output;               // as written; empty when absent

@@ -198,7 +198,7 @@ std::string record_pch_candidates(LookupRecorder& lookups, const CcDetail& cc, c
   first_dirs.insert(first_dirs.end(), chain.begin(), chain.end());
   if (std::string why = lookups.no_pch_in(first_dirs); !why.empty()) return why;
   for (const std::string& dep : deps) {
-    if (dep == cc.source) continue;
+    if (dep == cc.dep_source) continue;
     if (std::string why = lookups.pch_candidate(dep + ".gch"); !why.empty()) return why;
   }
   for (const std::string& n : negatives) {
@@ -238,7 +238,7 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
   if (!text) return refuse("depfile_missing", "no dependency file: " + text.error().message);
   std::optional<std::vector<std::string>> deps = parse_depfile(*text);
   // clang lists a PCH's own inputs before the source.
-  if (!deps || std::find(deps->begin(), deps->end(), cc.source) == deps->end()) {
+  if (!deps || std::find(deps->begin(), deps->end(), cc.dep_source) == deps->end()) {
     return refuse("depfile_not_understood", "dependency file not understood");
   }
   if (deps->size() > kMaxManifestFiles) return refuse("too_many_inputs", "more than 10000 inputs");
@@ -273,11 +273,12 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
     } else {
       quote_spellings.insert(info.includes->quote.begin(), info.includes->quote.end());
     }
-    if (dep == cc.source) main_scan = info.includes;
+    if (dep == cc.dep_source) main_scan = info.includes;
     if (flags & kScanTimestamp) return refuse("timestamp_macro", "__TIMESTAMP__ in '" + dep + "'");
     if ((flags & kScanTime) && !cc.sde_pinned) return refuse("time_macro", "__TIME__ without SOURCE_DATE_EPOCH in '" + dep + "'");
     if ((flags & kScanDate) && !cc.sde_pinned) date = true;
     if (flags & kScanIncbin) return refuse("incbin", ".incbin in '" + dep + "'");
+    if (flags & kScanAsmInclude) return refuse("asm_include", "assembler .include in '" + dep + "'");
     if ((flags & kScanPastePiece) && pasted.empty() && !under_system_dir(dep, cc)) pasted = dep;
     // __has_include answers are not in the .d: resolve each literal probe
     // the way the compiler did. Headers in the compiler's default system
@@ -308,7 +309,7 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
   }
   std::set<std::string> negatives;
   for (const std::string& dep : *deps) {
-    if (dep == cc.source) continue;
+    if (dep == cc.dep_source) continue;
     std::vector<std::string> names = add_search_negatives(dep, chain, negatives);
     if (!opaque) continue;
     // Conservative rule: any header may have been a quote include of any file.

@@ -82,7 +82,9 @@ DepfileView depfile_view(Family family, const CcArgs& a, const std::vector<std::
     }
   }
   for (const char* name : {"C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"}) {
-    if (std::string(name) == "C_INCLUDE_PATH" ? a.language != "c" : a.language != "c++") continue;
+    // gcc and clang search C's variable for preprocessed assembly too.
+    bool c_like = a.language == "c" || a.language == "assembler-with-cpp";
+    if (std::string(name) == "C_INCLUDE_PATH" ? !c_like : a.language != "c++") continue;
     std::optional<std::string> value = env_value(env, name);
     size_t start = 0;
     while (value && start <= value->size()) {
@@ -175,6 +177,18 @@ CcArgs parse_cc_or_pch_args(const Request& request, bool& pch) {
 
 }  // namespace
 
+bool has_asm_directive(std::string_view text, std::string_view directive) {
+  auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
+  auto ident = [](char c) { return c == '_' || c == '$' || std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  for (size_t at = text.find('.'); at != std::string_view::npos; at = text.find('.', at + 1)) {
+    if (text.size() - at < directive.size()) return false;
+    size_t i = 1;
+    while (i < directive.size() && lower(text[at + i]) == directive[i]) ++i;
+    if (i == directive.size() && (at + i == text.size() || !ident(text[at + i]))) return true;
+  }
+  return false;
+}
+
 bool has_time_macro_piece(std::string_view text) {
   constexpr std::string_view kNames[] = {"__TIMESTAMP__", "__DATE__"};  // __TIME__ prefixes __TIMESTAMP__
   auto ident = [](char c) { return c == '_' || std::isalnum(static_cast<unsigned char>(c)) != 0; };
@@ -235,7 +249,8 @@ Result<ScanInfo> Planner::Impl::scan(const std::string& path, const Digest& cont
   if (text.find("__TIME__") != std::string::npos) flags |= kScanTime;
   if (text.find("__TIMESTAMP__") != std::string::npos) flags |= kScanTimestamp;
   if (text.find("__has_include") != std::string::npos) flags |= kScanHasInclude;
-  if (text.find(".incbin") != std::string::npos) flags |= kScanIncbin;
+  if (has_asm_directive(text, ".incbin")) flags |= kScanIncbin;
+  if (has_asm_directive(text, ".include")) flags |= kScanAsmInclude;
   if (has_time_macro_piece(text)) flags |= kScanPastePiece;
   std::lock_guard<std::mutex> lock(mutex);
   if (scans.size() >= 200000) scans.clear();
@@ -284,6 +299,7 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   cc.sde_pinned =
       family == Family::kGcc && env_value(request.env, "SOURCE_DATE_EPOCH").has_value();
   cc.source = a.source;
+  cc.dep_source = depfile_spelling(a.source);
   // Over-approximates: a value of another option spelled like -include...
   // only adds negative paths.
   for (size_t i = 0; i < a.args.size(); ++i) {

@@ -104,6 +104,7 @@ std::optional<Digest> Planner::Impl::pp_key(const Plan& plan, WhyNot& why) {
     return no("date_time_macro", "a pragma names -Wdate-time: its warning cannot be trusted");
   }
   if (out->out.find("incbin") != std::string::npos) return no("incbin", "incbin in the -E output");
+  if (has_asm_directive(out->out, ".include")) return no("asm_include", "assembler .include in the -E output");
   Hasher h;
   h.add_field("ccpool-cc-pp-v1");
   hash_digest(h, plan.flight_key);

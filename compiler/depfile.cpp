@@ -5,6 +5,14 @@
 
 namespace ccpool::compiler {
 
+std::string depfile_spelling(std::string_view path) {
+  while (path.size() > 2 && path[0] == '.' && path[1] == '/') {
+    path.remove_prefix(2);
+    while (!path.empty() && path[0] == '/') path.remove_prefix(1);
+  }
+  return std::string(path);
+}
+
 std::optional<std::vector<std::string>> parse_depfile(std::string_view text) {
   // Tokens of the first logical line; a backslash-newline continues it.
   std::vector<std::string> tokens;

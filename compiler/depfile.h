@@ -12,6 +12,11 @@ namespace ccpool::compiler {
 // "\#" -> "#"), in file order. nullopt when the text has no rule.
 std::optional<std::vector<std::string>> parse_depfile(std::string_view text);
 
+// How gcc and clang spell a path in a dependency file: every leading "./"
+// is dropped, with the slashes after it (`.//common/x.c` -> `common/x.c`,
+// as zstd's Makefile spells its sources). Nothing else is normalised.
+std::string depfile_spelling(std::string_view path);
+
 // What the user asked the compiler for, when it differs from the full -MD
 // file the run writes (the manifest needs every header, system ones too).
 struct DepfileView {

@@ -60,7 +60,8 @@ struct CcDetail {
   std::string dep_path;           // the .d file to parse after the run (absolute)
   SearchDirs dirs;
   bool sde_pinned = false;        // gcc with SOURCE_DATE_EPOCH: __DATE__/__TIME__ fixed
-  std::string source;             // as written: the .d file's first prerequisite
+  std::string source;             // as written on the command line
+  std::string dep_source;         // as the .d file spells it (depfile_spelling)
   std::vector<std::string> forced_includes;  // -include/-imacros values: quote includes from the cwd
   // Set when the user's dependency file is not the run's full -MD file
   // (-MMD, DEPENDENCIES_OUTPUT, SUNPRO_DEPENDENCIES): "dep" holds the full
@@ -82,6 +83,7 @@ enum ScanFlag : uint8_t {
   kScanHasInclude = 8,  // __has_include / __has_include_next (the probes are in `includes`)
   kScanIncbin = 16,     // .incbin: the assembler reads a file the .d does not list
   kScanPastePiece = 32, // an identifier that token pasting could grow into __TIME__/__DATE__/__TIMESTAMP__
+  kScanAsmInclude = 64, // .include: the assembler reads a file the .d does not list
 };
 
 // True when `text` holds an identifier that is a proper prefix of __TIME__,
@@ -90,6 +92,12 @@ enum ScanFlag : uint8_t {
 // the leftmost piece of a paste that makes one of them, which no text search
 // for the whole name finds.
 bool has_time_macro_piece(std::string_view text);
+
+// True when `text` holds the assembler directive `directive` (".incbin",
+// ".include"), matched without regard to case and followed by anything but an
+// identifier character: wherever it sits (a .S file, inline asm, a comment),
+// so a miss is the worst it can cause. `included()` does not match.
+bool has_asm_directive(std::string_view text, std::string_view directive);
 
 struct ScanInfo {
   uint8_t flags = 0;  // ScanFlag bits

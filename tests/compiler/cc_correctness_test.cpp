@@ -490,6 +490,75 @@ TEST_P(CcCorrectness, DependencyFlagTableMatchesDirectCompile) {
   EXPECT_FALSE(execute(planner, store, r).hit);
 }
 
+// The assembler's `.include` reads a file that no dependency file lists:
+// an object assembled from it must not be stored (a changed included file
+// would be a false hit), whether the directive sits in inline asm or in a .S.
+TEST_P(CcCorrectness, AssemblerIncludeDirectiveIsNotStored) {
+  write_text(dir + "/v.s", ".globl v\n.data\nv: .long 1\n");
+  write_text(dir + "/i.cpp", "asm(\".include \\\"v.s\\\"\");\nint f() { return 2; }\n");
+  auto r = request({"-c", "i.cpp", "-o", "i.o"});
+  Outcome o = execute(planner, store, r);
+  EXPECT_FALSE(o.stored);
+  EXPECT_EQ(o.why_not_code, "asm_include") << o.why_not;
+  write_text(dir + "/v.s", ".globl v\n.data\nv: .long 7\n");
+  o = execute(planner, store, r);
+  EXPECT_FALSE(o.hit) << "a changed .include file was served from the store";
+  // "included()" and "include_last_offset" (PyTorch's headers) are not the directive.
+  write_text(dir + "/n.cpp", "struct S { bool included(); int include_last_offset; };\nint g() { return 3; }\n");
+  auto n = request({"-c", "n.cpp", "-o", "n.o"});
+  EXPECT_TRUE(execute(planner, store, n).stored);
+}
+
+// Assembly with C preprocessing (`.S`, `-x assembler-with-cpp`; zstd's
+// huf_decompress_amd64.S) is cached like C: its #includes are in the .d.
+TEST_P(CcCorrectness, PreprocessedAssemblyIsCachedAndHeaderChangeMisses) {
+  write_text(dir + "/asm/val.h", "#define VAL 5\n");
+  write_text(dir + "/a.S", "#include \"asm/val.h\"\n.globl a_val\n.data\na_val: .long VAL\n");
+  auto r = request({"-c", "-Wa,--noexecstack", "-MMD", "-MP", "-MF", "a.d", "-o", "a.o", "a.S"});
+  Outcome o = check(r, "a.o", "ref.o");
+  ASSERT_EQ(o.plan.kind, PlanKind::kCompiler) << o.plan.reason;
+  EXPECT_TRUE(o.stored) << o.why_not;
+  EXPECT_TRUE(check(r, "a.o", "ref.o").hit);
+  write_text(dir + "/asm/val.h", "#define VAL 6\n");
+  o = check(r, "a.o", "ref.o");
+  EXPECT_FALSE(o.hit);
+  EXPECT_TRUE(o.stored) << o.why_not;
+  auto x = request({"-x", "assembler-with-cpp", "-c", "a.S", "-o", "x.o"});
+  EXPECT_EQ(execute(planner, store, x).plan.kind, PlanKind::kCompiler);
+  // Plain assembly (`.s`) has no preprocessor to list its inputs: pass-through.
+  write_text(dir + "/p.s", ".globl p\n.data\np: .long 1\n");
+  EXPECT_EQ(execute(planner, store, request({"-c", "p.s", "-o", "p.o"})).plan.kind, PlanKind::kPassthrough);
+  write_text(dir + "/q.S", ".include \"p.s\"\n");
+  Outcome q = execute(planner, store, request({"-c", "q.S", "-o", "q.o"}));
+  EXPECT_FALSE(q.stored);
+  EXPECT_EQ(q.why_not_code, "asm_include") << q.why_not;
+}
+
+// zstd's Makefile compiles `.//common/xxhash.c`; gcc's .d names it
+// `common/xxhash.c` (leading "./" dropped). Such a source is still cached,
+// and the dependency file stays the compiler's own.
+TEST_P(CcCorrectness, SourceSpelledWithLeadingDotSlashIsStored) {
+  write_text(dir + "/sub/h.h", "#define V 4\n");
+  write_text(dir + "/sub/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");
+  for (std::string src : {"./sub/k.cpp", ".//sub/k.cpp", "././sub/k.cpp", ".//.//sub/./k.cpp"}) {
+    std::vector<std::string> args = {"-c", "-MT", "k.o", "-MMD", "-MP", "-MF", "k.d", "-o", "k.o", src};
+    std::vector<std::string> direct = {compiler()};
+    direct.insert(direct.end(), args.begin(), args.end());
+    std::filesystem::remove(dir + "/k.d");
+    ASSERT_EQ(run_direct(direct, dir, base_env()), 0) << src;
+    std::string want = read_text(dir + "/k.d");
+    ASSERT_FALSE(want.empty()) << src;
+    for (int round = 0; round < 2; ++round) {
+      std::filesystem::remove(dir + "/k.d");
+      Outcome o = execute(planner, store, request(args));
+      ASSERT_EQ(o.plan.kind, PlanKind::kCompiler) << src << ": " << o.plan.reason;
+      EXPECT_EQ(o.hit, round == 1) << src;
+      if (round == 0) EXPECT_TRUE(o.stored) << src << ": " << o.why_not;
+      EXPECT_EQ(read_text(dir + "/k.d"), want) << src;
+    }
+  }
+}
+
 // Issue 13 item 3: preprocessor mode takes over where direct mode cannot
 // prove the result (a __has_include probe outside the system directories).
 // The first compile of a context arms it; from then on a direct miss runs -E.

@@ -8,6 +8,7 @@
 #   scripts/bench.sh --only a,b --reps 3 --keep-work
 #   scripts/bench.sh --report-only      regenerate BENCHMARKS.md from bench/results
 # BUILD_DIR (default build/) holds the ccpool binaries; they are built if missing.
+# CCPOOL_BENCH_SOURCES (default ~/.cache/ccpool-bench/sources): workload c's Debian source trees.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -50,6 +51,11 @@ if [[ $report_only -eq 0 ]]; then
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   fi
   scripts/setup-deps.sh
+  sources=${CCPOOL_BENCH_SOURCES:-${XDG_CACHE_HOME:-$HOME/.cache}/ccpool-bench/sources}
+  if [[ ,$only, == *,c,* ]]; then
+    # libzstd and xz-utils from Debian's source packages; a failed fetch skips those two trees (said in the report).
+    scripts/fetch-bench-sources.sh "$sources" || echo "bench.sh: could not fetch the workload-c trees; they are skipped" >&2
+  fi
 
   build=${BUILD_DIR:-$root/build}
   mkdir -p "$build" && build=$(cd "$build" && pwd)  # the workloads run from other directories
@@ -71,7 +77,7 @@ if [[ $report_only -eq 0 ]]; then
   }
   trap cleanup EXIT
   rm -f "$results"/*.png
-  $PY bench/peers/driver.py --build "$build" --out "$results" --work "$work" --only "$only" --reps "$reps" \
+  $PY bench/peers/driver.py --build "$build" --out "$results" --work "$work" --sources "$sources" --only "$only" --reps "$reps" \
     "${quick[@]}" "${tiny[@]}" --command "scripts/bench.sh ${args[*]}"
 fi
 

@@ -181,9 +181,15 @@ class Ccpool(Contender):
         r = subprocess.run([self.ctx.ccpool, "status", "--socket", self.socket, "--json"],
                            capture_output=True, text=True)
         try:
-            return {k: v for k, v in json.loads(r.stdout).items() if isinstance(v, (int, float))}
+            status = json.loads(r.stdout)
         except ValueError:
             return {}
+        out = {k: v for k, v in status.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        # Why-not reasons, flattened so that deltas per build work like the other counters.
+        for kind, field in (("passthrough", "passthrough_reasons"), ("not_stored", "not_stored_reasons")):
+            for reason, n in (status.get(field) or {}).items():
+                out[f"{kind}:{reason}"] = n
+        return out
 
     def store_stats(self):
         r = subprocess.run([self.ctx.ccpool, "cache", "stats", "--dir", self.dir, "--json"],

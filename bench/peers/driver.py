@@ -31,6 +31,8 @@ def main():
     p.add_argument("--contenders", default=",".join(c.name for c in cmod.ALL))
     p.add_argument("--reps", type=int, default=1)
     p.add_argument("--work", default="")
+    p.add_argument("--projects", default="", help="workload c: only these trees (comma-separated)")
+    p.add_argument("--sources", default="", help="third-party trees for workload c (scripts/fetch-bench-sources.sh)")
     p.add_argument("--command", default="")
     a = p.parse_args()
 
@@ -39,6 +41,8 @@ def main():
     ctx.cores = len(os.sched_getaffinity(0))
     ctx.ccpool = os.path.join(a.build, "bin", "ccpool")
     ctx.client = os.path.join(a.build, "bin", "ccpool-client")
+    ctx.sources = a.sources
+    ctx.projects = set(a.projects.split(",")) if a.projects else None
     ctx.work = a.work or tempfile.mkdtemp(prefix="ccpool-bench.", dir="/tmp")
     os.makedirs(ctx.work, exist_ok=True)
     only = set(a.only.split(","))

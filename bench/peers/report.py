@@ -239,9 +239,17 @@ def section_b(rows, plots_dir):
     return "\n".join(out)
 
 
+WARM_HOW = {
+    "cmake": "`cmake --build --target clean` then build again, same build dir",
+    "make": "`make -C lib clean` then `make -C lib libzstd.a` again, same tree",
+    "autotools": "`make clean` then `make` again, same configured tree",
+}
+
+
 def section_c(rows):
-    rows = [r for r in rows if r["workload"] == "c"]
-    out = []
+    skipped = [r for r in rows if r["workload"] == "c" and "skipped" in r]
+    rows = [r for r in rows if r["workload"] == "c" and "skipped" not in r]
+    out = [f"\n**{r['project']}: not built** ({r['skipped']})\n" for r in skipped]
     for (proj,), rs in group(rows, ["project"]).items():
         cells = group(rs, ["phase", "contender"])
         plain_cold = med(r["wall_s"] for r in cells.get(("cold", "plain"), []))
@@ -258,14 +266,59 @@ def section_c(rows):
                 x = xs[0]
                 body.append([phase, c, fmt_x(ratio), fmt_x(walls[c] / min(peers)) if c == "ccpool" and peers else "",
                              fmt_s(walls[c]), f"{med(r['cpu_s'] for r in xs):.1f} s",
-                             f"{x['identical']}/{x['objects']}" + (f" (different: {', '.join(x['different_names'])})"
+                             f"{x['identical']}/{x['objects']}" + (f" (different: {', '.join(x['different_names'][:3])}{', ...' if x['different'] > 3 else ''})"
                                                                     if x["different"] else ""),
                              cache_note(x) + ("" if all(r["rc"] == 0 for r in xs) else " **FAILED**")])
-        out.append(f"\n**{proj}** ({cells.get(('cold', 'plain'), [{}])[0].get('objects', '?')} objects; "
-                   "warm = `cmake --build --target clean` then build again, same build dir):\n")
+        first = rs[0]
+        version = f", Debian source package `{first['version']}`" if first.get("version") else ""
+        out.append(f"\n**{proj}** ({cells.get(('cold', 'plain'), [{}])[0].get('objects', '?')} objects{version}; "
+                   f"warm = {WARM_HOW[first.get('style', 'cmake')]}):\n")
         out.append(table(["build", "contender", "wall / plain", "ccpool / best cache", "wall", "CPU",
                           "objects identical to plain cold", "counters"], body))
     return "\n".join(out)
+
+
+def reasons(counters):
+    """'passthrough:<code>' / 'not_stored:<code>' deltas of a ccpool row, as 'code N' text."""
+    out = []
+    for kind in ("passthrough", "not_stored"):
+        items = sorted((k.split(":", 1)[1], v) for k, v in counters.items() if k.startswith(kind + ":") and v)
+        if items:
+            out.append(f"{kind.replace('_', ' ')}: " + ", ".join(f"`{k}` {v}" for k, v in items))
+    return "; ".join(out) or "none"
+
+
+def section_c_goals(rows):
+    """Issue 13's goals for workload c, per tree."""
+    rows = [r for r in rows if r["workload"] == "c" and "skipped" not in r]
+    body = []
+    for (proj,), rs in group(rows, ["project"]).items():
+        def w(phase, name):
+            return med(r["wall_s"] for r in rs if r["phase"] == phase and r["contender"] == name)
+
+        def first(phase, name):
+            xs = [r for r in rs if r["phase"] == phase and r["contender"] == name]
+            return xs[0] if xs else None
+
+        if w("warm", "ccpool") and w("warm", "ccache"):
+            x = w("warm", "ccpool") / w("warm", "ccache")
+            body.append([proj, "warm rebuild ≤ 0.8× ccache's", f"{x:.2f}× ({fmt_s(w('warm', 'ccpool'))} vs "
+                         f"{fmt_s(w('warm', 'ccache'))})", "met" if x <= 0.8 else "missed"])
+        if w("cold", "ccpool") and w("cold", "plain"):
+            x = w("cold", "ccpool") / w("cold", "plain")
+            body.append([proj, "cold ≤ 1.05× plain", f"{x:.2f}×", "met" if x <= 1.05 else "missed"])
+        warm = first("warm", "ccpool")
+        if warm:
+            objs = warm["objects"]
+            hits = warm["counters"].get("hits", 0)
+            share = (objs - min(hits, objs)) / objs if objs else 0
+            body.append([proj, "objects not served from the store on the warm rebuild ≤ 2%",
+                         f"{objs - min(hits, objs)} of {objs} ({share * 100:.1f}%); the build's uncached commands: "
+                         f"{reasons(warm['counters'])}", "met" if share <= 0.02 else "missed"])
+        diff = [f"{r['phase']} {r['contender']}" for r in rs if r["identical"] != r["objects"] or r.get("missing")]
+        body.append([proj, "every object byte-identical to plain's cold build",
+                     "all" if not diff else "differs: " + ", ".join(diff), "met" if not diff else "missed"])
+    return "\n" + table(["tree", "goal", "measured", "verdict"], body)
 
 
 def section_d(rows, plots_dir):
@@ -400,6 +453,7 @@ def main():
     doc = replace(doc, "a", section_a(rows, res_dir, meta))
     doc = replace(doc, "b", section_b(rows, res_dir))
     doc = replace(doc, "c", section_c(rows))
+    doc = replace(doc, "c-goals", section_c_goals(rows))
     doc = replace(doc, "d", section_d(rows, res_dir))
     doc = replace(doc, "e", section_e(rows))
     with open(doc_path + ".tmp", "w") as f:

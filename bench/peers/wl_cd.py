@@ -1,21 +1,32 @@
-"""Workload c: real CMake+Ninja projects (ccpool's own tree, googletest from
-/usr/src/googletest) built cold then warm (clean + build) by each contender,
-every object compared with the plain cold build's. Workload e: the bytes each
+"""Workload c: real third-party trees built cold then warm (clean + build) by
+each contender, every object compared with the plain cold build's: ccpool's own
+tree and googletest (/usr/src/googletest), CMake + Ninja; libzstd (a plain
+Makefile with `-MT $@ -MMD -MP -MF` auto-dependencies) and xz-utils (autotools
++ libtool, depcomp's `-MD -MP -MF`), both from Debian's source packages
+(scripts/fetch-bench-sources.sh). Workload e: the bytes each
 cache holds after c, against the raw object bytes. Workload d: ccpool service
 throughput: hits/s with 1, 8 and 64 concurrent clients (ccpool-client, what the
 shim execs), the service's RSS; ccache and sccache hit loops alongside."""
 import filecmp
 import os
+import re
+import shutil
 import subprocess
 import time
 
 from common import children_cpu, du, fresh_dir, log, proc_cpu, proc_rss, run, ROOT
 
+# name: (style, source dir (None: under --sources), CMake args, targets by size)
 PROJECTS = {
-    "ccpool": (ROOT, ["-DCCPOOL_BUILD_TESTS=OFF", "-DCCPOOL_BUILD_BENCH=OFF"],
+    "ccpool": ("cmake", ROOT, ["-DCCPOOL_BUILD_TESTS=OFF", "-DCCPOOL_BUILD_BENCH=OFF"],
                {"tiny": ["ccpool_base"], "quick": ["ccpool_base", "ccpool_ipc"],
                 "full": ["ccpool"]}),
-    "googletest": ("/usr/src/googletest", [], {"tiny": ["gtest"], "quick": [], "full": []}),
+    "googletest": ("cmake", "/usr/src/googletest", [], {"tiny": ["gtest"], "quick": [], "full": []}),
+    # lib/ only: the library is the tree's C and its one .S; `make -C lib clean` clears it.
+    "zstd": ("make", None, [], {"tiny": ["libzstd.a"], "quick": ["libzstd.a"], "full": ["libzstd.a"]}),
+    # CFLAGS without autoconf's default -g: debug info names the build dir, and each contender builds in its own.
+    "xz": ("autotools", None, ["--disable-shared", "--disable-nls", "--disable-doc", "CFLAGS=-O2"],
+           {"tiny": ["-C", "src/liblzma"], "quick": [], "full": []}),
 }
 
 
@@ -25,7 +36,9 @@ def objects(build):
         for f in files:
             if f.endswith(".o"):
                 p = os.path.join(d, f)
-                out[os.path.relpath(p, build)] = p
+                # zstd names its object dir after a hash of $(CC) and the flags (obj/conf_<md5>/), and CC
+                # differs per contender ("ccache cc"): compare by the rest of the path.
+                out[re.sub(r"/conf_[0-9a-f]+/", "/conf_*/", "/" + os.path.relpath(p, build))[1:]] = p
     return out
 
 
@@ -37,10 +50,45 @@ def compare(ref, build):
             "missing": len([k for k in ref if k not in mine]), "different_names": diff[:10]}
 
 
-def build_once(ctx, c, build, targets):
-    cmd = ["cmake", "--build", build, "-j", str(ctx.cores)]
-    for t in targets:
-        cmd += ["--target", t]
+def cc_for(c):
+    """The C compiler command a Makefile or configure gets for contender c."""
+    return f"{c.launcher()} cc" if c.launcher() else "cc"
+
+
+def build_cmd(ctx, style, c, build, targets):
+    if style == "cmake":
+        cmd = ["cmake", "--build", build, "-j", str(ctx.cores)]
+        for t in targets:
+            cmd += ["--target", t]
+        return cmd
+    if style == "make":
+        return ["make", "-C", os.path.join(build, "lib"), "-j", str(ctx.cores), f"CC={cc_for(c)}"] + targets
+    return ["make", "-C", build, "-j", str(ctx.cores)] + targets
+
+
+def clean_cmd(style, build):
+    if style == "cmake":
+        return ["cmake", "--build", build, "--target", "clean"]
+    return ["make", "-C", os.path.join(build, "lib") if style == "make" else build, "clean"]
+
+
+def configure(ctx, style, src, args, c, build):
+    """A fresh build dir for contender c (a copy of the tree for in-tree builds)."""
+    if style == "cmake":
+        launcher = c.launcher()
+        extra = [f"-DCMAKE_CXX_COMPILER_LAUNCHER={launcher}",
+                 f"-DCMAKE_C_COMPILER_LAUNCHER={launcher}"] if launcher else []
+        run(["cmake", "-S", src, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"] + args + extra,
+            env=c.env())
+        return
+    shutil.rmtree(build)
+    shutil.copytree(src, build, symlinks=True)
+    if style == "autotools":
+        # configure's own test compiles are not measured (only the build is).
+        run(["./configure", f"CC={cc_for(c)}"] + args, env=c.env(), cwd=build)
+
+
+def build_once(ctx, c, cmd):
     pid = c.server_pid()
     cpu0_server = proc_cpu(pid) if pid else 0.0
     before = c.counters()
@@ -64,19 +112,25 @@ def workload_c(ctx, contenders, results):
     cs = [c for c in contenders if c.name != "capped"]  # a make -jN build has no per-rank pool to cap
     mode = "tiny" if ctx.tiny else "quick" if ctx.quick else "full"
     for rep in range(ctx.reps):
-        for proj, (src, args, targets) in PROJECTS.items():
-            if not os.path.isdir(src):
-                log(f"c {proj}: {src} missing, skipped")
+        for proj, (style, src, args, targets) in PROJECTS.items():
+            if ctx.projects and proj not in ctx.projects:
                 continue
+            if src is None:
+                src = os.path.join(ctx.sources, proj) if ctx.sources else ""
+            if not os.path.isdir(src):
+                why = f"{src or 'no --sources'} missing (scripts/fetch-bench-sources.sh fetches it)"
+                log(f"c {proj}: SKIPPED: {why}")
+                results.append({"workload": "c", "rep": rep, "project": proj, "skipped": why})
+                continue
+            version = ""
+            if os.path.exists(os.path.join(src, ".ccpool-fetched")):
+                with open(os.path.join(src, ".ccpool-fetched")) as f:
+                    version = f.read().strip()
             builds = {}
             for c in cs:
                 c.reset()
                 build = fresh_dir(os.path.join(ctx.work, "c", proj, c.name))
-                launcher = c.launcher()
-                extra = [f"-DCMAKE_CXX_COMPILER_LAUNCHER={launcher}",
-                         f"-DCMAKE_C_COMPILER_LAUNCHER={launcher}"] if launcher else []
-                run(["cmake", "-S", src, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"] + args + extra,
-                    env=c.env())
+                configure(ctx, style, src, args, c, build)
                 builds[c.name] = build
             # Read the sources and the standard headers once, so the first cold build (plain's) does not
             # pay for a cold page cache that the others then enjoy.
@@ -88,12 +142,13 @@ def workload_c(ctx, contenders, results):
                         continue  # without a cache a rebuild is the cold build again; --quick saves it
                     build = builds[c.name]
                     if phase == "warm":
-                        run(["cmake", "--build", build, "--target", "clean"])
-                    row = build_once(ctx, c, build, targets[mode])
+                        run(clean_cmd(style, build))
+                    row = build_once(ctx, c, build_cmd(ctx, style, c, build, targets[mode]))
                     if c.name == "plain" and phase == "cold":
                         ref = objects(build)
                     row.update(compare(ref or {}, build))
-                    row.update({"workload": "c", "rep": rep, "project": proj, "contender": c.name, "phase": phase})
+                    row.update({"workload": "c", "rep": rep, "project": proj, "contender": c.name, "phase": phase,
+                                "style": style, "version": version})
                     results.append(row)
                     log(f"c {proj} {phase} {c.name:8} {row['wall_s']:7.2f}s cpu {row['cpu_s']:6.1f}s "
                         f"identical {row['identical']}/{row['objects']}")

@@ -51,9 +51,10 @@ fi
 
 # --- the torch venv ---------------------------------------------------------
 # Exact pins: other torch releases are multi-GiB downloads. redis-py: the
-# Inductor and Triton remote caches import it. The extras only draw the
+# Inductor and Triton remote caches import it. accelerate: the launcher the
+# torch suite runs besides torchrun. The extras only draw the
 # benchmark's plot (bench/torch): without them the suite still runs.
-venv_pins=(torch==2.13.0 triton==3.7.1 redis==8.1.0)
+venv_pins=(torch==2.13.0 triton==3.7.1 redis==8.1.0 accelerate==1.15.0)
 venv_extras=(numpy==2.4.6 matplotlib==3.11.2)
 venv=${CCPOOL_VENV:-${BUILD_DIR:-$(pwd)/build}/venv}
 failed="$venv/ccpool-venv-failed"
@@ -62,7 +63,7 @@ failed="$venv/ccpool-venv-failed"
 venv_versions() {
   "$venv/bin/python" - <<'PY' 2>/dev/null
 from importlib.metadata import version
-print(" ".join(f"{n}=={version(n).split('+')[0]}" for n in ("torch", "triton", "redis")))
+print(" ".join(f"{n}=={version(n).split('+')[0]}" for n in ("torch", "triton", "redis", "accelerate")))
 PY
 }
 

@@ -96,6 +96,27 @@ class TorchRunTest(ModelCase):
         s, distinct = self.check_builds(ranks)
         print(f"one cache dir per rank, {ranks} ranks: {s}", file=sys.stderr)
 
+    def test_accelerate_launch(self):
+        """`ccpool run -- accelerate launch --multi_gpu --num_processes 2`, the
+        way a GPU node launches (accelerate's torchrun-based launcher; on this
+        CPU-only machine the ranks use gloo; `--cpu` would need mpirun): ccpool
+        reads the rank count from accelerate's flag (the fair share reaches each
+        rank before `import torch`), and each distinct build runs once."""
+        accelerate = os.path.join(os.path.dirname(VENV_PY), "accelerate")
+        if not os.access(accelerate, os.X_OK):
+            self.fail(f"{accelerate} is missing: scripts/setup-deps.sh pins accelerate in the venv")
+        ranks = 2
+        out = self.wpath("out")
+        job = self.ccpool_run(accelerate, "launch", "--multi_gpu", "--num_processes", str(ranks), "--num_machines", "1",
+                              "--mixed_precision", "no", "--dynamo_backend", "no", MODEL, "--out-dir", out,
+                              env={"HF_HUB_OFFLINE": "1", "HF_HOME": self.path("hf")})
+        self.watch_job(job)
+        self.run_ok(job)
+        self.watch.stop()
+        self.check_ranks(out, ranks)
+        s, distinct = self.check_builds(ranks)
+        print(f"accelerate launch, {ranks} ranks: {s}", file=sys.stderr)
+
     def test_fresh_node_rerun_zero_executions(self):
         """Run once; then empty the Inductor cache dir (FX graph cache
         included) and the precompiled-header dir, as a fresh node with the

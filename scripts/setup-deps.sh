@@ -25,6 +25,8 @@ packages=(
   # operability tests: promtool + a Prometheus server, systemd-socket-activate,
   # YAML parsing of the Kubernetes manifests
   prometheus systemd python3-yaml
+  # the torch suite's Slurm case: a private one-node cluster (auth/none)
+  slurmctld slurmd slurm-client
 )
 
 missing=()

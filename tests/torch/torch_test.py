@@ -8,10 +8,12 @@ compilers, the processes left after Ctrl-C.
 import os
 import shutil
 import signal
+import socket
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
-from torch_case import (MODEL, VENV_PY, TorchCase, main, pid_gone, proc_name,  # noqa: E402
+from slurm_cluster import SlurmCluster  # noqa: E402
+from torch_case import (CCPOOL, MODEL, VENV_PY, TorchCase, main, pid_gone, proc_name,  # noqa: E402
                         serve_pids, wait_until)
 
 JOBS = 2
@@ -116,6 +118,43 @@ class TorchRunTest(ModelCase):
         self.check_ranks(out, ranks)
         s, distinct = self.check_builds(ranks)
         print(f"accelerate launch, {ranks} ranks: {s}", file=sys.stderr)
+
+    def test_slurm_srun_tasks(self):
+        """`srun --ntasks-per-node 2 ccpool run -- python model.py` on a real
+        (private, one-node) Slurm: each task runs its own `ccpool run`, both
+        reach one service, the rank count comes from SLURM_NTASKS_PER_NODE
+        (set before the interpreter starts), and each distinct build runs once.
+        The task script maps SLURM_PROCID/SLURM_NTASKS to torch's RANK and
+        WORLD_SIZE, as Slurm batch scripts for torch do."""
+        why = SlurmCluster.missing()
+        if why:
+            self.skipTest(why)
+        cluster = SlurmCluster(self.path("slurm"))
+        cluster.start()
+        self.addCleanup(cluster.stop)
+        ranks = 2
+        out = self.wpath("out")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        task = ('export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID '
+                f'MASTER_ADDR=127.0.0.1 MASTER_PORT={port}; exec "$@"')
+        inner = [CCPOOL, "run", "--socket", self.sock, "--dir", self.store, "--jobs", str(JOBS), "--",
+                 VENV_PY, MODEL, "--out-dir", out]
+        job = self._run(["srun", "-N1", "--ntasks-per-node", str(ranks), "--kill-on-bad-exit=1",
+                         "bash", "-c", task, "task", *inner], env=cluster.env)
+        self.watch_job(job)
+        try:
+            self.run_ok(job)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{cluster.logs()}") from None
+        self.watch.stop()
+        results = self.check_ranks(out, ranks)
+        self.assertEqual(sorted(r["rank"] for r in results), list(range(ranks)))
+        self.assertEqual({r["world"] for r in results}, {ranks})
+        s, distinct = self.check_builds(ranks)
+        self.assertEqual(len(serve_pids(self.sock)), 1, "the tasks did not share one service")
+        print(f"srun, {ranks} tasks: {s}", file=sys.stderr)
 
     def test_fresh_node_rerun_zero_executions(self):
         """Run once; then empty the Inductor cache dir (FX graph cache

@@ -56,13 +56,15 @@ bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(
 // gcc options in -Xcompiler that read or write files besides the compile's
 // own input and output, or hide the -Wdate-time check of the -E runs.
 constexpr std::string_view kHostRefused[] = {
-    "-Wp", "-Wa", "-Wl", "-fplugin", "-fprofile", "-fauto-profile", "-fdump", "-fsave-optimization-record",
+    "-fplugin", "-fprofile", "-fauto-profile", "-fdump", "-fsave-optimization-record",
     "-fstack-usage", "-fcallgraph-info", "-ftest-coverage", "-fcoverage", "-fopt-info", "-flto",
     "-fdiagnostics-format", "-fdiagnostics-add-output", "-fdiagnostics-set-output"};
 constexpr std::string_view kHostAllowed[] = {"-O", "-g", "-m", "-D", "-U", "-I", "-std=", "-f", "-W"};
 
 bool host_option_ok(std::string_view item) {
-  if (item == "-pthread") return true;
+  if (item == "-pthread" || item == "-g" || item == "-O") return true;
+  // -Wp,X -Wa,X -Wl,X arrive split at the commas: "-Wp", "X".
+  if (item == "-Wp" || item == "-Wa" || item == "-Wl") return false;
   for (std::string_view bad : kHostRefused) {
     if (starts_with(item, bad)) return false;
   }

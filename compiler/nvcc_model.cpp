@@ -145,6 +145,71 @@ std::optional<NvccManifest> parse_nvcc_manifest(std::string_view blob) {
   return m;
 }
 
+// Files nvcc's tools read besides the source and headers: nvcc.profile
+// beside nvcc and every file of libdevice (NVVMIR_LIBRARY_DIR), sorted.
+std::vector<std::string> nvcc_data_files(const ToolIdentity& nvcc, const std::map<std::string, std::string>& vars) {
+  std::vector<std::string> files = {dir_name(nvcc.real_path) + "/nvcc.profile"};
+  auto it = vars.find("NVVMIR_LIBRARY_DIR");
+  if (it == vars.end()) return files;
+  std::vector<std::string> names;
+  if (DIR* dp = ::opendir(it->second.c_str())) {
+    while (dirent* e = ::readdir(dp)) {
+      if (e->d_name[0] != '.') names.push_back(e->d_name);
+    }
+    ::closedir(dp);
+  }
+  std::sort(names.begin(), names.end());
+  for (const std::string& n : names) files.push_back(it->second + "/" + n);
+  return files;
+}
+
+// Fills nv.search_dirs (the temp dir and the host compiler's search list for
+// this command, memoized; as written and as realpaths, since gcc writes system
+// headers' paths canonicalized into dependency files) and nv.trusted_dirs:
+// trusted like the C/C++ model's system directories (installed by a package
+// manager, not scanned for pasted date macros), the host compiler's default
+// list (probed without the environment's include variables) and the CUDA
+// toolkit (TOP in the dryrun). False when a probe fails.
+bool find_dirs(Planner::Impl& impl, NvccDetail& nv, const ToolIdentity& host, const std::string& source,
+               const std::map<std::string, std::string>& vars) {
+  std::vector<std::string> probe = nv.pp_steps[0];
+  std::replace(probe.begin(), probe.end(), source, std::string("/dev/null"));
+  probe.push_back("-v");
+  Hasher ph;
+  ph.add_field("nvcc-search-v1");
+  hash_digest(ph, host.key);
+  for (const std::string& a : probe) ph.add_field(a);
+  for (const std::string& e : nv.pp_env) ph.add_field(e);
+  ph.add_field(nv.cwd);
+  Result<HelperOutput> listed = impl.memo_helper(ph.digest(), probe, nv.pp_env, nv.cwd, nv.pp_programs[0]);
+  std::optional<SearchList> search = listed ? parse_search_list(listed->err) : std::nullopt;
+  if (!search) return false;
+  nv.search_dirs.push_back(nv.temp_dir);
+  for (const auto* list : {&search->missing, &search->quote, &search->bracket}) {
+    for (const std::string& dir : *list) {
+      nv.search_dirs.push_back(absolute_path(dir, nv.cwd));
+      if (std::optional<std::string> real = real_path(nv.search_dirs.back())) nv.search_dirs.push_back(*real);
+    }
+  }
+  std::vector<std::string> defaults_env = {"LC_ALL=C"};
+  if (vars.count("PATH")) defaults_env.push_back("PATH=" + vars.at("PATH"));
+  Hasher dh;
+  dh.add_field("nvcc-default-dirs-v1");
+  hash_digest(dh, host.key);
+  for (const std::string& e : defaults_env) dh.add_field(e);
+  Result<HelperOutput> defaults = impl.memo_helper(
+      dh.digest(), {nv.pp_steps[0][0], "-E", "-v", "-x", "c++", "/dev/null"}, defaults_env, "/", nv.pp_programs[0]);
+  std::optional<SearchList> default_dirs = defaults ? parse_search_list(defaults->err) : std::nullopt;
+  if (!default_dirs) return false;
+  for (const std::string& dir : default_dirs->bracket) {
+    if (std::optional<std::string> real = real_path(dir)) nv.trusted_dirs.push_back(*real);
+  }
+  if (auto top = vars.find("TOP"); top != vars.end()) {
+    if (std::optional<std::string> real = real_path(top->second)) nv.trusted_dirs.push_back(*real);
+  }
+  return true;
+}
+
 }  // namespace
 
 Result<Plan> Planner::Impl::plan_nvcc(const Request& request, const ToolIdentity& tool,
@@ -215,20 +280,7 @@ Result<Plan> Planner::Impl::plan_nvcc(const Request& request, const ToolIdentity
   if (nv.pp_steps.empty() || !host) return no("nvcc_dryrun_not_understood", "no preprocessing step");
   if (family(*host, run_env) != Family::kGcc) return no("nvcc_host_compiler", "the host compiler is not gcc");
 
-  // Files nvcc's tools read besides the source and headers.
-  std::vector<std::string> data_files = {dir_name(tool.real_path) + "/nvcc.profile"};
-  if (d.vars.count("NVVMIR_LIBRARY_DIR")) {
-    std::string dir = d.vars["NVVMIR_LIBRARY_DIR"];
-    if (DIR* dp = ::opendir(dir.c_str())) {
-      std::vector<std::string> names;
-      while (dirent* e = ::readdir(dp)) {
-        if (e->d_name[0] != '.') names.push_back(e->d_name);
-      }
-      ::closedir(dp);
-      std::sort(names.begin(), names.end());
-      for (const std::string& n : names) data_files.push_back(dir + "/" + n);
-    }
-  }
+  std::vector<std::string> data_files = nvcc_data_files(tool, d.vars);
   data_files.push_back(absolute_path(args.source, request.cwd));
   for (const std::string& f : data_files) {
     Result<HashedFile> file = hasher.hash(f);
@@ -249,44 +301,7 @@ Result<Plan> Planner::Impl::plan_nvcc(const Request& request, const ToolIdentity
   std::optional<std::string> tmpdir = env_value(request.env, "TMPDIR");
   nv.temp_dir = squeeze_slashes(tmpdir && !tmpdir->empty() ? *tmpdir : "/tmp");
 
-  // The host compiler's search order for this command (memoized).
-  std::vector<std::string> probe = nv.pp_steps[0];
-  std::replace(probe.begin(), probe.end(), args.source, std::string("/dev/null"));
-  probe.push_back("-v");
-  Hasher ph;
-  ph.add_field("nvcc-search-v1");
-  hash_digest(ph, host->key);
-  for (const std::string& a : probe) ph.add_field(a);
-  for (const std::string& e : nv.pp_env) ph.add_field(e);
-  ph.add_field(request.cwd);
-  Result<HelperOutput> listed = memo_helper(ph.digest(), probe, nv.pp_env, request.cwd, nv.pp_programs[0]);
-  std::optional<SearchList> search = listed ? parse_search_list(listed->err) : std::nullopt;
-  if (!search) return no("search_dirs_probe_failed", "host compiler -E -v");
-  // gcc writes system headers' paths canonicalized into dependency files, so
-  // each directory is listed as written and as its realpath.
-  nv.search_dirs.push_back(nv.temp_dir);
-  for (const auto* list : {&search->missing, &search->quote, &search->bracket}) {
-    for (const std::string& dir : *list) {
-      nv.search_dirs.push_back(absolute_path(dir, request.cwd));
-      if (std::optional<std::string> real = real_path(nv.search_dirs.back())) nv.search_dirs.push_back(*real);
-    }
-  }
-  // Trusted like the C/C++ model's system directories (installed by a package
-  // manager, not scanned for pasted date macros): the host compiler's default
-  // search list and the CUDA toolkit (TOP in the dryrun).
-  std::vector<std::string> defaults_probe = {nv.pp_steps[0][0], "-E", "-v", "-x", "c++", "/dev/null"};
-  Hasher dh;
-  dh.add_field("nvcc-default-dirs-v1");
-  hash_digest(dh, host->key);
-  Result<HelperOutput> defaults = memo_helper(dh.digest(), defaults_probe, nv.pp_env, "/", nv.pp_programs[0]);
-  std::optional<SearchList> default_dirs = defaults ? parse_search_list(defaults->err) : std::nullopt;
-  if (!default_dirs) return no("search_dirs_probe_failed", "host compiler -E -v");
-  for (const std::string& dir : default_dirs->bracket) {
-    if (std::optional<std::string> real = real_path(dir)) nv.trusted_dirs.push_back(*real);
-  }
-  if (d.vars.count("TOP")) {
-    if (std::optional<std::string> real = real_path(d.vars["TOP"])) nv.trusted_dirs.push_back(*real);
-  }
+  if (!find_dirs(*this, nv, *host, args.source, d.vars)) return no("search_dirs_probe_failed", "host compiler -E -v");
   nv.deps_path = work_dir + "/nvcc-deps.d";
 
   Plan plan;
@@ -316,9 +331,7 @@ struct PpResult {
   WhyNot why;
 };
 
-}  // namespace
-
-static PpResult nvcc_pp_key(Planner::Impl& impl, const Plan& plan) {
+PpResult nvcc_pp_key(Planner::Impl& impl, const Plan& plan) {
   const NvccDetail& nv = *plan.detail->nvcc;
   PpResult r;
   auto no = [&](std::string code, std::string text) {
@@ -356,13 +369,15 @@ static PpResult nvcc_pp_key(Planner::Impl& impl, const Plan& plan) {
   return r;
 }
 
-static Digest nvcc_result_key(const Digest& pp, std::string_view manifest) {
+Digest nvcc_result_key(const Digest& pp, std::string_view manifest) {
   Hasher h;
   h.add_field("ccpool-nvcc-result-v1");
   hash_digest(h, pp);
   h.add_field(manifest);
   return h.digest();
 }
+
+}  // namespace
 
 std::optional<Digest> Planner::Impl::lookup_nvcc(const Plan& plan, const ManifestStorage& manifests) {
   PpResult pp = nvcc_pp_key(*this, plan);

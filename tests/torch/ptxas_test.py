@@ -310,6 +310,19 @@ class NvccTest(TorchCase):
         self.assertIn(b"shadowed", err)
         self.assertEqual(self.delta(before)["hits"], 0, self.delta(before))
 
+    def test_nvcc_time_macro_not_stored(self):
+        """__TIME__ in the source: the -E steps' -Wdate-time sees it, nothing
+        is stored, and each run compiles."""
+        self.put("k.cu", CU_SOURCE + 'const char* built_at = __TIME__;\n')
+        self.start_service(jobs=JOBS_SERVICE)
+        before = self.counters()
+        for _ in range(2):
+            rc, err = self.nvcc_via("-c", "k.cu", "-o", "k.o")
+            self.assertEqual(rc, 0, err)
+        d = self.delta(before)
+        self.assertEqual((d["misses"], d["hits"], d["not_stored"]), (2, 0, 2), d)
+        self.assertEqual(self.status()["not_stored_reasons"], {"date_time_macro": 2})
+
     def test_nvcc_unsupported_option_passes_through(self):
         self.put("k.cu", CU_SOURCE)
         self.start_service(jobs=JOBS_SERVICE)

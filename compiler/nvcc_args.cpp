@@ -234,6 +234,24 @@ std::optional<std::vector<std::string>> split_words(std::string_view line,
 
 }  // namespace
 
+std::string without_temp_ids(std::string_view word) {
+  constexpr std::string_view kTemp = "tmpxft_";
+  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); };
+  std::string out;
+  size_t pos = 0;
+  while (true) {
+    size_t at = word.find(kTemp, pos);
+    if (at == std::string_view::npos) break;
+    size_t id = at + kTemp.size();
+    out.append(word.substr(pos, id - pos));
+    bool match = id + 17 <= word.size() && word[id + 8] == '_';
+    for (size_t i = 0; match && i < 17; ++i) match = i == 8 || hex(word[id + i]);
+    pos = match ? id + 17 : id;
+  }
+  out.append(word.substr(pos));
+  return out;
+}
+
 Dryrun parse_dryrun(std::string_view text) {
   Dryrun d;
   size_t pos = 0;

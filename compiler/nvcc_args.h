@@ -39,4 +39,9 @@ struct Dryrun {
 };
 Dryrun parse_dryrun(std::string_view text);
 
+// `word` with the per-process part of nvcc's temp names removed
+// ("tmpxft_00002580_00000000-5_k.ii" -> "tmpxft_-5_k.ii"): what is left of a
+// dryrun command is the same for every run of the same command.
+std::string without_temp_ids(std::string_view word);
+
 }  // namespace ccpool::compiler

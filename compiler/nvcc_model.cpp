@@ -249,6 +249,10 @@ Result<Plan> Planner::Impl::plan_nvcc(const Request& request, const ToolIdentity
   for (const std::string& a : request.argv) h.add_field(a);
   h.add_field(request.cwd);
   hash_env(h, request.env, kNvccEnv);
+  for (const auto& [name, value] : d.vars) {
+    h.add_field(name);
+    h.add_field(without_temp_ids(value));
+  }
 
   NvccDetail nv;
   nv.cwd = request.cwd;
@@ -263,6 +267,10 @@ Result<Plan> Planner::Impl::plan_nvcc(const Request& request, const ToolIdentity
     h.add_field(path);
     hash_digest(h, id->key);
     detail->tools.emplace_back(id->real_path, id->stat);
+    // Everything nvcc decided (-arch=native's answer, the host compiler
+    // version it passes cudafe++, per-arch flags), its temp ids left out.
+    h.add_u64(c.words.size());
+    for (const std::string& w : c.words) h.add_field(without_temp_ids(w));
     if (!has_arg(c.words, "-E")) continue;
     host = *id;
     std::vector<std::string> step;

@@ -117,5 +117,14 @@ TEST(NvccDryrun, RefusesWhatAShellWouldDoMoreWith) {
   EXPECT_NE(parse_dryrun("no dryrun lines\n").error, "");
 }
 
+TEST(NvccDryrun, TempIdsLeaveTheKeyedWords) {
+  EXPECT_EQ(without_temp_ids("/tmp/tmpxft_00002580_00000000-5_k.cpp4.ii"), "/tmp/tmpxft_-5_k.cpp4.ii");
+  EXPECT_EQ(without_temp_ids("--image3=kind=elf,sm=75,file=/t/tmpxft_0000abcd_00000001-8_k.cubin,x=/t/tmpxft_00000001_00000002-6_k.ptx"),
+            "--image3=kind=elf,sm=75,file=/t/tmpxft_-8_k.cubin,x=/t/tmpxft_-6_k.ptx");
+  EXPECT_EQ(without_temp_ids("tmpxft_short"), "tmpxft_short");
+  EXPECT_EQ(without_temp_ids("tmpxft_0000258g_00000000-5"), "tmpxft_0000258g_00000000-5");
+  EXPECT_EQ(without_temp_ids("-arch=sm_90"), "-arch=sm_90");
+}
+
 }  // namespace
 }  // namespace ccpool::compiler

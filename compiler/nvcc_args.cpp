@@ -58,13 +58,17 @@ bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(
 constexpr std::string_view kHostRefused[] = {
     "-fplugin", "-fprofile", "-fauto-profile", "-fdump", "-fsave-optimization-record",
     "-fstack-usage", "-fcallgraph-info", "-ftest-coverage", "-fcoverage", "-fopt-info", "-flto",
-    "-fdiagnostics-format", "-fdiagnostics-add-output", "-fdiagnostics-set-output"};
+    "-fdiagnostics-format", "-fdiagnostics-add-output", "-fdiagnostics-set-output",
+    // The -E steps would leave macros (and __TIME__) for cudafe++/cicc to expand.
+    "-fdirectives-only", "-fpreprocessed"};
 constexpr std::string_view kHostAllowed[] = {"-O", "-g", "-m", "-D", "-U", "-I", "-std=", "-f", "-W"};
 
 bool host_option_ok(std::string_view item) {
   if (item == "-pthread" || item == "-g" || item == "-O") return true;
   // -Wp,X -Wa,X -Wl,X arrive split at the commas: "-Wp", "X".
   if (item == "-Wp" || item == "-Wa" || item == "-Wl") return false;
+  // -march=native and friends: the host code would depend on this machine's CPU.
+  if (item.size() >= 7 && item.substr(item.size() - 7) == "=native") return false;
   for (std::string_view bad : kHostRefused) {
     if (starts_with(item, bad)) return false;
   }

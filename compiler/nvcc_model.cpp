@@ -364,6 +364,11 @@ PpResult nvcc_pp_key(Planner::Impl& impl, const Plan& plan) {
       return no("date_time_macro", "a pragma names -Wdate-time: its warning cannot be trusted");
     }
     if (out->out.find("incbin") != std::string::npos) return no("incbin", "incbin in the -E output");
+    // nvcc's front ends would expand what -E left (defense in depth: the
+    // options that make -E leave macros are refused).
+    for (const char* name : {"__TIME__", "__DATE__", "__TIMESTAMP__"}) {
+      if (out->out.find(name) != std::string::npos) return no("date_time_macro", std::string(name) + " in the -E output");
+    }
     h.add_field(out->out);
     for (const std::string& file : marker_files(out->out)) {
       std::string path = absolute_path(file, nv.cwd);

@@ -33,6 +33,31 @@ std::string absolute_path(const std::string& path, const std::string& cwd) {
 }
 
 
+std::string dir_name(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Collapses runs of '/' and drops a trailing one (nvcc forms "$TMPDIR/name"
+// whatever TMPDIR ends with).
+std::string squeeze_slashes(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    if (c == '/' && !out.empty() && out.back() == '/') continue;
+    out += c;
+  }
+  if (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
+std::optional<std::string> real_path(const std::string& path) {
+  char buf[PATH_MAX];
+  if (::realpath(path.c_str(), buf) == nullptr) return std::nullopt;
+  return std::string(buf);
+}
+
+
 Plan passthrough_plan(const Request& request, std::string code, std::string reason) {
   Plan plan;
   plan.kind = PlanKind::kPassthrough;

@@ -323,6 +323,29 @@ class NvccTest(TorchCase):
         self.assertEqual((d["misses"], d["hits"], d["not_stored"]), (2, 0, 2), d)
         self.assertEqual(self.status()["not_stored_reasons"], {"date_time_macro": 2})
 
+    def test_nvcc_joiner_served_from_the_store(self):
+        """Two identical nvcc requests in flight: one runs; the other joins and,
+        once the run stored its result, is served from the store with its own
+        lookup (the manifest is not tied to the flight)."""
+        self.put("k.cu", CU_SOURCE)
+        self.start_service(jobs=1)
+        args = [NVCC, "-c", "k.cu", "-o", "k.o"]
+        gate = self.hold_slot()
+        before = self.counters()
+        procs = [self.start_via(args) for _ in range(2)]
+        self.wait_status(lambda s: s["requests"] == before["requests"] + 2, "both nvcc requests to arrive")
+        self.release_slot(gate)
+        for p in procs:
+            rc, _, err = self.wait_one(p)
+            self.assertEqual(rc, 0, err)
+        d = self.delta(before)
+        # The gate's execution was counted before `before`: one nvcc ran.
+        self.assertEqual((d["misses"], d["hits"], d["executions"], d["not_stored"]), (1, 1, 1, 0), d)
+        first = self.bytes_of("k.o")
+        self.remove("k.o")
+        self.assertEqual(self.nvcc_via("-c", "k.cu", "-o", "k.o")[0], 0)
+        self.assertEqual(self.bytes_of("k.o"), first)
+
     def test_nvcc_unsupported_option_passes_through(self):
         self.put("k.cu", CU_SOURCE)
         self.start_service(jobs=JOBS_SERVICE)

@@ -42,7 +42,8 @@ namespace {
 constexpr size_t kMaxPreprocessed = 256u << 20;
 constexpr const char* kMarker = "ccpool-pp-marker v1\n";
 
-// File names of the line markers (`# 12 "path" flags`), C-unescaped.
+}  // namespace
+
 std::set<std::string> marker_files(const std::string& text) {
   std::set<std::string> files;
   size_t pos = 0;
@@ -79,6 +80,8 @@ std::set<std::string> marker_files(const std::string& text) {
   }
   return files;
 }
+
+namespace {
 
 bool fallback_applies(const std::string& code) { return code.rfind("has_include", 0) == 0; }
 

@@ -1,6 +1,9 @@
 // Preprocessor-mode fallback of the C/C++ model (cc_preprocessed.cpp).
 #pragma once
 
+#include <set>
+#include <string>
+
 #include "compiler/cc_args.h"
 #include "compiler/planner_impl.h"
 
@@ -8,6 +11,10 @@ namespace ccpool::compiler {
 
 // Fills cc.pp_argv/pp_env/pp_marker when `a` may use preprocessor mode
 // (-c or -S, no -w); needs cc.family and cc.dirs set.
+// File names of the line markers (`# 12 "path" flags`) of -E output,
+// C-unescaped; names starting with '<' (<built-in>, <command-line>) left out.
+std::set<std::string> marker_files(const std::string& text);
+
 void set_up_preprocessor_mode(CcDetail& cc, const CcArgs& a, const Request& request, const ToolIdentity& tool);
 
 }  // namespace ccpool::compiler

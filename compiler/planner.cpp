@@ -33,6 +33,31 @@ std::string absolute_path(const std::string& path, const std::string& cwd) {
 }
 
 
+std::string dir_name(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Collapses runs of '/' and drops a trailing one (nvcc forms "$TMPDIR/name"
+// whatever TMPDIR ends with).
+std::string squeeze_slashes(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    if (c == '/' && !out.empty() && out.back() == '/') continue;
+    out += c;
+  }
+  if (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
+std::optional<std::string> real_path(const std::string& path) {
+  char buf[PATH_MAX];
+  if (::realpath(path.c_str(), buf) == nullptr) return std::nullopt;
+  return std::string(buf);
+}
+
+
 Plan passthrough_plan(const Request& request, std::string code, std::string reason) {
   Plan plan;
   plan.kind = PlanKind::kPassthrough;
@@ -155,6 +180,7 @@ Result<Plan> Planner::plan(const Request& request, const std::string& work_dir) 
   std::string name = base_name(request.program);
   std::string real_name = base_name(tool->real_path);
   if (name == "ptxas" || real_name == "ptxas") return m_impl->plan_ptxas(request, *tool);
+  if (name == "nvcc" || real_name == "nvcc") return m_impl->plan_nvcc(request, *tool, work_dir);
   if (looks_like_cc(name) || looks_like_cc(real_name) || looks_like_cc(base_name(request.argv[0]))) {
     Family family = m_impl->family(*tool, request.env);
     if (family != Family::kUnknown) return m_impl->plan_cc(request, *tool, family, work_dir);
@@ -166,6 +192,7 @@ Result<Plan> Planner::plan(const Request& request, const std::string& work_dir) 
 Result<std::optional<Digest>> Planner::lookup(const Plan& plan, const ManifestStorage& manifests) {
   if (plan.kind == PlanKind::kPassthrough) return std::optional<Digest>();
   if (!plan.direct_mode) return std::optional<Digest>(plan.flight_key);
+  if (plan.detail && plan.detail->nvcc) return m_impl->lookup_nvcc(plan, manifests);
   Result<std::optional<Digest>> direct = m_impl->lookup_cc(plan, manifests);
   if (direct && !*direct && plan.detail && plan.detail->cc) {
     if (std::optional<Digest> pp = m_impl->lookup_pp(plan, manifests)) return pp;
@@ -181,6 +208,7 @@ Result<Finished> Planner::finish(const Plan& plan, std::chrono::system_clock::ti
     done.why_not_code = "passthrough";
     return done;
   }
+  if (plan.detail->nvcc) return m_impl->finish_nvcc(plan, started, manifests);
   if (plan.direct_mode) {
     Result<Finished> direct = m_impl->finish_cc(plan, started, manifests);
     if (!direct) return direct;

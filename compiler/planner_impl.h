@@ -131,11 +131,26 @@ struct PpMemo {
   WhyNot why;                    // guarded by mutex; why `before` is empty
 };
 
+// nvcc -c of one .cu source (nvcc_model.cpp): nvcc's own preprocessing
+// steps, learned from `nvcc --dryrun`, rerun by lookup() and finish().
+struct NvccDetail {
+  std::string cwd;
+  std::string temp_dir;                              // where nvcc writes its tmpxft_* files
+  std::vector<std::vector<std::string>> pp_steps;    // the dryrun's `-E` commands, -o dropped, -Wdate-time added
+  std::vector<std::string> pp_programs;              // their absolute programs
+  std::vector<std::string> pp_env;
+  bool sde_pinned = false;                           // SOURCE_DATE_EPOCH set: gcc pins __DATE__/__TIME__
+  std::string deps_path;                             // SUNPRO_DEPENDENCIES file of the run (every gcc step appends)
+  std::vector<std::string> search_dirs;              // temp dir and the host compiler's search list (as written and realpaths)
+  std::vector<std::string> trusted_dirs;             // realpaths: the host compiler's defaults and the CUDA toolkit
+};
+
 struct PlanDetail {
   std::shared_ptr<PpMemo> pp = std::make_shared<PpMemo>();
   std::vector<CheckedInput> inputs;
   std::vector<std::pair<std::string, FileStat>> tools;  // binaries whose identity is keyed
   std::optional<CcDetail> cc;                           // set for direct-mode C/C++ plans
+  std::optional<NvccDetail> nvcc;                       // set for nvcc plans
   // Strings the key leaves out (ptxas: its input and output paths) that the
   // tool may still print; a run whose stdout/stderr holds one is not stored
   // (Planner::replay_blocker).
@@ -150,6 +165,11 @@ Plan passthrough_plan(const Request& request, std::string code, std::string reas
 std::string reason_code(std::string_view code, std::string_view detail);
 std::string absolute_path(const std::string& path, const std::string& cwd);  // lexical
 std::string base_name(const std::string& path);
+std::string dir_name(const std::string& path);  // lexical; "." without a slash
+// Collapses runs of '/' and drops a trailing one (nvcc forms "$TMPDIR/name"
+// whatever TMPDIR ends with).
+std::string squeeze_slashes(const std::string& path);
+std::optional<std::string> real_path(const std::string& path);  // realpath(3)
 // Adds NAME=value (or NAME unset) for each name, in the given order.
 void hash_env(Hasher& h, const std::vector<std::string>& env, const std::vector<std::string>& names);
 // Re-verifies tools and plan-time inputs; returns why not to store, or empty.
@@ -177,6 +197,10 @@ struct Planner::Impl {
   Result<Plan> plan_ptxas(const Request& request, const ToolIdentity& tool);
   Result<Plan> plan_cc(const Request& request, const ToolIdentity& tool, Family family,
                        const std::string& work_dir);
+  Result<Plan> plan_nvcc(const Request& request, const ToolIdentity& tool, const std::string& work_dir);
+  std::optional<Digest> lookup_nvcc(const Plan& plan, const ManifestStorage& manifests);
+  Finished finish_nvcc(const Plan& plan, std::chrono::system_clock::time_point started,
+                       const ManifestStorage& manifests);
   Result<std::optional<Digest>> lookup_cc(const Plan& plan, const ManifestStorage& manifests);
   Result<Finished> finish_cc(const Plan& plan, std::chrono::system_clock::time_point started,
                              const ManifestStorage& manifests);

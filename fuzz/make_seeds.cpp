@@ -141,6 +141,12 @@ int main(int argc, char** argv) {
   seed("cc_args_fuzz", "compile", "-c\nk.cpp\n-o\nk.o\n-O2\n-I\ninclude\n-MD\n-MF\nk.d");
   seed("cc_args_fuzz", "response", "@r\n-o\nk.so\n%%\n-c 'k 1.cpp' -DX=\"a b\" \\\n -Iinc");
   seed("cc_args_fuzz", "recursive", "@r\n%%\n-c k.c @r");
+  seed("nvcc_fuzz", "compile",
+       "-c\nk.cu\n-o\nk.o\n-Iinc\n-gencode\narch=compute_90,code=sm_90\n-Xcompiler\n-fPIC,-O2\n%%\n"
+       "#$ PATH=/cuda/bin:/usr/bin\n#$ CICC_PATH=/cuda/nvvm/bin\n"
+       "#$ gcc -D__CUDA_ARCH__=900 -E -x c++ -I\"inc\" -D \"FOO=a b\" \"k.cu\" -o \"/tmp/t.ii\" \n"
+       "#$ \"$CICC_PATH/cicc\" --orig_src_path_name \"/w/k.cu\" -o \"/tmp/t.ptx\"\n");
+  seed("nvcc_fuzz", "refused", "-c\n-rdc=true\nk.cu\n%%\n#$ gcc -E k.cu > out\n#$ x $UNSET\n");
   seed("cc_args_fuzz", "link", "k.cpp\n-shared\n-fPIC\n-o\nk.so\n-lm\n-Wl,-rpath,/opt/lib\n-march=native");
 
   seed("cc_probe_fuzz", "gcc-E-v",

@@ -87,6 +87,19 @@ bool fallback_applies(const std::string& code) { return code.rfind("has_include"
 
 }  // namespace
 
+WhyNot unsafe_preprocessed(const HelperOutput& out, bool sde_pinned) {
+  bool date_time = out.err.find("[-Wdate-time]") != std::string::npos;
+  if (date_time && (!sde_pinned || out.err.find("\"__TIMESTAMP__\"") != std::string::npos)) {
+    return {"date_time_macro", "__TIME__, __DATE__ or __TIMESTAMP__ expanded (-E does not determine them)"};
+  }
+  if (out.out.find("date-time") != std::string::npos) {
+    return {"date_time_macro", "a pragma names -Wdate-time: its warning cannot be trusted"};
+  }
+  if (out.out.find("incbin") != std::string::npos) return {"incbin", "incbin in the -E output"};
+  if (has_asm_directive(out.out, ".include")) return {"asm_include", "assembler .include in the -E output"};
+  return {};
+}
+
 std::optional<Digest> Planner::Impl::pp_key(const Plan& plan, WhyNot& why) {
   const CcDetail& cc = *plan.detail->cc;
   auto no = [&](std::string code, std::string text) {
@@ -99,15 +112,9 @@ std::optional<Digest> Planner::Impl::pp_key(const Plan& plan, WhyNot& why) {
   if (!out || out->exit_code != 0) {
     return no("preprocessor_failed", out ? "-E exited " + std::to_string(out->exit_code) : out.error().message);
   }
-  bool date_time = out->err.find("[-Wdate-time]") != std::string::npos;
-  if (date_time && (!cc.sde_pinned || out->err.find("\"__TIMESTAMP__\"") != std::string::npos)) {
-    return no("date_time_macro", "__TIME__, __DATE__ or __TIMESTAMP__ expanded (-E does not determine them)");
+  if (WhyNot unsafe = unsafe_preprocessed(*out, cc.sde_pinned); !unsafe.empty()) {
+    return no(std::move(unsafe.code), std::move(unsafe.text));
   }
-  if (out->out.find("date-time") != std::string::npos) {
-    return no("date_time_macro", "a pragma names -Wdate-time: its warning cannot be trusted");
-  }
-  if (out->out.find("incbin") != std::string::npos) return no("incbin", "incbin in the -E output");
-  if (has_asm_directive(out->out, ".include")) return no("asm_include", "assembler .include in the -E output");
   Hasher h;
   h.add_field("ccpool-cc-pp-v1");
   hash_digest(h, plan.flight_key);

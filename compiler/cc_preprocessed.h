@@ -15,6 +15,14 @@ namespace ccpool::compiler {
 // C-unescaped; names starting with '<' (<built-in>, <command-line>) left out.
 std::set<std::string> marker_files(const std::string& text);
 
+// Why one -E run's output does not determine the compile's result (empty when
+// it does): a __TIME__/__DATE__/__TIMESTAMP__ expansion its -Wdate-time
+// warning shows (with gcc and SOURCE_DATE_EPOCH, __DATE__/__TIME__ are
+// pinned), a pragma that could silence that warning, or an assembler
+// directive that reads a file (.incbin, .include). Shared by the C/C++ and
+// nvcc preprocessor keys.
+WhyNot unsafe_preprocessed(const HelperOutput& out, bool sde_pinned);
+
 void set_up_preprocessor_mode(CcDetail& cc, const CcArgs& a, const Request& request, const ToolIdentity& tool);
 
 }  // namespace ccpool::compiler

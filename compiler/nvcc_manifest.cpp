@@ -107,14 +107,9 @@ PpResult nvcc_pp_key(Planner::Impl& impl, const Plan& plan) {
     if (!out || out->exit_code != 0) {
       return no("preprocessor_failed", out ? "-E exited " + std::to_string(out->exit_code) : out.error().message);
     }
-    bool date_time = out->err.find("[-Wdate-time]") != std::string::npos;
-    if (date_time && (!nv.sde_pinned || out->err.find("\"__TIMESTAMP__\"") != std::string::npos)) {
-      return no("date_time_macro", "__TIME__, __DATE__ or __TIMESTAMP__ expanded (-E does not determine them)");
+    if (WhyNot unsafe = unsafe_preprocessed(*out, nv.sde_pinned); !unsafe.empty()) {
+      return no(std::move(unsafe.code), std::move(unsafe.text));
     }
-    if (out->out.find("date-time") != std::string::npos) {
-      return no("date_time_macro", "a pragma names -Wdate-time: its warning cannot be trusted");
-    }
-    if (out->out.find("incbin") != std::string::npos) return no("incbin", "incbin in the -E output");
     // nvcc's front ends would expand what -E left (defense in depth: the
     // options that make -E leave macros are refused).
     for (const char* name : {"__TIME__", "__DATE__", "__TIMESTAMP__"}) {
@@ -224,6 +219,7 @@ Finished Planner::Impl::finish_nvcc(const Plan& plan, std::chrono::system_clock:
     if (!s) return no("input_unreadable", s.error().message);
     if (s->flags & (kScanDate | kScanTime | kScanTimestamp)) return no("time_macro", "'" + path + "' names a date/time macro");
     if (s->flags & kScanIncbin) return no("incbin", "'" + path + "' holds .incbin");
+    if (s->flags & kScanAsmInclude) return no("asm_include", "'" + path + "' holds the assembler's .include");
     if ((s->flags & kScanPastePiece) && !under_any(path, nv.trusted_dirs)) {
       return no("pasted_macro", "'" + path + "' may paste a date/time macro");
     }

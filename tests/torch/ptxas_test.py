@@ -323,6 +323,22 @@ class NvccTest(TorchCase):
         self.assertEqual((d["misses"], d["hits"], d["not_stored"]), (2, 0, 2), d)
         self.assertEqual(self.status()["not_stored_reasons"], {"date_time_macro": 2})
 
+    def test_nvcc_asm_include_not_stored(self):
+        """Host inline asm `.include`s a file no dependency list names: nothing
+        is stored, and a changed included file is compiled again (never a hit)."""
+        self.put("v.s", ".globl cu_v\n.data\ncu_v: .long 1\n")
+        self.put("k.cu", CU_SOURCE + 'asm(".include \\"v.s\\"");\n')
+        self.start_service(jobs=JOBS_SERVICE)
+        before = self.counters()
+        rc, err = self.nvcc_via("-c", "k.cu", "-o", "k.o")
+        self.assertEqual(rc, 0, err)
+        self.put("v.s", ".globl cu_v\n.data\ncu_v: .long 2\n")
+        rc, err = self.nvcc_via("-c", "k.cu", "-o", "k.o")
+        self.assertEqual(rc, 0, err)
+        d = self.delta(before)
+        self.assertEqual((d["misses"], d["hits"], d["not_stored"]), (2, 0, 2), d)
+        self.assertEqual(self.status()["not_stored_reasons"], {"asm_include": 2})
+
     def test_nvcc_joiner_served_from_the_store(self):
         """Two identical nvcc requests in flight: one runs; the other joins and,
         once the run stored its result, is served from the store with its own

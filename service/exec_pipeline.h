@@ -79,9 +79,14 @@ class ExecPipeline {
     std::optional<std::string> manifest;  // direct mode: the manifest naming result_key
   };
 
+  // What serve_from_store() did: nothing (not in the store, or the manifest
+  // does not validate), served a hit from the node store or the cluster
+  // tier, or answered kFailed because the outputs could not be written.
+  enum class Served { kNothing, kNodeHit, kRemoteHit, kFailed };
+
   void handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request,
               std::shared_ptr<UniqueFd> stdin_fd, std::chrono::steady_clock::time_point received);
-  bool serve_from_store(const Waiter& waiter, bool made_remotely = false);
+  Served serve_from_store(const Waiter& waiter, bool made_remotely = false);
   void join_or_lead(Waiter waiter, bool shareable, std::shared_ptr<UniqueFd> stdin_fd);
   void rerun(Waiter waiter);
   void lead(const std::shared_ptr<Flight>& flight);

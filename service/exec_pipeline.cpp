@@ -119,7 +119,9 @@ void ExecPipeline::submit(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   ++m_pending;
   auto received = std::chrono::steady_clock::now();
   auto shared_stdin = std::make_shared<UniqueFd>(std::move(stdin_fd));
-  m_deps.scheduler.run_in_arena(
+  // On a request thread, not in the arena: a hit (plan, lookup, delivery)
+  // never waits for a tool, and arena tasks make oneTBB's idle workers spin.
+  m_deps.scheduler.run_request(
       [this, conn_id, peer_pid, received, shared_stdin, request = std::move(request)]() mutable {
         PendingGuard pending(m_pending);
         if (FaultInjector::instance().should_throw_in_request()) {

@@ -6,6 +6,7 @@
 # callgrind); walls are printed with the load average next to them.
 #   scripts/hit_breakdown.sh [BUILD_DIR]     (default build; N=100 hits)
 #   CCPOOL_HIT_CALLGRIND=0 skips the callgrind run (slow: ~1 min)
+#   CCPOOL_HIT_ONLY_CALLGRIND=1 runs only that
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(realpath "${1:-build}")/bin
@@ -37,6 +38,7 @@ per_hit() { python3 -c "print(round($1 / $n, 1))"; }
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 start_service
 hits 3
+if [ "${CCPOOL_HIT_ONLY_CALLGRIND:-0}" = 0 ]; then
 
 # Wall: N sequential hits, /bin/true and ccache hits of the same compile.
 wall() { local t0 t1; t0=$(date +%s%N); "$@"; t1=$(date +%s%N); python3 -c "print(f'{($t1 - $t0) / $n / 1e6:.3f} ms')"; }
@@ -76,6 +78,7 @@ echo "service syscalls over $n hits, per hit:"
 awk -v n="$n" '$1 ~ /^[0-9.]+$/ && $4 ~ /^[0-9]+$/ {
     errs = (NF == 6) ? $5 : 0
     if ($4 / n >= 0.5 || $NF == "total") printf "  %-16s %6.1f%s\n", $NF, $4 / n, errs ? sprintf(" (%.1f failed)", errs / n) : "" }' "$tmp/service.strace"
+fi
 stop_service
 
 # Service instructions per hit (callgrind, counters zeroed after the warm-up).

@@ -67,14 +67,16 @@ Result<void> start_service(const std::string& ccpool_binary, const std::string& 
 Result<ipc::Client> connect_or_start(const std::string& socket, const std::string& ccpool_binary,
                                      bool autostart, const std::vector<std::string>& env,
                                      std::chrono::milliseconds startup_budget) {
-  auto client = ipc::Client::connect(socket, ipc::deadline_in(kHandshakeBudget));
+  auto client = ipc::Client::connect(socket, ipc::deadline_in(kHandshakeBudget), 0,
+                                     ipc::Handshake::kWithFirstRequest);
   if (client || client.error().code != ErrorCode::kUnreachable || !autostart) return client;
   CCPOOL_TRY(start_service(ccpool_binary, socket, env));
   auto give_up = std::chrono::steady_clock::now() + startup_budget;
   auto backoff = std::chrono::milliseconds(5);
   for (;;) {
     std::this_thread::sleep_for(backoff);
-    client = ipc::Client::connect(socket, ipc::deadline_in(kHandshakeBudget));
+    client = ipc::Client::connect(socket, ipc::deadline_in(kHandshakeBudget), 0,
+                                  ipc::Handshake::kWithFirstRequest);
     if (client || client.error().code != ErrorCode::kUnreachable) return client;
     if (std::chrono::steady_clock::now() >= give_up) return client;
     backoff = std::min(backoff * 2, std::chrono::milliseconds(250));

@@ -20,7 +20,9 @@ std::string sibling_ccpool_binary();
 Result<void> start_service(const std::string& ccpool_binary, const std::string& socket,
                            const std::vector<std::string>& env);
 
-// Connects with a short handshake deadline. When the service is unreachable
+// Connects with a short handshake deadline; the hello goes out with the
+// first request (ipc::Handshake::kWithFirstRequest), so a failed handshake
+// shows as that request's error. When the service is unreachable
 // and autostart is allowed, starts it and retries with backoff (5 ms doubling
 // to 250 ms) for about `startup_budget`.
 Result<ipc::Client> connect_or_start(const std::string& socket, const std::string& ccpool_binary,

@@ -73,17 +73,21 @@ int run_client(const ClientInvocation& inv) {
     auto override_path = env_value(env, "CCPOOL_SERVICE_BINARY");
     ccpool_binary = override_path ? std::string(*override_path) : sibling_ccpool_binary();
   }
+  // Not our service, or not our directory: say so, and keep out of it.
+  auto refused = [&](const Error& error) {
+    (void)write_all(2, "ccpool: " + error.message + "; running '" + *program + "' locally\n");
+    return run_fallback("", error.message, *program, argv, env);
+  };
   auto client = connect_or_start(socket, ccpool_binary, !env_flag(env, "CCPOOL_NO_AUTOSTART"), env,
                                  kStartupBudget);
-  if (!client && client.error().code == ErrorCode::kPermission) {
-    // Not our service, or not our directory: say so, and keep out of it.
-    (void)write_all(2, "ccpool: " + client.error().message + "; running '" + *program + "' locally\n");
-    return run_fallback("", client.error().message, *program, argv, env);
-  }
+  if (!client && client.error().code == ErrorCode::kPermission) return refused(client.error());
   if (!client) return run_fallback(state_dir, client.error().message, *program, argv, env);
   // Our stdin goes along: a pass-through tool (e.g. `gcc -x c -`) reads it.
+  // The handshake happens here too (hello and exec in one write), so a
+  // refusal in it is a permission error of this call.
   int stdin_fd = ::fcntl(0, F_GETFD) >= 0 ? 0 : -1;
   auto reply = client->exec(*request, ipc::deadline_in(reply_timeout(env)), stdin_fd);
+  if (!reply && reply.error().code == ErrorCode::kPermission) return refused(reply.error());
   if (!reply) return run_fallback(state_dir, reply.error().message, *program, argv, env);
   if (reply->status != ipc::ExecStatus::kCompleted) {
     return run_fallback(state_dir, status_reason(*reply), *program, argv, env);

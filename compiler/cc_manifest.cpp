@@ -125,6 +125,7 @@ Result<std::optional<Digest>> Planner::Impl::lookup_cc(const Plan& plan,
   std::shared_ptr<const ParsedManifest> manifest = parsed_manifest(plan.flight_key, *blob);
   if (!manifest) return std::optional<Digest>();
   int64_t bucket = date_bucket(now_seconds());
+  DirListings::Scope dirs(listings);  // this lookup's directory stats, shared by its entries
   for (const ParsedEntry& pe : manifest->entries) {
     const ManifestEntry& e = pe.entry;
     if (!pe.key_ok) continue;
@@ -142,7 +143,7 @@ Result<std::optional<Digest>> Planner::Impl::lookup_cc(const Plan& plan,
     for (size_t i = 0; valid && i < pe.groups.size(); ++i) {
       const NegativeGroup& g = pe.groups[i];
       std::string dir = g.dir.empty() ? (cc.cwd.empty() ? "." : cc.cwd) : absolute_path(g.dir, cc.cwd);
-      if (!listings.check(dir, g.names, g.absent)) valid = false;
+      if (!dirs.check(dir, g.names, g.absent)) valid = false;
     }
     // NAME.gch/ directories: the same names (their files are in e.files).
     for (size_t i = 0; valid && i < e.dirs.size(); ++i) {

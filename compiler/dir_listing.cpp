@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string_view>
 
 #include "compiler/file_hasher.h"
 
@@ -62,6 +63,12 @@ bool DirListings::check(const std::string& dir, const std::vector<std::string>& 
   // exist: stat(2) fails with ENOENT/ENOTDIR.
   if (!st || !S_ISDIR(st->mode)) return true;
   std::shared_ptr<const Names> names = listing(dir, *st);
+  return none_present(dir, names.get(), not_regular, absent);
+}
+
+bool DirListings::none_present(const std::string& dir, const Names* names,
+                               const std::vector<std::string>& not_regular,
+                               const std::vector<std::string>& absent) {
   // Unlisted (searchable but unreadable, or vanished): ask for each path.
   auto listed = [&](const std::string& n) {
     return !names || n.empty() || n == "." || n == ".." || names->count(n) > 0;
@@ -73,6 +80,47 @@ bool DirListings::check(const std::string& dir, const std::vector<std::string>& 
     if (listed(n) && stat_path(join(dir, n))) return false;
   }
   return true;
+}
+
+bool DirListings::Scope::check(const std::string& dir, const std::vector<std::string>& not_regular,
+                               const std::vector<std::string>& absent) {
+  Listing l = list(dir);
+  if (!l.is_dir) return true;  // as in DirListings::check
+  return none_present(dir, l.names.get(), not_regular, absent);
+}
+
+DirListings::Listing DirListings::Scope::list(const std::string& dir) {
+  for (const auto& [path, listing] : m_stated) {
+    if (path == dir) return listing;
+  }
+  if (known_missing(dir)) return Listing{};
+  Listing l = m_listings.list(dir);
+  m_stated.emplace_back(dir, l);
+  return l;
+}
+
+// Finds the nearest directory this scope stat'ed that is an ancestor of
+// `dir` (a prefix followed by '/'). Missing (or not a directory): nothing
+// under it resolves. A directory whose listing lacks the next component of
+// `dir`: that component does not exist, so nothing under it resolves either.
+// An empty, "." or ".." component (always resolvable) or an unreadable
+// listing proves nothing: the caller stats `dir`.
+bool DirListings::Scope::known_missing(std::string_view dir) const {
+  const std::pair<std::string, Listing>* nearest = nullptr;
+  for (const auto& seen : m_stated) {
+    const std::string& path = seen.first;
+    if (dir.size() > path.size() && dir[path.size()] == '/' && dir.substr(0, path.size()) == path &&
+        (nearest == nullptr || path.size() > nearest->first.size())) {
+      nearest = &seen;
+    }
+  }
+  if (nearest == nullptr) return false;
+  const Listing& ancestor = nearest->second;
+  if (!ancestor.is_dir) return true;
+  std::string_view rest = dir.substr(nearest->first.size() + 1);
+  std::string component(rest.substr(0, rest.find('/')));
+  if (!ancestor.names || component.empty() || component == "." || component == "..") return false;
+  return ancestor.names->count(component) == 0;
 }
 
 DirListings::Listing DirListings::list(const std::string& dir) {

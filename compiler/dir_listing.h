@@ -10,6 +10,13 @@
 // 2 s ago are not memoized (the same racy rule as FileHasher). A name present
 // in the listing still gets a real stat(2) of the path (a regular file, or a
 // symlink to one, is a shadowing header; anything else is not).
+//
+// Within one validation (a Scope), a parent seen missing or not a directory,
+// or one whose name is missing from the listing of an ancestor the scope has
+// already stat'ed, is known missing without a stat of its own: path
+// resolution fails at that component. Most negative paths of a system header
+// sit under search directories that do not exist (`include-fixed/bits`, ...),
+// so this turns a stat per missing directory into a stat per search directory.
 #pragma once
 
 #include <atomic>
@@ -19,6 +26,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <unordered_set>
 #include <vector>
@@ -57,6 +65,30 @@ class DirListings {
   };
   Listing list(const std::string& dir);
 
+  // One validation's view of directories, used by one thread for one lookup
+  // and then dropped (never shared between lookups, so every lookup stats
+  // afresh). Each directory is stat'ed at most once per scope; see the top of
+  // this file for the ones that are not stat'ed at all.
+  class Scope {
+   public:
+    explicit Scope(DirListings& listings) : m_listings(listings) {}
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    // As DirListings::check, through this scope.
+    bool check(const std::string& dir, const std::vector<std::string>& not_regular,
+               const std::vector<std::string>& absent);
+    Listing list(const std::string& dir);
+
+   private:
+    // True when a directory this scope stat'ed proves `dir` missing.
+    bool known_missing(std::string_view dir) const;
+    DirListings& m_listings;
+    // The directories this scope stat'ed (a few per lookup: the search
+    // directories and the missing ones nearest to them). Inferred ones are
+    // not kept: they are cheaper to infer again than to look up.
+    std::vector<std::pair<std::string, Listing>> m_stated;
+  };
+
   // Directory reads done so far (memo misses); a test seam.
   uint64_t reads() const { return m_reads.load(); }
 
@@ -68,6 +100,10 @@ class DirListings {
   // The names in `dir` (whose stat is `st`), from the memo or read now;
   // nullptr when it cannot be read.
   std::shared_ptr<const Names> listing(const std::string& dir, const FileStat& st);
+  // check() for a directory whose listing is `names` (null: unreadable).
+  static bool none_present(const std::string& dir, const Names* names,
+                           const std::vector<std::string>& not_regular,
+                           const std::vector<std::string>& absent);
   std::mutex m_mutex;
   std::map<Key, std::shared_ptr<const Names>> m_memo;  // guarded by m_mutex
   std::atomic<uint64_t> m_reads{0};

@@ -98,7 +98,11 @@ ssize_t send_with_fd(int fd, std::string_view data, int pass_fd) {
 
 Result<void> send_message(int fd, const Message& m, Deadline deadline, int pass_fd) {
   CCPOOL_TRY_ASSIGN(std::string frame, encode_checked(m));
-  std::string_view left = frame;
+  return send_frames(fd, frame, deadline, pass_fd);
+}
+
+Result<void> send_frames(int fd, std::string_view frames, Deadline deadline, int pass_fd) {
+  std::string_view left = frames;
   bool fd_sent = pass_fd < 0;
   while (!left.empty()) {
     // The fd rides on the frame's first bytes, so the receiver holds it by

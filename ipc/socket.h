@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 
 #include "base/error.h"
 #include "base/fs.h"
@@ -41,6 +42,8 @@ Result<UniqueFd> connect_unix(const std::string& path, Deadline deadline);
 // >= 0, that descriptor travels with the frame's first bytes (SCM_RIGHTS):
 // an exec frame carries the client's stdin this way (PROTOCOL.md).
 Result<void> send_message(int fd, const Message& m, Deadline deadline, int pass_fd = -1);
+// The same for bytes already encoded (one or more whole frames).
+Result<void> send_frames(int fd, std::string_view frames, Deadline deadline, int pass_fd = -1);
 // Reads until `reader` yields one message, polling for POLLIN until `deadline`.
 // EOF before a whole frame is kProtocol ("connection closed by peer").
 Result<Message> recv_message(int fd, FrameReader& reader, Deadline deadline);

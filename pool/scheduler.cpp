@@ -11,6 +11,7 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -83,10 +84,21 @@ struct Scheduler::State {
   size_t arena_pending GUARDED_BY(arena_mutex) = 0;
   std::atomic<uint64_t> exceptions{0};
 
+  // Request threads: a FIFO, served by `jobs` threads until `requests_done`.
+  Mutex request_mutex;
+  CondVar request_ready{&request_mutex};
+  std::deque<std::pair<std::function<void()>, OnException>> requests GUARDED_BY(request_mutex);
+  bool requests_done GUARDED_BY(request_mutex) = false;
+  std::vector<std::thread> request_threads;
+
   uint64_t estimate_locked(const std::string& job_class) const REQUIRES(mutex);
   Admitted admit_locked() REQUIRES(mutex);
   void launch(Admitted admitted, Scheduler& owner);
   void post(std::function<void()> work, OnException on_exception);
+  void serve_requests();
+  // Runs `work`; an exception is counted and handed to on_exception, whose
+  // own exception is dropped.
+  void run_guarded(const std::function<void()>& work, const OnException& on_exception);
   void task_returned() {
     MutexLock lock(&arena_mutex);
     if (--arena_pending == 0) arena_idle.signal_all();
@@ -126,8 +138,20 @@ Admitted Scheduler::State::admit_locked() {
   return admitted;
 }
 
-// An exception must not reach oneTBB (it would terminate the worker): it is
-// counted and handed to on_exception, whose own exception is dropped.
+void Scheduler::State::run_guarded(const std::function<void()>& work, const OnException& on_exception) {
+  try {
+    work();
+  } catch (...) {
+    ++exceptions;
+    try {
+      std::string what = current_exception_text();
+      if (on_exception) on_exception(what);
+    } catch (...) {
+    }
+  }
+}
+
+// An exception must not reach oneTBB (it would terminate the worker).
 void Scheduler::State::post(std::function<void()> work, OnException on_exception) {
   {
     MutexLock lock(&arena_mutex);
@@ -138,17 +162,24 @@ void Scheduler::State::post(std::function<void()> work, OnException on_exception
       State* state;
       ~Returned() { state->task_returned(); }
     } returned{this};
-    try {
-      work();
-    } catch (...) {
-      ++exceptions;
-      try {
-        std::string what = current_exception_text();
-        if (on_exception) on_exception(what);
-      } catch (...) {
-      }
-    }
+    run_guarded(work, on_exception);
   });
+}
+
+// One request thread: takes the oldest request, sleeps when there is none,
+// returns once the queue is empty and requests_done is set.
+void Scheduler::State::serve_requests() {
+  for (;;) {
+    std::pair<std::function<void()>, OnException> request;
+    {
+      MutexLock lock(&request_mutex);
+      while (requests.empty() && !requests_done) request_ready.wait();
+      if (requests.empty()) return;
+      request = std::move(requests.front());
+      requests.pop_front();
+    }
+    run_guarded(request.first, request.second);
+  }
 }
 
 void Scheduler::State::launch(Admitted admitted, Scheduler& owner) {
@@ -174,10 +205,17 @@ Scheduler::Scheduler(const SchedulerOptions& options) : m_state(std::make_unique
   }
   // No slot reserved for external threads: every slot serves enqueued work.
   s.arena.initialize(s.jobs, 0);
+  for (int i = 0; i < s.jobs; ++i) s.request_threads.emplace_back([&s] { s.serve_requests(); });
 }
 
 Scheduler::~Scheduler() {
   State& s = *m_state;
+  {
+    MutexLock lock(&s.request_mutex);
+    s.requests_done = true;
+    s.request_ready.signal_all();
+  }
+  for (std::thread& t : s.request_threads) t.join();  // after the queued requests ran
   {
     MutexLock lock(&s.mutex);
     s.queues.clear();
@@ -246,6 +284,13 @@ void Scheduler::finish(JobId id, int64_t measured_peak_rss_kb) {
 
 void Scheduler::run_in_arena(std::function<void()> work, OnException on_exception) {
   m_state->post(std::move(work), std::move(on_exception));
+}
+
+void Scheduler::run_request(std::function<void()> work, OnException on_exception) {
+  State& s = *m_state;
+  MutexLock lock(&s.request_mutex);
+  s.requests.emplace_back(std::move(work), std::move(on_exception));
+  s.request_ready.signal();
 }
 
 uint64_t Scheduler::estimate(const std::string& job_class) const {

@@ -1,7 +1,8 @@
 // Scheduler: the ONE bounded, memory-aware, fair pool of a node.
 //
 // It admits jobs (tool processes) and runs CPU work in one tbb::task_arena of
-// `jobs` threads. A job occupies a slot from admission until finish(); its
+// `jobs` threads, and short request work (run_request) on `jobs` plain
+// threads of its own. A job occupies a slot from admission until finish(); its
 // process is waited for by ProcessRunner's reaper thread, never by an arena
 // thread, so the bound counts processes, not parked threads.
 //
@@ -55,6 +56,7 @@ class Scheduler {
  public:
   explicit Scheduler(const SchedulerOptions&);  // creates a tbb::task_arena with max_concurrency = jobs
   ~Scheduler();                                 // waits for arena work to finish; queued jobs are dropped silently
+  // The destructor also lets the request threads finish what is queued.
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
@@ -75,6 +77,14 @@ class Scheduler {
   // Enqueue CPU work (hashing, compression, store writes) into the same bounded
   // arena; returns at once.
   void run_in_arena(std::function<void()> work, std::function<void(const std::string& what)> on_exception = {});
+
+  // Enqueue short work that never waits for a tool the pool runs (a request's
+  // planning, lookup and hit delivery); returns at once. It runs FIFO on
+  // `jobs` request threads that sleep on a condition variable when idle: an
+  // arena task wakes oneTBB workers that yield-spin before sleeping (~100
+  // sched_yield per task), which on a small machine costs a hit more than the
+  // hit itself. Exceptions as for arena work.
+  void run_request(std::function<void()> work, std::function<void(const std::string& what)> on_exception = {});
 
   uint64_t estimate(const std::string& job_class) const;  // bytes
   SchedulerStats stats() const;

@@ -270,6 +270,8 @@ void ConnectionHub::handle_frame(Connection& conn, ipc::Message message) {
       queue_bytes(conn, ipc::encode(ipc::to_error_frame(checked.error())), true);
       return;
     }
+    // Descriptors that came with hello stay for the first request: clients
+    // send hello and exec (with its stdin) in one write (PROTOCOL.md).
     conn.greeted = true;
     queue_bytes(conn, ipc::encode(ipc::HelloOk{ipc::kProtocolVersion, 0, ::getpid()}), false);
     return;

@@ -54,9 +54,11 @@ struct Counters {
   std::atomic<uint64_t> store_errors{0}; // store writes that failed (result still served)
   std::atomic<uint64_t> service_errors{0};  // requests answered "failed": the client ran the tool itself
   std::atomic<uint64_t> stopping_replies{0};
-  // Service-side time of local hits, from frame decoded to reply queued.
-  std::atomic<uint64_t> hit_time_ns{0};
-  Histogram hit_latency;  // the same time, per hit, for ccpool_hit_duration_seconds
+  // Service-side time of each node-store hit served on arrival, from frame
+  // decoded to reply queued (`hit_service_us`, ccpool_hit_duration_seconds).
+  // Cluster-tier hits are not in it, nor joiners served from the store after
+  // waiting for a leader: their time is a round trip or a wait, not a hit's.
+  Histogram hit_latency;
   // `passthrough` and `not_stored` split by reason code; each snapshot() is a
   // plain std::map<std::string, uint64_t> (status JSON, metrics exporters).
   ReasonCounts passthrough_reasons;

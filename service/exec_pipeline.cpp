@@ -119,7 +119,9 @@ void ExecPipeline::submit(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   ++m_pending;
   auto received = std::chrono::steady_clock::now();
   auto shared_stdin = std::make_shared<UniqueFd>(std::move(stdin_fd));
-  m_deps.scheduler.run_in_arena(
+  // On a request thread, not in the arena: a hit (plan, lookup, delivery)
+  // never waits for a tool, and arena tasks make oneTBB's idle workers spin.
+  m_deps.scheduler.run_request(
       [this, conn_id, peer_pid, received, shared_stdin, request = std::move(request)]() mutable {
         PendingGuard pending(m_pending);
         if (FaultInjector::instance().should_throw_in_request()) {
@@ -184,10 +186,9 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
     ++m_deps.counters.passthrough;
     count_reason(m_deps, "passthrough", waiter.plan.reason_code);
     spdlog::debug("pass-through {} {}: {}", waiter.plan.reason_code, waiter.plan.tool, waiter.plan.reason);
-  } else if (serve_from_store(waiter)) {
-    m_deps.counters.hit_time_ns += static_cast<uint64_t>(
-        (std::chrono::steady_clock::now() - received).count());
-    m_deps.counters.hit_latency.observe_since(received);
+  } else if (Served served = serve_from_store(waiter); served != Served::kNothing) {
+    // Only node-store hits are timed: `hits` counts exactly those.
+    if (served == Served::kNodeHit) m_deps.counters.hit_latency.observe_since(received);
     return;
   }
   waiter.fairness_id = fairness_id(request.rank, peer_pid);  // reads /proc: only for misses
@@ -197,26 +198,26 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
 // A hit: the waiter's own plan validated against the stored manifest, then
 // the entry from the node store or, through it, the cluster tier.
 // `made_remotely`: the caller knows another node made the entry (a lease wait).
-bool ExecPipeline::serve_from_store(const Waiter& waiter, bool made_remotely) {
+ExecPipeline::Served ExecPipeline::serve_from_store(const Waiter& waiter, bool made_remotely) {
   auto key = m_deps.planner.lookup(waiter.plan, manifests());
   if (!key) {
     spdlog::warn("manifest lookup failed: {}", key.error().message);
-    return false;
+    return Served::kNothing;
   }
-  if (!*key) return false;
+  if (!*key) return Served::kNothing;
   std::optional<Found> found = m_deps.storage.get(**key);
-  if (!found || found->entry.kind != cache::EntryKind::kCompile) return false;
+  if (!found || found->entry.kind != cache::EntryKind::kCompile) return Served::kNothing;
   bool remote = made_remotely || found->source == Source::kRemote;
   auto delivered = deliver(m_deps.planner, waiter.plan, waiter.umask, found->entry);
   if (!delivered) {
     ++m_deps.counters.service_errors;
     spdlog::warn("cannot deliver a hit: {}", delivered.error().message);
     send(waiter, failed_reply("ccpool could not write the outputs: " + delivered.error().message));
-    return true;
+    return Served::kFailed;
   }
   ++(remote ? m_deps.counters.remote_hits : m_deps.counters.hits);
   send(waiter, completed(found->entry, remote ? ipc::CacheOutcome::kRemoteHit : ipc::CacheOutcome::kHit));
-  return true;
+  return remote ? Served::kRemoteHit : Served::kNodeHit;
 }
 
 namespace {
@@ -313,7 +314,7 @@ bool ExecPipeline::complete_from_store(const std::shared_ptr<Flight>& flight) {
   std::vector<Waiter> waiters = m_flights.complete(flight);
   retire(*flight);
   for (auto& w : waiters) {
-    if (!serve_from_store(w, true)) rerun(std::move(w));
+    if (serve_from_store(w, true) == Served::kNothing) rerun(std::move(w));
   }
   return true;
 }
@@ -545,7 +546,7 @@ void ExecPipeline::deliver_run(const Flight& flight, const RunOutcome& run,
     if (!w.leader && !joiner_matches(w, run)) {
       // Its inputs differ, or the run proved nothing (inputs changed during
       // it): a hit if the store has its result, else its own compile.
-      if (!cacheable || !serve_from_store(w)) rerun(std::move(w));
+      if (!cacheable || serve_from_store(w) == Served::kNothing) rerun(std::move(w));
       continue;
     }
     auto outcome = !w.leader ? ipc::CacheOutcome::kJoin

@@ -8,10 +8,11 @@
 // runs its own compile (docs/cache-keys.md, "Joins").
 //
 // Threads: submit() and on_disconnect() are called on the I/O thread and only
-// post work; planning, lookups, storing and delivery run in the scheduler's
-// arena; process exits arrive on the ProcessRunner's reaper thread and are
-// re-posted into the arena. Cross-node lease waits run on threads of their own
-// so they never park an arena worker.
+// post work; planning, lookup and a hit's delivery run on the scheduler's
+// request threads (run_request); process exits arrive on the ProcessRunner's
+// reaper thread and are re-posted into the arena, where collecting, storing
+// and delivery to the waiters run. Cross-node lease waits run on threads of
+// their own so they never park an arena worker or a request thread.
 #pragma once
 
 #include <sys/types.h>
@@ -79,9 +80,14 @@ class ExecPipeline {
     std::optional<std::string> manifest;  // direct mode: the manifest naming result_key
   };
 
+  // What serve_from_store() did: nothing (not in the store, or the manifest
+  // does not validate), served a hit from the node store or the cluster
+  // tier, or answered kFailed because the outputs could not be written.
+  enum class Served { kNothing, kNodeHit, kRemoteHit, kFailed };
+
   void handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request,
               std::shared_ptr<UniqueFd> stdin_fd, std::chrono::steady_clock::time_point received);
-  bool serve_from_store(const Waiter& waiter, bool made_remotely = false);
+  Served serve_from_store(const Waiter& waiter, bool made_remotely = false);
   void join_or_lead(Waiter waiter, bool shareable, std::shared_ptr<UniqueFd> stdin_fd);
   void rerun(Waiter waiter);
   void lead(const std::shared_ptr<Flight>& flight);
@@ -96,10 +102,10 @@ class ExecPipeline {
   bool joiner_matches(const Waiter& waiter, const RunOutcome& run);
   void fail_flight(const std::shared_ptr<Flight>& flight, const std::string& message);
   void retire(Flight& flight);
-  // An exception escaped the request's arena work: answer kFailed, drop its waiter.
+  // An exception escaped the request's work: answer kFailed, drop its waiter.
   void fail_request(uint64_t conn_id, const std::string& what);
 
-  // Counts a posted request until its arena work returns, however it returns.
+  // Counts a posted request until its work returns, however it returns.
   class PendingGuard {
    public:
     explicit PendingGuard(std::atomic<size_t>& pending) : m_pending(pending) {}

@@ -270,9 +270,10 @@ nlohmann::json Service::Impl::status() {
   j["hits"] = counters.hits.load();
   j["misses"] = counters.misses.load();
   j["joins"] = counters.joins.load();
-  uint64_t served = counters.hits.load() + counters.remote_hits.load();
-  j["hit_service_us"] = served ? counters.hit_time_ns.load() / served / 1000.0 : 0.0;
-  j["hit_latency"] = histogram_json(counters.hit_latency.snapshot());
+  Histogram::Snapshot hit_times = counters.hit_latency.snapshot();
+  uint64_t timed_hits = hit_times.count();
+  j["hit_service_us"] = timed_hits ? static_cast<double>(hit_times.sum_ns) / timed_hits / 1000.0 : 0.0;
+  j["hit_latency"] = histogram_json(hit_times);
   j["exec_remote_hits"] = counters.remote_hits.load();
   j["executions"] = counters.executions.load();
   j["failures"] = counters.failures.load();

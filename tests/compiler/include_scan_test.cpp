@@ -162,5 +162,41 @@ TEST(DirListings, MemoizedListingSeesNewEntries) {
   EXPECT_EQ(listings.reads(), 3u);
 }
 
+// Issue 16: within one lookup, a directory under one the scope saw missing,
+// or missing from the listing of one it saw, is known missing without a stat;
+// the next lookup (a new scope) stats afresh and sees what appeared.
+TEST(DirListings, ScopeInfersMissingDirectoriesFromAncestors) {
+  std::string dir = ::ccpool::testing::scratch_dir();
+  std::filesystem::create_directories(dir + "/inc");
+  std::filesystem::create_directories(dir + "/d2");
+  write_text(dir + "/inc/other.h", "");
+  write_text(dir + "/d2/h.h", "");
+  write_text(dir + "/file", "");
+  DirListings listings;
+  {
+    DirListings::Scope scope(listings);
+    EXPECT_TRUE(scope.check(dir + "/inc", {"h.h"}, {}));
+    EXPECT_TRUE(scope.check(dir + "/nope", {"h.h"}, {}));
+    EXPECT_TRUE(scope.list(dir + "/file").is_dir == false);
+    // Appear now, after the scope saw their ancestors: this lookup still
+    // answers from what it saw (it never stats them).
+    write_text(dir + "/inc/bits/types/h.h", "");
+    write_text(dir + "/nope/deeper/h.h", "");
+    EXPECT_TRUE(scope.check(dir + "/inc/bits", {"h.h"}, {}));
+    EXPECT_TRUE(scope.check(dir + "/inc/bits/types", {"h.h"}, {}));
+    EXPECT_TRUE(scope.check(dir + "/nope/deeper", {"h.h"}, {}));
+    EXPECT_TRUE(scope.check(dir + "/file/x", {"h.h"}, {}));
+    // "..", "." and listed names are stat'ed, never inferred.
+    EXPECT_FALSE(scope.check(dir + "/inc/../d2", {"h.h"}, {}));
+    EXPECT_FALSE(scope.check(dir + "/inc/./bits/types", {"h.h"}, {}));
+    EXPECT_FALSE(scope.check(dir + "/d2", {"h.h"}, {}));
+  }
+  DirListings::Scope next(listings);
+  EXPECT_TRUE(next.check(dir + "/inc", {"h.h"}, {}));
+  EXPECT_FALSE(next.check(dir + "/inc/bits/types", {"h.h"}, {}));
+  EXPECT_FALSE(next.check(dir + "/nope/deeper", {"h.h"}, {}));
+  EXPECT_FALSE(next.check(dir + "/nope/deeper/", {"h.h"}, {}));
+}
+
 }  // namespace
 }  // namespace ccpool::compiler::testing

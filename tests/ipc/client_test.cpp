@@ -22,12 +22,17 @@ using std::chrono::milliseconds;
 
 // A one-connection fake service: answers Hello with `hello_reply`, then each
 // further request with whatever `answer` returns (nullopt: stay silent).
+// With `hello_after_first_request`, it answers Hello only once the first
+// request has arrived too: a client that waits for hello-ok before sending
+// its request times out against it.
 class FakeService {
  public:
   using Answer = std::function<std::optional<Message>(const Message&)>;
 
-  FakeService(Message hello_reply, Answer answer)
-      : m_path(ccpool::testing::scratch_dir() + "/s"), m_listener(*listen_unix(m_path)) {
+  FakeService(Message hello_reply, Answer answer, bool hello_after_first_request = false)
+      : m_path(ccpool::testing::scratch_dir() + "/s"),
+        m_listener(*listen_unix(m_path)),
+        m_hello_after_first_request(hello_after_first_request) {
     m_thread = std::thread([this, hello_reply, answer] { run(hello_reply, answer); });
   }
   ~FakeService() {
@@ -46,9 +51,12 @@ class FakeService {
     FrameReader reader;
     auto hello = recv_message(conn.get(), reader, deadline_in(milliseconds(5000)));
     if (!hello || !std::holds_alternative<Hello>(*hello)) return;
+    std::optional<Result<Message>> first;
+    if (m_hello_after_first_request) first = recv_message(conn.get(), reader, deadline_in(milliseconds(5000)));
     (void)send_message(conn.get(), hello_reply, deadline_in(milliseconds(5000)));
     for (;;) {
-      auto m = recv_message(conn.get(), reader, deadline_in(milliseconds(5000)));
+      auto m = first ? std::move(*first) : recv_message(conn.get(), reader, deadline_in(milliseconds(5000)));
+      first.reset();
       if (!m) return;
       ++m_requests;
       auto reply = answer(*m);
@@ -58,6 +66,7 @@ class FakeService {
 
   std::string m_path;
   UniqueFd m_listener;
+  bool m_hello_after_first_request;
   std::thread m_thread;
   std::atomic<int> m_requests{0};
 };
@@ -99,6 +108,46 @@ TEST(Client, HandshakeAndEveryRequest) {
   EXPECT_EQ(reply->outcome, CacheOutcome::kHit);
   EXPECT_TRUE(client->stop(deadline_in(milliseconds(5000))));
   EXPECT_EQ(service.requests(), 4);
+}
+
+// Issue 16: with Handshake::kWithFirstRequest, hello and the first request
+// go out in one write, and hello-ok is checked before the request's reply.
+TEST(Client, HelloTravelsWithTheFirstRequest) {
+  FakeService service(HelloOk{kProtocolVersion, 5, 777}, answer_normally, true);
+  auto client = Client::connect(service.path(), deadline_in(milliseconds(5000)), 0,
+                                Handshake::kWithFirstRequest);
+  ASSERT_TRUE(client) << client.error().message;
+  ExecRequest request;
+  request.program = "/bin/true";
+  request.argv = {"true", "a"};
+  request.cwd = "/";
+  auto reply = client->exec(request, deadline_in(milliseconds(5000)), 0);
+  ASSERT_TRUE(reply) << reply.error().message;
+  EXPECT_EQ(reply->exit_code, 2);
+  EXPECT_EQ(client->hello().service_pid, 777);
+  EXPECT_TRUE(client->ping(deadline_in(milliseconds(5000))));
+  EXPECT_EQ(service.requests(), 2);
+}
+
+TEST(Client, DeferredHandshakeErrorsComeWithTheFirstRequest) {
+  {
+    FakeService service(ErrorFrame{static_cast<uint16_t>(ErrorCode::kPermission), "uid 1000 is not 0"},
+                        answer_normally);
+    auto client = Client::connect(service.path(), deadline_in(milliseconds(5000)), 0,
+                                  Handshake::kWithFirstRequest);
+    ASSERT_TRUE(client) << client.error().message;
+    auto pong = client->ping(deadline_in(milliseconds(5000)));
+    ASSERT_FALSE(pong);
+    EXPECT_EQ(pong.error().code, ErrorCode::kPermission);
+    EXPECT_EQ(pong.error().message, "uid 1000 is not 0");
+  }
+  FakeService service(HelloOk{kProtocolVersion + 1, 0, 1}, answer_normally);
+  auto client = Client::connect(service.path(), deadline_in(milliseconds(5000)), 0,
+                                Handshake::kWithFirstRequest);
+  ASSERT_TRUE(client) << client.error().message;
+  auto pong = client->ping(deadline_in(milliseconds(5000)));
+  ASSERT_FALSE(pong);
+  EXPECT_EQ(pong.error().code, ErrorCode::kUnsupported);
 }
 
 TEST(Client, RefusedHandshakeMapsErrorCode) {

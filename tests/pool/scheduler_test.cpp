@@ -326,6 +326,51 @@ TEST(SchedulerTest, ArenaWorkRunsAllItemsWithinTheBound) {
   EXPECT_LE(peak.load(), jobs);
 }
 
+// Issue 16: request work runs on `jobs` threads of the scheduler's own, in
+// submission order when there is one thread; exceptions are contained and
+// counted as for arena work; the destructor runs what is still queued.
+TEST(SchedulerTest, RequestWorkRunsWithinTheBoundAndDrainsOnDestruction) {
+  std::atomic<int> active{0}, peak{0}, done{0};
+  {
+    const int jobs = 3;
+    Scheduler scheduler(options(jobs, 64 * kGiB));
+    for (int i = 0; i < 200; ++i) {
+      scheduler.run_request([&] {
+        int now = ++active;
+        int seen = peak.load();
+        while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        --active;
+        ++done;
+      });
+    }
+  }
+  EXPECT_EQ(done.load(), 200);
+  EXPECT_GE(peak.load(), 1);
+  EXPECT_LE(peak.load(), 3);
+}
+
+TEST(SchedulerTest, RequestWorkIsFifoAndContainsExceptions) {
+  Scheduler scheduler(options(1, kGiB));
+  std::vector<int> order;  // one request thread: no lock needed between tasks
+  std::promise<std::string> from_work;
+  std::promise<void> finished;
+  scheduler.run_request([&] { order.push_back(1); });
+  scheduler.run_request([] { throw std::runtime_error("boom in request"); },
+                        [&](const std::string& what) { from_work.set_value(what); });
+  scheduler.run_request([] { throw 42; }, [](const std::string&) { throw std::runtime_error("hook"); });
+  scheduler.run_request([&] {
+    order.push_back(2);
+    finished.set_value();
+  });
+  auto done = finished.get_future();
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(from_work.get_future().get(), "boom in request");
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  EXPECT_EQ(scheduler.stats().exceptions, 2u);
+}
+
 // Issue 12: a `start` that throws must not keep its slot. With jobs=1 the
 // next job could otherwise never be admitted (the client waited an hour).
 TEST(SchedulerTest, AStartThatThrowsFreesItsSlot) {

@@ -92,6 +92,25 @@ class RemoteTierTest(NodesCase):
         self.assertEqual((s["remote_hits"], s["hits"], s["executions"]), (1, 1, 0))
         self.assertEqual(self.runs_count(), 1)
 
+    def test_hit_time_covers_local_hits_only(self):
+        """`hit_service_us` and `hit_latency` describe node-store hits served
+        on arrival: a hit from the cluster tier (a Redis round trip) is in
+        neither, so here the histogram counts exactly `hits`."""
+        a, b = self.node("a"), self.node("b")
+        self.open_gate()
+        data = os.urandom(4096)
+        self.compile_on(a, data)
+        a.wait_status(lambda s: s["remote_writes"] >= 1, "the result to be written to Redis")
+        self.compile_on(b, data)
+        s = b.status()
+        self.assertEqual((s["remote_hits"], s["hits"]), (1, 0))
+        self.assertEqual((sum(s["hit_latency"]["counts"]), s["hit_service_us"]), (0, 0))
+        self.compile_on(b, data)
+        s = b.status()
+        self.assertEqual((s["remote_hits"], s["hits"]), (1, 1))
+        self.assertEqual(sum(s["hit_latency"]["counts"]), 1)
+        self.assertGreater(s["hit_service_us"], 0)
+
     def test_remote_hit_gxx_shared_object(self):
         """A real one-step `g++ -shared -o k.so k.cpp` (direct mode: a
         manifest and a result travel through Redis)."""

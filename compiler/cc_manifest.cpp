@@ -334,9 +334,22 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, std::chrono::system_
     if (positives.insert(path).second) entry.files.emplace_back(path, digest);
   }
   if (entry.files.size() > kMaxManifestFiles) return refuse("too_many_inputs", "more than 10000 inputs");
+  // Most negative paths sit in directories that do not exist or do not hold
+  // that name (a system header's name under every earlier -I directory): one
+  // listing per directory, memoized by its stat, answers them without a
+  // stat(2) each. A name the listing holds is stat'ed as before.
+  DirListings::Scope scope(listings);
+  std::map<std::string, DirListings::Listing> parents;
   for (const std::string& n : negatives) {
     if (positives.count(n)) continue;
-    std::optional<FileStat> st = stat_path(absolute_path(n, cc.cwd));
+    std::string abs = absolute_path(n, cc.cwd);
+    size_t slash = abs.rfind('/');
+    std::string parent = slash == 0 ? "/" : abs.substr(0, slash);
+    auto it = parents.find(parent);
+    if (it == parents.end()) it = parents.emplace(parent, scope.list(parent)).first;
+    const DirListings::Listing& listing = it->second;
+    bool may_exist = listing.is_dir && (!listing.names || listing.names->count(abs.substr(slash + 1)) != 0);
+    std::optional<FileStat> st = may_exist ? stat_path(abs) : std::nullopt;
     if (st && S_ISREG(st->mode)) {
       // It existed, yet the compiler took a later candidate: this reading of
       // the include is not the one that happened (or #include_next skipped

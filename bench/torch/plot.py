@@ -51,7 +51,11 @@ def print_table(res):
             continue
         base = runs["plain"]["compile_s"]
         for name, label in (("plain", "torchrun"), ("ccpool", "ccpool run, cold"),
-                            ("fresh", "ccpool run, fresh node")):
+                            ("fresh", "ccpool run, fresh node"),
+                            ("ccpool_fc", "ccpool run --frameworks-cache, cold"),
+                            ("fresh_fc", "ccpool run --frameworks-cache, fresh node")):
+            if name not in runs:
+                continue
             r = runs[name]
             counts = "" if name == "plain" else \
                 f"{r['hits']} / {r['misses']} / {r['passthrough']} / {r['not_stored']}"

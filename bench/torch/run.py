@@ -8,6 +8,9 @@ without ccpool and under `ccpool run`. For each R:
   ccpool     ccpool run -- torchrun, cold store, cold Inductor cache
   fresh      ccpool again with the Inductor cache dir and $TMPDIR (precompiled
              headers) emptied: a fresh node with a warm ccpool store
+  ccpool_fc, fresh_fc (--fc-ranks, default R=1)  the same pair under
+             `ccpool run --frameworks-cache`: the FX graph cache goes to the
+             service's Redis front too
   sigint     plain and ccpool: SIGINT to the launcher once a compiler runs;
              processes of the job still alive 2 s later
 Measured: compile phase (max over ranks of the model's own timer), compiler
@@ -155,23 +158,24 @@ class Bench:
         os.makedirs(e["TMPDIR"], exist_ok=True)
         return e
 
-    def cmd(self, d, ranks, via_ccpool):
+    def cmd(self, d, ranks, via_ccpool, frameworks_cache=False):
         run = [self.venv_py, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
                str(ranks), MODEL, "--out-dir", f"{d}/out"]
         if not via_ccpool:
             return run
+        fc = ["--frameworks-cache"] if frameworks_cache else []
         return [self.ccpool, "run", "--socket", f"{d}/run/sock", "--dir", f"{d}/store", "--jobs",
-                str(self.args.jobs), "--", *run]
+                str(self.args.jobs), *fc, "--", *run]
 
     def status(self, d):
         r = subprocess.run([self.ccpool, "status", "--socket", f"{d}/run/sock", "--json"],
                            capture_output=True, text=True)
         return json.loads(r.stdout) if r.returncode == 0 else {}
 
-    def run_once(self, d, ranks, via_ccpool, sigint=False, base=None):
+    def run_once(self, d, ranks, via_ccpool, sigint=False, base=None, frameworks_cache=False):
         """base: the service's status before this run, when its store is reused."""
         env = self.env(d, self.args.threads)
-        p = subprocess.Popen(self.cmd(d, ranks, via_ccpool), env=env, stdout=subprocess.DEVNULL,
+        p = subprocess.Popen(self.cmd(d, ranks, via_ccpool, frameworks_cache), env=env, stdout=subprocess.DEVNULL,
                              stderr=open(f"{d}/stderr.log", "ab"), start_new_session=True)
         sock = f"{d}/run/sock"
         sampler = Sampler(lambda: [p.pid] + (serve_pids(sock) if via_ccpool else []))
@@ -259,6 +263,15 @@ class Bench:
             print(key, "ccpool", json.dumps(out["ccpool"]), flush=True)
             out["fresh"] = self.run_once(d, ranks, True, base=self.status(d))
             self.stop(d)
+            if ranks in self.args.fc_ranks:
+                # The same pair with --frameworks-cache: Inductor's FX graph cache also goes to the service's
+                # Redis front, so the fresh node skips Inductor's codegen as well as the compilers.
+                d = os.path.join(self.root, f"ccpool-fc-{ranks}")
+                out["ccpool_fc"] = self.run_once(d, ranks, True, frameworks_cache=True)
+                for sub in ("inductor", "tmp", "out"):
+                    shutil.rmtree(f"{d}/{sub}")
+                out["fresh_fc"] = self.run_once(d, ranks, True, base=self.status(d), frameworks_cache=True)
+                self.stop(d)
             if ranks == self.args.sigint_ranks:
                 out["plain_sigint"] = self.run_once(os.path.join(self.root, f"plain-int-{ranks}"),
                                                     ranks, False, sigint=True)
@@ -278,11 +291,13 @@ def main():
     ap.add_argument("--threads", type=int, default=32)
     ap.add_argument("--jobs", type=int, default=os.cpu_count())
     ap.add_argument("--sigint-ranks", type=int, default=2)
+    ap.add_argument("--fc-ranks", default="1", help="rank counts that also run the --frameworks-cache pair")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--venv", default=os.environ.get("CCPOOL_VENV", os.path.join(ROOT, "build", "venv")))
     ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
     args = ap.parse_args()
     args.ranks = [int(x) for x in args.ranks.split(",")]
+    args.fc_ranks = [int(x) for x in args.fc_ranks.split(",") if x]
     if not os.access(os.path.join(args.venv, "bin", "python"), os.X_OK):
         print(f"bench/torch: no venv at {args.venv} (scripts/setup-deps.sh makes it)", file=sys.stderr)
         return 125

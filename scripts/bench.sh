@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # ccpool against its peers (issue 6): plain g++, a capped per-rank pool
 # (TORCHINDUCTOR_COMPILE_THREADS=2), ccache, sccache and ccpool, interleaved,
-# on workloads a-e. Writes bench/results/{raw,meta}.json and PNG plots, then
-# rewrites the marked sections of BENCHMARKS.md.
-#   scripts/bench.sh --quick            ≤ 10 min on an idle 2-core machine
+# on workloads a-e, then f: the Redis front against redis-server
+# (bench/resp_vs_redis.sh). Writes bench/results/{raw,meta}.json, resp_vs_redis.csv
+# and PNG plots, then rewrites the marked sections of BENCHMARKS.md.
+#   scripts/bench.sh --quick            ≤ 20 min on an idle 2-core machine
 #   scripts/bench.sh                    the full run (R up to 16, K up to 64; long)
 #   scripts/bench.sh --only a,b --reps 3 --keep-work
 #   scripts/bench.sh --report-only      regenerate BENCHMARKS.md from bench/results
@@ -14,7 +15,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 PY=/usr/bin/python3
 args=("$@")
-quick=() only=a,b,c,d reps=1 keep=0 report_only=0 tiny=()
+quick=() only=a,b,c,d,f reps=1 keep=0 report_only=0 tiny=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --quick) quick=(--quick) ;;
@@ -79,6 +80,10 @@ if [[ $report_only -eq 0 ]]; then
   rm -f "$results"/*.png
   $PY bench/peers/driver.py --build "$build" --out "$results" --work "$work" --sources "$sources" --only "$only" --reps "$reps" \
     "${quick[@]}" "${tiny[@]}" --command "scripts/bench.sh ${args[*]}"
+  if [[ ,$only, == *,f,* ]]; then
+    echo "== workload f: the Redis front against redis-server (bench/resp_vs_redis.sh)"
+    BUILD_DIR=$build bench/resp_vs_redis.sh --rounds 3
+  fi
 fi
 
 $PY bench/peers/report.py "$results" "$root/BENCHMARKS.md"

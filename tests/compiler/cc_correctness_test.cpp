@@ -7,52 +7,12 @@
 
 #include <filesystem>
 
-#include "compiler/planner.h"
-#include "tests/compiler/executor.h"
-#include "tests/support/scratch.h"
+#include "tests/compiler/real_compiler_case.h"
 
 namespace ccpool::compiler::testing {
 namespace {
 
-class CcCorrectness : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    if (::access(compiler().c_str(), X_OK) != 0) {
-      FAIL() << compiler() << " is missing: run scripts/setup-deps.sh";
-    }
-    dir = ::ccpool::testing::scratch_dir();
-  }
-  std::string compiler() const { return "/usr/bin/" + GetParam(); }
-
-  Request request(std::vector<std::string> args, const std::string& cwd = "") {
-    Request r;
-    r.program = compiler();
-    r.argv = {GetParam()};
-    r.argv.insert(r.argv.end(), args.begin(), args.end());
-    r.cwd = cwd.empty() ? dir : cwd;
-    r.env = base_env();
-    return r;
-  }
-
-  // Runs through the cache, then the same command directly into `ref`, and
-  // compares the output bytes.
-  Outcome check(const Request& r, const std::string& out, const std::string& ref_out) {
-    Outcome o = execute(planner, store, r);
-    EXPECT_EQ(o.exit_code, 0) << o.stderr_text;
-    std::vector<std::string> direct = r.argv;
-    for (auto& a : direct) {
-      if (a == out) a = ref_out;
-    }
-    direct[0] = r.program;
-    EXPECT_EQ(run_direct(direct, r.cwd, r.env), 0);
-    EXPECT_EQ(read_text(r.cwd + "/" + out), read_text(r.cwd + "/" + ref_out)) << "bytes differ for " << out;
-    return o;
-  }
-
-  Planner planner;
-  MemoryStore store;
-  std::string dir;
-};
+class CcCorrectness : public RealCompilerCase {};
 
 TEST_P(CcCorrectness, HeaderContentChangedMisses) {
   write_text(dir + "/inc/h.h", "#define V 1\n");
@@ -479,7 +439,9 @@ TEST_P(CcCorrectness, DependencyFlagTableMatchesDirectCompile) {
       Outcome o = execute(planner, store, r);
       ASSERT_EQ(o.plan.kind, PlanKind::kCompiler) << what << ": " << o.plan.reason;
       EXPECT_EQ(o.hit, round == 1) << what;
-      if (round == 0) EXPECT_TRUE(o.stored) << what << ": " << o.why_not;
+      if (round == 0) {
+        EXPECT_TRUE(o.stored) << what << ": " << o.why_not;
+      }
       EXPECT_EQ(read_text(dir + "/" + c.dep), want) << what << (round ? " (hit)" : " (miss)");
     }
   }
@@ -553,7 +515,9 @@ TEST_P(CcCorrectness, SourceSpelledWithLeadingDotSlashIsStored) {
       Outcome o = execute(planner, store, request(args));
       ASSERT_EQ(o.plan.kind, PlanKind::kCompiler) << src << ": " << o.plan.reason;
       EXPECT_EQ(o.hit, round == 1) << src;
-      if (round == 0) EXPECT_TRUE(o.stored) << src << ": " << o.why_not;
+      if (round == 0) {
+        EXPECT_TRUE(o.stored) << src << ": " << o.why_not;
+      }
       EXPECT_EQ(read_text(dir + "/k.d"), want) << src;
     }
   }
@@ -631,13 +595,17 @@ TEST_P(CcCorrectness, PreprocessorModeRefusesDateAndTimeMacros) {
     std::string code = execute(planner, store, r).why_not_code;
     EXPECT_TRUE(code == "date_time_macro" || code == "time_macro" || code == "timestamp_macro")
         << c.name << ": " << code;
-    if (c.name == "pasted" || c.name == "date") EXPECT_EQ(code, "date_time_macro") << c.name;
+    if (c.name == "pasted" || c.name == "date") {
+      EXPECT_EQ(code, "date_time_macro") << c.name;
+    }
     r.env.push_back("SOURCE_DATE_EPOCH=1700000000");
     bool pinned = c.pinnable && GetParam() == "g++";  // clang 14 ignores SOURCE_DATE_EPOCH
     Outcome first = execute(planner, store, r);
     if (!first.stored) first = execute(planner, store, r);
     EXPECT_EQ(first.stored, pinned) << c.name << ": " << first.why_not_code;
-    if (pinned) EXPECT_TRUE(check(r, c.name + ".o", "ref.o").hit) << c.name;
+    if (pinned) {
+      EXPECT_TRUE(check(r, c.name + ".o", "ref.o").hit) << c.name;
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <future>
+#include <unordered_map>
 
 namespace ccpool::cache {
 namespace {
@@ -41,12 +42,18 @@ void GroupCommitter::submit(const Digest& key, const Entry& entry, Done done) {
     if (done) done(tl::unexpected(std::move(prepared.error())));
     return;
   }
+  bool wake;
   {
     MutexLock lock(&m_mutex);
+    // The writer needs waking only when it may sleep on an empty queue, or
+    // when it waits out max_delay and this put fills the batch; waking it
+    // for every put costs a context switch each while it collects a batch.
+    wake = m_queue.empty();
     m_queue.push_back(Pending{std::move(*prepared), std::move(done), bytes});
     m_queued_bytes += bytes;
+    wake = wake || m_queue.size() >= m_options.max_entries || m_queued_bytes >= m_options.max_bytes;
   }
-  m_wake.signal();
+  if (wake) m_wake.signal();
 }
 
 Result<void> GroupCommitter::put(const Digest& key, const Entry& entry) {
@@ -54,6 +61,15 @@ Result<void> GroupCommitter::put(const Digest& key, const Entry& entry) {
   std::future<Result<void>> result = stored.get_future();
   submit(key, entry, [&stored](const Result<void>& r) { stored.set_value(r); });
   return result.get();
+}
+
+void GroupCommitter::commit_queued() {
+  {
+    MutexLock lock(&m_mutex);
+    if (m_queue.empty()) return;
+    m_commit_now = true;
+  }
+  m_wake.signal();
 }
 
 GroupCommitStats GroupCommitter::stats() const {
@@ -88,29 +104,47 @@ void GroupCommitter::run() {
       // Under concurrency (the last batch had company) a batch that is not
       // full waits up to max_delay for more; a lone put commits at once.
       auto deadline = std::chrono::steady_clock::now() + m_options.max_delay;
-      while (m_last_batch > 1 && !m_stopping && m_queue.size() < m_options.max_entries &&
+      while (m_last_batch > 1 && !m_stopping && !m_commit_now && m_queue.size() < m_options.max_entries &&
              m_queued_bytes < m_options.max_bytes && m_wake.wait_until(deadline)) {
       }
+      m_commit_now = false;
       batch = take_batch();
     }
+    // A key put more than once in this batch is written once, by its last put
+    // (sequential puts would leave that state); the earlier ones take its result.
+    std::vector<Digest> keys;
+    keys.reserve(batch.size());
+    std::unordered_map<Digest, size_t> last;  // key -> its last member
+    for (size_t i = 0; i < batch.size(); ++i) last[keys.emplace_back(batch[i].put.key())] = i;
+    std::vector<size_t> slot(batch.size());  // index in `puts` of the put that decides member i
     std::vector<PreparedPut> puts;
-    puts.reserve(batch.size());
-    for (Pending& p : batch) puts.push_back(std::move(p.put));
+    puts.reserve(last.size());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (last[keys[i]] != i) continue;
+      slot[i] = puts.size();
+      puts.push_back(std::move(batch[i].put));
+    }
+    for (size_t i = 0; i < batch.size(); ++i) slot[i] = slot[last[keys[i]]];
     std::vector<Result<void>> results = m_writer(puts);
     bool failed = false;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      Result<void> result = i < results.size() ? std::move(results[i])
-                                               : make_error(ErrorCode::kIo, "group commit: the batch writer "
-                                                                            "returned too few results");
-      failed = failed || !result;
-      if (batch[i].done) batch[i].done(result);
+    for (size_t p = 0; p < puts.size(); ++p) {
+      if (p >= results.size()) {
+        results.push_back(make_error(ErrorCode::kIo, "group commit: the batch writer returned too few results"));
+      }
+      failed = failed || !results[p];
     }
-    MutexLock lock(&m_mutex);
-    m_last_batch = batch.size();
-    m_stats.batches += 1;
-    m_stats.entries += batch.size();
-    m_stats.largest_batch = std::max<uint64_t>(m_stats.largest_batch, batch.size());
-    if (failed) m_stats.failed_batches += 1;
+    {
+      MutexLock lock(&m_mutex);
+      m_last_batch = batch.size();
+      m_stats.batches += 1;
+      m_stats.entries += batch.size();
+      m_stats.coalesced += batch.size() - puts.size();
+      m_stats.largest_batch = std::max<uint64_t>(m_stats.largest_batch, batch.size());
+      if (failed) m_stats.failed_batches += 1;
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].done) batch[i].done(results[slot[i]]);
+    }
   }
 }
 

@@ -8,7 +8,11 @@
 // Completions run on the writer thread, in submission order, only after the
 // transaction holding their put committed (or failed): a caller told "stored"
 // can rely on the entry being committed. A failed transaction fails every
-// member of its batch with the same error. An entry invalid on its own (larger
+// member of its batch with the same error. A key put more than once in one
+// batch (ranks storing the same artifact, a client SETting one key in a loop)
+// is written once, by its last put in submission order, which leaves the
+// state sequential puts would; the superseded puts complete with that put's
+// result, after its commit. An entry invalid on its own (larger
 // than max_size) is refused by submit() itself: its completion runs at once,
 // on the calling thread.
 //
@@ -43,6 +47,7 @@ struct GroupCommitOptions {
 
 struct GroupCommitStats {
   uint64_t batches = 0, entries = 0, largest_batch = 0, failed_batches = 0;
+  uint64_t coalesced = 0;  // puts superseded by a later put of their key in the same batch (not written)
 };
 
 class GroupCommitter {
@@ -63,6 +68,10 @@ class GroupCommitter {
   void submit(const Digest& key, const Entry& entry, Done done);
   // submit() and wait for the batch holding it. Never call from a completion.
   Result<void> put(const Digest& key, const Entry& entry);
+  // What is queued now commits without waiting out max_delay: a submitter
+  // that knows it has nothing more to add for a while (the Redis front's loop
+  // after a pass over its sockets) says so.
+  void commit_queued();
 
   GroupCommitStats stats() const;
 
@@ -83,6 +92,7 @@ class GroupCommitter {
   std::deque<Pending> m_queue GUARDED_BY(m_mutex);
   uint64_t m_queued_bytes GUARDED_BY(m_mutex) = 0;
   bool m_stopping GUARDED_BY(m_mutex) = false;
+  bool m_commit_now GUARDED_BY(m_mutex) = false;  // commit_queued() since the last batch was taken
   size_t m_last_batch GUARDED_BY(m_mutex) = 0;
   GroupCommitStats m_stats GUARDED_BY(m_mutex);
   std::thread m_thread;  // last: started once the members above exist

@@ -356,6 +356,10 @@ PreparedPut::PreparedPut() = default;
 PreparedPut::~PreparedPut() = default;
 PreparedPut::PreparedPut(PreparedPut&&) noexcept = default;
 PreparedPut& PreparedPut::operator=(PreparedPut&&) noexcept = default;
+const Digest& PreparedPut::key() const {
+  static const Digest kNone{};
+  return m_entry ? m_entry->key : kNone;
+}
 
 Result<PreparedPut> Store::prepare_put(const Digest& key, const Entry& entry) {
   CCPOOL_TRY_ASSIGN(PreparedEntry p, m_impl->prepare(key, entry));

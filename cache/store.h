@@ -114,6 +114,7 @@ class PreparedPut {
   ~PreparedPut();
   PreparedPut(PreparedPut&&) noexcept;
   PreparedPut& operator=(PreparedPut&&) noexcept;
+  const Digest& key() const;  // all zeros once moved from
 
  private:
   friend class Store;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <future>
 #include <optional>
 #include <thread>
 
@@ -130,6 +131,87 @@ TEST(GroupCommitTest, CompletionsRunInSubmissionOrderAndTheLastWriteWins) {
   for (int i = 0; i < 200; ++i) EXPECT_EQ(order[i], i);
   EXPECT_EQ(value_of(*store, test_key(7)), "v199");
   EXPECT_EQ(store->stats()->entries, 1u);
+}
+
+// Eight ranks storing the same artifact, or a client that SETs one key in a
+// loop, put one key several times into one batch: only the last put of each
+// key is written (sequential puts would leave the same state), and the
+// superseded ones complete with its result, after its commit.
+TEST(GroupCommitTest, AKeyPutTwiceInOneBatchIsWrittenOnceAndTheLastWins) {
+  auto store = open_store();
+  GatedWriter gate(*store);
+  std::vector<int> outcome(5, -1);  // 1 stored, 0 failed
+  GroupCommitStats stats;
+  {
+    GroupCommitter committer(*store, gate.writer(), GroupCommitOptions{});
+    auto record = [&](int i) { return [&outcome, i](const Result<void>& r) { outcome[i] = r ? 1 : 0; }; };
+    committer.submit({test_key(0), blob("first")}, record(0));
+    gate.wait_for_batches(1);  // batch 1 is held: the next four queue behind it
+    committer.submit({test_key(1), blob("a")}, record(1));
+    committer.submit({test_key(1), blob("b")}, record(2));
+    committer.submit({test_key(2), blob("x")}, record(3));
+    std::promise<void> last_done;
+    committer.submit({test_key(1), blob("c")}, [&](const Result<void>& r) {
+      record(4)(r);
+      last_done.set_value();
+    });
+    gate.release();
+    last_done.get_future().wait();  // completions run in order, after the batch's stats are counted
+    stats = committer.stats();
+  }
+  EXPECT_EQ(gate.sizes(), (std::vector<size_t>{1, 2}));
+  EXPECT_EQ(outcome, (std::vector<int>{1, 1, 1, 1, 1}));
+  EXPECT_EQ(value_of(*store, test_key(1)), "c");
+  EXPECT_EQ(value_of(*store, test_key(2)), "x");
+  EXPECT_EQ(store->stats()->entries, 3u);
+  EXPECT_EQ(stats.batches, 2u);
+  EXPECT_EQ(stats.entries, 5u);    // puts, superseded ones included
+  EXPECT_EQ(stats.coalesced, 2u);  // "a" and "b"
+}
+
+// The Redis front's loop says "nothing more from me for now" after each pass
+// over its sockets: what is queued commits without waiting out max_delay.
+TEST(GroupCommitTest, CommitQueuedEndsTheBatchDelay) {
+  auto store = open_store();
+  GatedWriter gate(*store);
+  GroupCommitOptions options;
+  options.max_delay = std::chrono::hours(1);
+  GroupCommitter committer(*store, gate.writer(), options);
+  committer.submit({test_key(0), blob("first")}, {});
+  gate.wait_for_batches(1);
+  committer.submit({test_key(1), blob("a")}, {});
+  std::promise<void> second_batch;
+  committer.submit({test_key(2), blob("b")}, [&](const Result<void>&) { second_batch.set_value(); });
+  gate.release();
+  second_batch.get_future().wait();  // a batch of 2: the next one waits up to max_delay for company
+  std::promise<bool> stored;
+  committer.submit({test_key(4), blob("d")}, [&](const Result<void>& r) { stored.set_value(r.has_value()); });
+  committer.commit_queued();
+  std::future<bool> result = stored.get_future();
+  ASSERT_EQ(result.wait_for(std::chrono::seconds(60)), std::future_status::ready) << "waited out max_delay";
+  EXPECT_TRUE(result.get());
+  EXPECT_EQ(value_of(*store, test_key(4)), "d");
+}
+
+// A superseded put is not "stored" unless the put that superseded it was.
+TEST(GroupCommitTest, ASupersededPutFailsWithThePutThatSupersededIt) {
+  auto store = open_store();
+  GatedWriter gate(*store);
+  gate.fail_batch = 2;
+  std::vector<int> outcome(4, -1);
+  {
+    GroupCommitter committer(*store, gate.writer(), GroupCommitOptions{});
+    auto record = [&](int i) { return [&outcome, i](const Result<void>& r) { outcome[i] = r ? 1 : 0; }; };
+    committer.submit({test_key(0), blob("first")}, record(0));
+    gate.wait_for_batches(1);
+    committer.submit({test_key(1), blob("a")}, record(1));
+    committer.submit({test_key(2), blob("x")}, record(2));
+    committer.submit({test_key(1), blob("b")}, record(3));
+    gate.release();
+  }
+  EXPECT_EQ(gate.sizes(), (std::vector<size_t>{1, 2}));
+  EXPECT_EQ(outcome, (std::vector<int>{1, 0, 0, 0}));
+  EXPECT_EQ(value_of(*store, test_key(1)), "<missing>");
 }
 
 TEST(GroupCommitTest, AFailedTransactionFailsEveryMemberOfItsBatchAndNoOther) {

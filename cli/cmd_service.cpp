@@ -31,6 +31,7 @@ struct ServeFlags {
   std::string remote, remote_prefix = "ccpool:", remote_ttl = "7d", remote_timeout = "300ms";
   std::string remote_max_value = "256M", remote_hmac_key_file, resp_password_file;
   int resp_port = 0;
+  int resp_threads = 0;  // 0: automatic
   bool remote_unsigned = false;
   int metrics_port = -1;
   bool no_resp = false;
@@ -99,6 +100,10 @@ service::ServiceOptions resolve(const ServeFlags& f) {
     fail(kExitUsage, "invalid --resp-port " + std::to_string(f.resp_port) + "; use 1-65535");
   }
   o.resp_port = f.resp_port;
+  if (f.resp_threads < 0 || f.resp_threads > 64) {
+    fail(kExitUsage, "invalid --resp-threads " + std::to_string(f.resp_threads) + "; use 1-64 (0: automatic)");
+  }
+  o.resp_threads = static_cast<size_t>(f.resp_threads);
   if (!f.resp_password_file.empty()) {
     auto pw = read_secret_file(f.resp_password_file);
     if (!pw) fail(kExitUsage, "--resp-password-file: " + pw.error().message);
@@ -292,6 +297,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--remote-key-file", flags->remote_hmac_key_file, "Shared HMAC key file (mode 0600): sign entries and reject unsigned ones; required with --remote unless --remote-unsigned (default: CCPOOL_REMOTE_KEY_FILE)");
   cmd->add_flag("--remote-unsigned", flags->remote_unsigned, "Run the cluster tier without --remote-key-file: any writer of that Redis can serve objects to this node (also CCPOOL_REMOTE_UNSIGNED=1; logged as a warning)");
   cmd->add_option("--resp-port", flags->resp_port, "Also serve the Redis-protocol front on 127.0.0.1:PORT");
+  cmd->add_option("--resp-threads", flags->resp_threads, "Event-loop threads of the Redis-protocol front (default 0: one, like redis-server; four with --remote, whose lookups block their thread)");
   cmd->add_option("--resp-password-file", flags->resp_password_file, "Require AUTH with the password in this file on the Redis-protocol front");
   cmd->add_option("--metrics-port", flags->metrics_port, "Serve Prometheus metrics at http://127.0.0.1:PORT/metrics");
   cmd->add_flag("--no-resp", flags->no_resp, "Do not start the Redis-protocol front");

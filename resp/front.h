@@ -38,6 +38,9 @@ class KvBackend {
   virtual void set_async(std::string_view key, std::string_view value, int64_t expires_at_ms, SetDone done) {
     done(set(key, value, expires_at_ms));
   }
+  // The calling loop has no more set_async calls for now (end of its pass over
+  // the sockets): a backend that batches may write what it holds at once.
+  virtual void end_of_burst() {}
   virtual bool del(std::string_view key) = 0;  // true if it existed
   virtual bool exists(std::string_view key) = 0;
   virtual bool expire(std::string_view key, int64_t expires_at_ms) = 0;  // false if missing
@@ -67,7 +70,7 @@ struct FrontOptions {
   // kMaxAuthFailures wrong passwords close it. Unbounded buffering and
   // password guessing are what CVE-2021-32675 fixed in redis-server.
   size_t max_unauthenticated = 16;
-  size_t io_threads = 2;          // epoll threads; a slow backend call stalls only its own thread
+  size_t io_threads = 1;          // epoll threads; a slow backend call stalls only its own thread
 };
 
 // A thread-safe map for tests, benchmarks and the fuzzer. The clock is a seam

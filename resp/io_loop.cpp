@@ -14,6 +14,8 @@
 #include "resp/io_loop.h"
 
 #include <pthread.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -176,6 +178,12 @@ void IoLoop::run() {
       auto it = m_connections.find(fd);
       if (it != m_connections.end()) on_event(*it->second, events[i].events);
     }
+    // Every ready socket was served: the SETs of this pass need not wait for
+    // company that would only arrive after their replies.
+    if (m_deferred_in_pass) {
+      m_deferred_in_pass = false;
+      m_shared.backend.end_of_burst();
+    }
   }
 }
 
@@ -185,6 +193,12 @@ void IoLoop::accept_from(int listener) {
     if (fd < 0) return;  // EAGAIN: another loop took it; EMFILE and friends: try on the next wakeup
     UniqueFd owned(fd);
     if (!admit(fd, listener == m_config.unix_listener)) continue;
+    if (listener == m_config.tcp_listener) {
+      // Replies are small and complete: send each at once, as redis-server does
+      // (Nagle would hold one back while an earlier segment is unacknowledged).
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
     auto conn = std::make_unique<Connection>(std::move(owned), m_shared, m_config, m_next_serial++);
     Connection* raw = conn.get();
     conn->session.set_deferral([this, raw](size_t value_bytes) { return defer(*raw, value_bytes); });
@@ -314,6 +328,7 @@ bool IoLoop::process(Connection& conn) {
 // Called by Session while it executes a deferrable SET on this loop's thread.
 KvBackend::SetDone IoLoop::defer(Connection& conn, size_t value_bytes) {
   uint64_t seq = conn.first_seq + conn.waiting.size();
+  m_deferred_in_pass = true;
   WaitingSet waiting;
   waiting.charge = value_bytes + kDeferredOverhead;
   conn.deferred_bytes += waiting.charge;

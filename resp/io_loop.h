@@ -59,6 +59,7 @@ class IoLoop {
   std::thread m_thread;
   std::shared_ptr<Completions> m_completions;  // shared with pending SETs: may outlive the loop
   std::unordered_map<int, std::unique_ptr<Connection>> m_connections;  // loop thread only
+  bool m_deferred_in_pass = false;  // a SET went to set_async since the last end_of_burst
   uint64_t m_next_serial = 1;  // tells a reused fd's connection from the one a completion meant
   std::unique_ptr<char[]> m_read_buffer;
 };

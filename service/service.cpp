@@ -181,6 +181,10 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
     resp::FrontOptions front_options;
     front_options.unix_path = impl->state_dir + "/resp.sock";
     front_options.tcp_port = options.resp_port;
+    // One loop is fastest on a few cores (no wakeups split between loops), but
+    // a tier lookup blocks its loop for up to the tier's timeout: with a tier,
+    // more loops keep one slow lookup from stalling every connection.
+    front_options.io_threads = options.resp_threads > 0 ? options.resp_threads : (impl->tier ? 4 : 1);
     front_options.password = options.resp_password;
     auto front = resp::Front::start(front_options, *impl->kv);
     if (!front) {
@@ -288,6 +292,7 @@ nlohmann::json Service::Impl::status() {
   j["store_commits"] = commits.batches;
   j["store_committed_puts"] = commits.entries;
   j["store_largest_batch"] = commits.largest_batch;
+  j["store_coalesced_puts"] = commits.coalesced;
   j["service_errors"] = counters.service_errors.load();
   j["clients"] = hub->connection_count();
   j["refused_peers"] = hub->counters().refused_peers.load();

@@ -23,6 +23,7 @@ struct ServiceOptions {
   std::chrono::milliseconds idle_timeout{3'600'000};
   std::optional<remote::RemoteOptions> remote;
   bool resp_enabled = true;  // the Redis-protocol front on <state dir>/resp.sock
+  size_t resp_threads = 0;   // event-loop threads of the front; 0: 1, or 4 with a tier (its calls block a thread)
   int resp_port = 0;         // also 127.0.0.1:PORT when > 0
   std::string resp_password;
   int metrics_port = -1;  // >= 0: serve GET /metrics on 127.0.0.1:PORT (0: any free port)

@@ -63,6 +63,7 @@ class Storage {
   // the batch holding this put committed (or failed); keep it short.
   using PutDone = std::function<void(const Result<void>&)>;
   void put_async(const Digest& key, const cache::Entry& entry, PutDone done);
+  void commit_queued() { m_commit->commit_queued(); }  // see GroupCommitter::commit_queued
   cache::GroupCommitStats commit_stats() const { return m_commit->stats(); }
 
   cache::Store& local() { return m_local; }

@@ -28,6 +28,17 @@ class HeldKv : public InMemoryKv {
     m_pending.push_back({std::string(key), std::string(value), expires_at_ms, std::move(done)});
     m_cv.notify_all();
   }
+  void end_of_burst() override {
+    std::lock_guard lock(m_mutex);
+    m_bursts.push_back(m_pending.size());
+    m_cv.notify_all();
+  }
+  // Pending SETs at each end_of_burst call so far.
+  std::vector<size_t> wait_for_bursts(size_t n) {
+    std::unique_lock lock(m_mutex);
+    m_cv.wait_for(lock, std::chrono::seconds(30), [&] { return m_bursts.size() >= n; });
+    return m_bursts;
+  }
   // Completes every SET received so far: stored (written, then answered) or refused.
   size_t complete_all(bool stored) {
     std::deque<Pending> batch;
@@ -59,6 +70,7 @@ class HeldKv : public InMemoryKv {
   std::mutex m_mutex;
   std::condition_variable m_cv;
   std::deque<Pending> m_pending;
+  std::vector<size_t> m_bursts;
 };
 
 // True when no byte arrives within `ms` (a negative check: the reply is held).
@@ -90,6 +102,21 @@ TEST_F(DeferredSetTest, ReplyWaitsForTheWriteAndALaterGetSeesIt) {
   EXPECT_EQ(m_kv.complete_all(true), 1u);
   std::string expected = "+OK\r\n" + bulk("v1") + "+PONG\r\n";
   EXPECT_EQ(read_exact(fd.get(), expected.size()), expected);
+}
+
+// A loop that handed SETs to the backend says when its pass is over, so a
+// batching backend commits them without waiting for company.
+TEST_F(DeferredSetTest, ThePassThatQueuedSetsEndsWithEndOfBurst) {
+  UniqueFd fd = connect_unix(m_front->unix_path());
+  ASSERT_TRUE(fd);
+  ASSERT_TRUE(send_all(fd.get(), command({"SET", "a", "1"}) + command({"SET", "b", "2"})));
+  std::vector<size_t> bursts = m_kv.wait_for_bursts(1);
+  ASSERT_EQ(bursts.size(), 1u);
+  EXPECT_EQ(bursts.front(), 2u);  // after both SETs of the read, not after each
+  EXPECT_EQ(m_kv.complete_all(true), 2u);
+  EXPECT_EQ(read_exact(fd.get(), 10), "+OK\r\n+OK\r\n");
+  EXPECT_EQ(round_trip(fd.get(), command({"GET", "a"}), 7), bulk("1"));
+  EXPECT_EQ(m_kv.wait_for_bursts(1).size(), 1u);  // a pass without SETs does not call it
 }
 
 TEST_F(DeferredSetTest, RefusedWritesAnswerErrorsInOrderAndNeverOk) {

@@ -85,13 +85,31 @@ std::vector<NegativeGroup> group_by_dir(const std::vector<std::string>& negative
 
 }  // namespace
 
+namespace {
+
+Digest parsed_manifest_key(const Digest& direct, const Digest& content) {
+  Hasher h;
+  h.add_field("ccpool-parsed-manifest-v2");
+  hash_digest(h, direct);
+  hash_digest(h, content);
+  return h.digest();
+}
+
+}  // namespace
+
+std::shared_ptr<const ParsedManifest> Planner::Impl::memoized_manifest(const Digest& direct,
+                                                                       const Digest& content) {
+  Digest key = parsed_manifest_key(direct, content);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = parsed_manifests.find(key);
+  return it != parsed_manifests.end() ? it->second : nullptr;
+}
+
 std::shared_ptr<const ParsedManifest> Planner::Impl::parsed_manifest(const Digest& direct,
                                                                      const std::string& blob) {
-  Hasher h;
-  h.add_field("ccpool-parsed-manifest-v1");
-  hash_digest(h, direct);
-  h.update(blob);
-  Digest key = h.digest();
+  // Keyed by the bytes parsed (not by what content() said before they were
+  // read: the manifest may have been replaced in between).
+  Digest key = parsed_manifest_key(direct, hash_bytes(blob));
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = parsed_manifests.find(key);
@@ -120,9 +138,17 @@ Result<std::optional<Digest>> Planner::Impl::lookup_cc(const Plan& plan,
                                                        const ManifestStorage& manifests) {
   if (!plan.detail || !plan.detail->cc) return make_error(ErrorCode::kInternal, "direct plan without detail");
   const CcDetail& cc = *plan.detail->cc;
-  std::optional<std::string> blob = manifests.load ? manifests.load(plan.flight_key) : std::nullopt;
-  if (!blob) return std::optional<Digest>();
-  std::shared_ptr<const ParsedManifest> manifest = parsed_manifest(plan.flight_key, *blob);
+  std::shared_ptr<const ParsedManifest> manifest;
+  if (manifests.content) {
+    std::optional<Digest> content = manifests.content(plan.flight_key);
+    if (!content) return std::optional<Digest>();
+    manifest = memoized_manifest(plan.flight_key, *content);
+  }
+  if (!manifest) {
+    std::optional<std::string> blob = manifests.load ? manifests.load(plan.flight_key) : std::nullopt;
+    if (!blob) return std::optional<Digest>();
+    manifest = parsed_manifest(plan.flight_key, *blob);
+  }
   if (!manifest) return std::optional<Digest>();
   int64_t bucket = date_bucket(now_seconds());
   DirListings::Scope dirs(listings);  // this lookup's directory stats, shared by its entries

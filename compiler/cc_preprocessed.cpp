@@ -107,7 +107,13 @@ std::optional<Digest> Planner::Impl::pp_key(const Plan& plan, WhyNot& why) {
     return std::optional<Digest>();
   };
   if (cc.pp_argv.empty()) return no("preprocessor_ineligible", "no preprocessor mode for this command");
-  Result<HelperOutput> out = run_helper(cc.pp_argv, cc.pp_env, cc.cwd, std::chrono::seconds(120),
+  // The run's environment (already without the shim) as a helper's, built
+  // here: a hit of direct mode never needs it.
+  std::vector<std::string> pp_env = helper_env(plan.run_env);
+  std::erase_if(pp_env, [](const std::string& e) {
+    return e.rfind("DEPENDENCIES_OUTPUT=", 0) == 0 || e.rfind("SUNPRO_DEPENDENCIES=", 0) == 0;
+  });
+  Result<HelperOutput> out = run_helper(cc.pp_argv, pp_env, cc.cwd, std::chrono::seconds(120),
                                         plan.run_program, kMaxPreprocessed);
   if (!out || out->exit_code != 0) {
     return no("preprocessor_failed", out ? "-E exited " + std::to_string(out->exit_code) : out.error().message);
@@ -198,10 +204,6 @@ void set_up_preprocessor_mode(CcDetail& cc, const CcArgs& a, const Request& requ
   }
   argv.insert(argv.end(), {"-E", "-Wdate-time", "-Wsystem-headers", "-Wno-error"});
   cc.pp_argv = std::move(argv);
-  cc.pp_env = helper_env(request.env);
-  std::erase_if(cc.pp_env, [](const std::string& e) {
-    return e.rfind("DEPENDENCIES_OUTPUT=", 0) == 0 || e.rfind("SUNPRO_DEPENDENCIES=", 0) == 0;
-  });
   Hasher h;
   h.add_field("ccpool-pp-marker-v1");
   hash_digest(h, tool.key);

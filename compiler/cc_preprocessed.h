@@ -9,7 +9,7 @@
 
 namespace ccpool::compiler {
 
-// Fills cc.pp_argv/pp_env/pp_marker when `a` may use preprocessor mode
+// Fills cc.pp_argv/pp_marker when `a` may use preprocessor mode
 // (-c or -S, no -w); needs cc.family and cc.dirs set.
 // File names of the line markers (`# 12 "path" flags`) of -E output,
 // C-unescaped; names starting with '<' (<built-in>, <command-line>) left out.

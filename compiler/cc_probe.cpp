@@ -84,7 +84,7 @@ Result<SearchDirs> probe_search_dirs(const ProbeContext& ctx) {
     argv.push_back(s);
   }
   Digest key = probe_key(ctx, "search-dirs", argv);
-  CCPOOL_TRY_ASSIGN(HelperOutput out, ctx.impl.memo_helper(key, argv, helper_env(ctx.request.env),
+  CCPOOL_TRY_ASSIGN(HelperOutput out, ctx.impl.memo_helper(key, argv, [&ctx] { return helper_env(ctx.request.env); },
                                                            ctx.request.cwd, ctx.request.program));
   if (out.exit_code != 0) {
     return make_error(ErrorCode::kUnsupported, "include search probe failed: " + out.err.substr(0, 200));
@@ -102,7 +102,7 @@ Result<std::string> probe_native(const ProbeContext& ctx) {
   std::vector<std::string> argv = {ctx.request.argv[0], "-###", "-E", "-"};
   argv.insert(argv.end(), ctx.args.native_args.begin(), ctx.args.native_args.end());
   Digest key = probe_key(ctx, "native", argv);
-  CCPOOL_TRY_ASSIGN(HelperOutput out, ctx.impl.memo_helper(key, argv, helper_env(ctx.request.env),
+  CCPOOL_TRY_ASSIGN(HelperOutput out, ctx.impl.memo_helper(key, argv, [&ctx] { return helper_env(ctx.request.env); },
                                                            ctx.request.cwd, ctx.request.program));
   if (out.exit_code != 0 || out.err.empty()) {
     return make_error(ErrorCode::kUnsupported, "-march=native probe failed");
@@ -124,7 +124,7 @@ Result<void> hash_link_inputs(const ProbeContext& ctx, Hasher& h, std::vector<Ch
   argv.push_back("-###");
   key_argv.push_back("-###");
   Digest key = probe_key(ctx, "link-line", key_argv);
-  CCPOOL_TRY_ASSIGN(HelperOutput out, ctx.impl.memo_helper(key, argv, helper_env(ctx.request.env),
+  CCPOOL_TRY_ASSIGN(HelperOutput out, ctx.impl.memo_helper(key, argv, [&ctx] { return helper_env(ctx.request.env); },
                                                            ctx.request.cwd, ctx.request.program));
   if (out.exit_code != 0) return make_error(ErrorCode::kUnsupported, "link probe (-###) failed");
   // The link command is the last command line printed.
@@ -137,7 +137,7 @@ Result<void> hash_link_inputs(const ProbeContext& ctx, Hasher& h, std::vector<Ch
     // collect2 runs the ld the driver names with -print-prog-name=ld.
     std::vector<std::string> pargv = {ctx.request.argv[0], "-print-prog-name=ld"};
     CCPOOL_TRY_ASSIGN(HelperOutput ld, ctx.impl.memo_helper(probe_key(ctx, "ld", pargv), pargv,
-                                                            helper_env(ctx.request.env), ctx.request.cwd,
+                                                            [&ctx] { return helper_env(ctx.request.env); }, ctx.request.cwd,
                                                             ctx.request.program));
     std::string name = ld.out.substr(0, ld.out.find('\n'));
     std::string resolved = resolve_in_path(name, ctx.request.env);

@@ -126,12 +126,19 @@ Result<HelperOutput> Planner::Impl::memo_helper(const Digest& key,
                                                 const std::vector<std::string>& env,
                                                 const std::string& cwd,
                                                 const std::string& program) {
+  return memo_helper(key, argv, [&env] { return env; }, cwd, program);
+}
+
+Result<HelperOutput> Planner::Impl::memo_helper(const Digest& key, const std::vector<std::string>& argv,
+                                                const std::function<std::vector<std::string>()>& make_env,
+                                                const std::string& cwd, const std::string& program) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = helper_memo.find(key);
     if (it != helper_memo.end()) return it->second;
   }
-  CCPOOL_TRY_ASSIGN(HelperOutput out, run_helper(argv, environment_without_shim(env), cwd, std::chrono::seconds(30), program));
+  CCPOOL_TRY_ASSIGN(HelperOutput out, run_helper(argv, environment_without_shim(make_env()), cwd,
+                                                 std::chrono::seconds(30), program));
   std::lock_guard<std::mutex> lock(mutex);
   if (helper_memo.size() >= kMaxHelperMemo) helper_memo.clear();
   helper_memo.emplace(key, out);

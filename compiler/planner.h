@@ -63,6 +63,11 @@ struct Plan {
 struct ManifestStorage {  // the service backs these with store blobs
   std::function<std::optional<std::string>(const Digest&)> load;
   std::function<void(const Digest&, const std::string&)> save;
+  // Optional: hash_bytes() of the blob load() would return, without reading
+  // it. A lookup whose manifest is parsed in memory already then skips
+  // load() (decompressing and checksumming a manifest of a few dozen
+  // headers was a third of a hit's instructions).
+  std::function<std::optional<Digest>(const Digest&)> content;
 };
 
 // Stable reason codes: the text of Plan::reason / Finished::why_not before

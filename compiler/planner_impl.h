@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -69,8 +70,7 @@ struct CcDetail {
   std::optional<DepfileView> dep_view;
   // Preprocessor-mode fallback (cc_preprocessed.cpp); pp_argv empty when the
   // command is not eligible.
-  std::vector<std::string> pp_argv;  // the compile's arguments as a -E run
-  std::vector<std::string> pp_env;
+  std::vector<std::string> pp_argv;  // the compile's arguments as a -E run (environment: pp_env())
   Digest pp_marker;                  // "preprocessor mode needed here": tool, language, search dirs
   bool dep_append = false;        // DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES append to the file
 };
@@ -192,6 +192,11 @@ struct Planner::Impl {
   Result<HelperOutput> memo_helper(const Digest& key, const std::vector<std::string>& argv,
                                        const std::vector<std::string>& env, const std::string& cwd,
                                        const std::string& program = "");
+  // The same, building the helper's environment only when the helper runs
+  // (a memo hit, every compile after the first, needs none).
+  Result<HelperOutput> memo_helper(const Digest& key, const std::vector<std::string>& argv,
+                                   const std::function<std::vector<std::string>()>& make_env,
+                                   const std::string& cwd, const std::string& program = "");
 
   Result<Plan> plan_generic(const Request& request, const ToolIdentity& tool);
   Result<Plan> plan_ptxas(const Request& request, const ToolIdentity& tool);
@@ -218,6 +223,8 @@ struct Planner::Impl {
   // The parsed form of a manifest blob stored under `direct`, memoized by
   // H(direct, bytes); nullptr when malformed.
   std::shared_ptr<const ParsedManifest> parsed_manifest(const Digest& direct, const std::string& blob);
+  // The parsed form of the blob whose hash_bytes() is `content`, if in memory.
+  std::shared_ptr<const ParsedManifest> memoized_manifest(const Digest& direct, const Digest& content);
 
   static constexpr size_t kMaxParsedManifests = 256;  // memo cleared when full
   DirListings listings;

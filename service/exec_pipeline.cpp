@@ -575,6 +575,13 @@ compiler::ManifestStorage ExecPipeline::manifests() {
     }
     return std::move(found->entry.outputs.front().data);
   };
+  storage.content = [this](const Digest& key) -> std::optional<Digest> {
+    std::optional<Found> found = m_deps.storage.get(key, Bodies::kWithout, Touch::kPeek);
+    if (!found || found->entry.kind != cache::EntryKind::kBlob || found->entry.outputs.empty()) {
+      return std::nullopt;
+    }
+    return found->entry.outputs.front().checksum;
+  };
   return storage;
 }
 

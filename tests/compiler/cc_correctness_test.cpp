@@ -143,6 +143,27 @@ TEST_P(CcCorrectness, ManifestIsParsedOncePerBytes) {
   EXPECT_EQ(planner.counters().manifest_parses, before + 2);  // the new bytes, once (the miss reused the old parse)
 }
 
+// A hit whose manifest is parsed in memory does not read it again (the store
+// decompresses and checksums it on every read); new bytes are read once.
+TEST_P(CcCorrectness, AManifestParsedInMemoryIsNotReadAgain) {
+  write_text(dir + "/inc/h.h", "#define V 1\n");
+  write_text(dir + "/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");
+  auto r = request({"-c", "k.cpp", "-Iinc", "-o", "k.o"});
+  EXPECT_TRUE(check(r, "k.o", "ref.o").stored);
+  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
+  size_t loads = store.manifest_loads;
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
+  EXPECT_EQ(store.manifest_loads, loads);
+  write_text(dir + "/inc/h.h", "#define V 2\n");
+  EXPECT_TRUE(check(r, "k.o", "ref.o").stored);  // the manifest gains an entry: new bytes
+  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
+  loads = store.manifest_loads;
+  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
+  EXPECT_EQ(store.manifest_loads, loads);
+  write_text(dir + "/inc/h.h", "#define V 1\n");  // back to the first entry's bytes
+  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
+}
+
 TEST_P(CcCorrectness, DefineAndOptimisationChangeTheKey) {
   write_text(dir + "/k.cpp", "int f() { return V * 3; }\n");
   Outcome a = check(request({"-c", "k.cpp", "-DV=1", "-O1", "-o", "k.o"}), "k.o", "ref.o");

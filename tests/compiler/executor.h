@@ -24,6 +24,7 @@ struct MemoryStore {
   int executions = 0;
   int hits = 0;
   int passthroughs = 0;
+  size_t manifest_loads = 0;  // load() calls that found a manifest
   ManifestStorage storage();
 };
 

@@ -47,8 +47,20 @@ int64_t now_ns() {
 
 }  // namespace
 
+// A connection as send() on another thread sees it. Whoever writes to the
+// socket holds `mutex`, so bytes never interleave; send() writes itself only
+// when nothing is queued before it (no frame in the outbox, no unwritten bytes
+// at the I/O thread), so frames keep the order of their send() calls.
+struct ConnectionHub::Lane {
+  Mutex mutex;
+  int fd GUARDED_BY(mutex) = -1;        // the connection's socket; -1 once the I/O thread closes it
+  size_t queued GUARDED_BY(mutex) = 0;  // its frames in the outbox, not yet taken by the I/O thread
+  bool backlog GUARDED_BY(mutex) = false;  // the I/O thread holds bytes of it not yet written
+};
+
 struct ConnectionHub::Connection {
   uint64_t id = 0;
+  std::shared_ptr<Lane> lane;
   UniqueFd fd;
   ipc::PeerCred peer{};
   ipc::FrameReader reader;
@@ -133,8 +145,31 @@ void ConnectionHub::send(uint64_t conn_id, const ipc::Message& message, bool clo
     if (!encoded) return;
   }
   std::string bytes = std::move(*encoded);
+  std::shared_ptr<Lane> lane;
   {
-    std::lock_guard lock(m_outbox_mutex);
+    MutexLock lock(&m_lanes_mutex);
+    auto it = m_lanes.find(conn_id);
+    if (it == m_lanes.end()) return;  // gone
+    lane = it->second;
+  }
+  {
+    MutexLock lock(&lane->mutex);
+    if (lane->fd < 0) return;  // closed meanwhile
+    if (!close_after && lane->queued == 0 && !lane->backlog) {
+      size_t written = 0;
+      while (written < bytes.size()) {
+        ssize_t n = ::send(lane->fd, bytes.data() + written, bytes.size() - written, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+          written += static_cast<size_t>(n);
+        } else if (!(n < 0 && errno == EINTR)) {
+          break;  // full (EAGAIN) or failed: the I/O thread writes the rest or sees the error
+        }
+      }
+      if (written == bytes.size()) return;
+      bytes.erase(0, written);
+    }
+    ++lane->queued;
+    std::lock_guard outbox_lock(m_outbox_mutex);
     m_outbox.push_back({conn_id, std::move(bytes), close_after});
   }
   wake();
@@ -198,12 +233,21 @@ void ConnectionHub::accept_all() {
     auto conn = std::make_unique<Connection>();
     conn->id = m_next_conn_id++;
     conn->fd = UniqueFd(fd);
+    conn->lane = std::make_shared<Lane>();
+    {
+      MutexLock lock(&conn->lane->mutex);
+      conn->lane->fd = fd;
+    }
     conn->peer = *peer;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.u64 = conn->id;
     ::epoll_ctl(m_epoll_fd.get(), EPOLL_CTL_ADD, fd, &ev);
     ++m_counters.accepted;
+    {
+      MutexLock lock(&m_lanes_mutex);
+      m_lanes.emplace(conn->id, conn->lane);
+    }
     m_conns.emplace(conn->id, std::move(conn));
     m_connection_count = m_conns.size();
   }
@@ -286,17 +330,23 @@ void ConnectionHub::handle_frame(Connection& conn, ipc::Message message) {
   m_callbacks.on_message(conn.id, conn.peer, std::move(message), std::move(passed));
 }
 
-void ConnectionHub::queue_bytes(Connection& conn, std::string bytes, bool close_after) {
+void ConnectionHub::queue_bytes(Connection& conn, std::string bytes, bool close_after, bool from_outbox) {
+  MutexLock lock(&conn.lane->mutex);  // one step with the count, so send() cannot pass these bytes
+  if (from_outbox && conn.lane->queued > 0) --conn.lane->queued;
   if (conn.out_pos == conn.out.size()) {
     conn.out.clear();
     conn.out_pos = 0;
   }
   conn.out += bytes;
+  conn.lane->backlog = true;
   if (close_after) conn.closing = true;
+  lock.unlock();
   write_some(conn);
 }
 
 void ConnectionHub::write_some(Connection& conn) {
+  MutexLock lock(&conn.lane->mutex);
+  int error = 0;
   while (conn.out_pos < conn.out.size()) {
     ssize_t n = ::send(conn.fd.get(), conn.out.data() + conn.out_pos, conn.out.size() - conn.out_pos,
                        MSG_NOSIGNAL);
@@ -305,7 +355,13 @@ void ConnectionHub::write_some(Connection& conn) {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) {
+    error = n < 0 ? errno : EPIPE;
+    break;
+  }
+  conn.lane->backlog = conn.out_pos < conn.out.size();
+  lock.unlock();
+  if (error != 0) {
+    if (error == EAGAIN) {
       if (!conn.want_out) {
         epoll_event ev{};
         ev.events = EPOLLIN | EPOLLRDHUP | EPOLLOUT;
@@ -332,6 +388,16 @@ void ConnectionHub::close_connection(uint64_t conn_id) {
   auto it = m_conns.find(conn_id);
   if (it == m_conns.end()) return;
   ::epoll_ctl(m_epoll_fd.get(), EPOLL_CTL_DEL, it->second->fd.get(), nullptr);
+  {
+    // No send() uses the descriptor after this, so closing it below cannot
+    // make a reply land on a reused descriptor number.
+    MutexLock lock(&it->second->lane->mutex);
+    it->second->lane->fd = -1;
+  }
+  {
+    MutexLock lock(&m_lanes_mutex);
+    m_lanes.erase(conn_id);
+  }
   m_conns.erase(it);
   m_connection_count = m_conns.size();
   m_callbacks.on_disconnect(conn_id);
@@ -346,7 +412,7 @@ void ConnectionHub::drain_outbox() {
   for (auto& item : batch) {
     auto it = m_conns.find(item.conn_id);
     if (it == m_conns.end()) continue;
-    queue_bytes(*it->second, std::move(item.bytes), item.close_after);
+    queue_bytes(*it->second, std::move(item.bytes), item.close_after, true);
   }
 }
 

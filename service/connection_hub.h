@@ -1,7 +1,10 @@
 // The service's I/O thread: accepts on the Unix socket, checks SO_PEERCRED,
 // runs the handshake, decodes frames and writes replies. It never does request
 // work itself: decoded requests go to `on_message`, which posts them to the
-// pool's arena, and replies come back through send() (any thread).
+// pool's arena, and replies come back through send() (any thread). send()
+// writes a reply to the socket itself when the connection has nothing queued
+// (a hit's reply then costs no wake-up of the I/O thread); what the socket
+// does not take, and everything behind it, goes through the I/O thread.
 //
 // Per connection: a FrameReader and an output buffer. A malformed, oversized or
 // wrong-version frame gets an ErrorFrame and only that connection is closed.
@@ -19,6 +22,7 @@
 #include <unordered_map>
 
 #include "base/error.h"
+#include "base/thread_annotations.h"
 #include "base/fs.h"
 #include "ipc/protocol.h"
 #include "ipc/socket.h"
@@ -73,6 +77,7 @@ class ConnectionHub {
 
  private:
   struct Connection;
+  struct Lane;  // what send() on another thread may use of a connection
   struct Outgoing {
     uint64_t conn_id;
     std::string bytes;
@@ -84,7 +89,8 @@ class ConnectionHub {
   void accept_all();
   void handle_readable(Connection& conn);
   void handle_frame(Connection& conn, ipc::Message message);
-  void queue_bytes(Connection& conn, std::string bytes, bool close_after);
+  // `from_outbox`: the bytes were counted in the connection's Lane::queued.
+  void queue_bytes(Connection& conn, std::string bytes, bool close_after, bool from_outbox = false);
   void write_some(Connection& conn);
   void close_connection(uint64_t conn_id);
   void drain_outbox();
@@ -101,6 +107,8 @@ class ConnectionHub {
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> m_conns;  // I/O thread only
   std::mutex m_outbox_mutex;
   std::deque<Outgoing> m_outbox;  // guarded by m_outbox_mutex
+  Mutex m_lanes_mutex;
+  std::unordered_map<uint64_t, std::shared_ptr<Lane>> m_lanes GUARDED_BY(m_lanes_mutex);  // open connections
 };
 
 }  // namespace ccpool::service

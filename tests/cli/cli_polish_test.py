@@ -140,6 +140,11 @@ class CliPolishTest(ServiceCase):
             self.assertEqual(r.returncode, 2, (flag, value))
             self.assertIn(f"invalid {flag} {value}; use 1-65535", r.stderr.decode())
             self.assertFalse(os.path.exists(self.sock))
+        for value in ("65", "-1"):
+            r = self.cli("serve", "--socket", self.sock, "--dir", self.store, "--resp-threads", value)
+            self.assertEqual(r.returncode, 2, value)
+            self.assertIn(f"invalid --resp-threads {value}; use 1-64 (0: automatic)", r.stderr.decode())
+            self.assertFalse(os.path.exists(self.sock))
 
     def test_unknown_command_is_named(self):
         r = self.cli("bogus")

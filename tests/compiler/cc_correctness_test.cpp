@@ -3,6 +3,7 @@
 // compile would see produces a miss.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -338,6 +339,58 @@ TEST_P(CcCorrectness, MarchNativeIsResolvedAndKeyed) {
   Outcome generic = check(request({"-c", "-O3", "-march=x86-64", "k.cpp", "-o", "k.o"}), "k.o", "ref.o");
   EXPECT_NE(native.plan.flight_key, generic.plan.flight_key);
 }
+
+// A one-step link's key covers the libraries its -l options find: their
+// bytes, a linker script's targets, and which search directory wins.
+class LinkInputs : public CcCorrectness {
+ protected:
+  void library(const std::string& path, int value) {
+    write_text(dir + "/lib_src.cpp", "int q() { return " + std::to_string(value) + "; }\n");
+    ASSERT_EQ(run_direct({compiler(), "-shared", "-fPIC", "lib_src.cpp", "-o", path}, dir, base_env()), 0);
+  }
+  Request link(const std::vector<std::string>& search) {
+    write_text(dir + "/k.cpp", "int q();\nint k() { return q(); }\n");
+    std::vector<std::string> args = {"k.cpp", "-O2", "-shared", "-fPIC"};
+    args.insert(args.end(), search.begin(), search.end());
+    args.insert(args.end(), {"-lq", "-o", "k.so"});
+    return request(args);
+  }
+};
+
+TEST_P(LinkInputs, ChangedLibraryMisses) {
+  ::mkdir((dir + "/lib").c_str(), 0755);
+  library("lib/libq.so", 1);
+  Request r = link({"-Llib"});
+  ASSERT_TRUE(check(r, "k.so", "ref.so").stored);
+  EXPECT_TRUE(check(r, "k.so", "ref.so").hit);
+  library("lib/libq.so", 22);
+  EXPECT_FALSE(check(r, "k.so", "ref.so").hit);
+}
+
+TEST_P(LinkInputs, ChangedLinkerScriptTargetMisses) {
+  ::mkdir((dir + "/lib").c_str(), 0755);
+  library("lib/libq_real.so", 1);
+  write_text(dir + "/lib/libq.so", "/* GNU ld script */\nGROUP ( " + dir + "/lib/libq_real.so )\n");
+  Request r = link({"-Llib"});
+  ASSERT_TRUE(check(r, "k.so", "ref.so").stored);
+  EXPECT_TRUE(check(r, "k.so", "ref.so").hit);
+  library("lib/libq_real.so", 22);
+  EXPECT_FALSE(check(r, "k.so", "ref.so").hit);
+}
+
+TEST_P(LinkInputs, LibraryAppearingEarlierInTheSearchMisses) {
+  ::mkdir((dir + "/lib1").c_str(), 0755);
+  ::mkdir((dir + "/lib2").c_str(), 0755);
+  library("lib2/libq.so", 1);
+  Request r = link({"-Llib1", "-Llib2"});
+  ASSERT_TRUE(check(r, "k.so", "ref.so").stored);
+  EXPECT_TRUE(check(r, "k.so", "ref.so").hit);
+  library("lib1/libq.so", 22);
+  EXPECT_FALSE(check(r, "k.so", "ref.so").hit);
+}
+
+INSTANTIATE_TEST_SUITE_P(Compilers, LinkInputs, ::testing::Values("g++", "clang++"),
+                         [](const auto& info) { return info.param == "g++" ? std::string("gcc") : std::string("clang"); });
 
 TEST_P(CcCorrectness, OneStepSharedObjectSharedAcrossOutputPaths) {
   write_text(dir + "/k.cpp", "extern \"C\" int kernel(int x) { return x * 6 + 1; }\n");

@@ -27,33 +27,58 @@ Digest probe_key(const ProbeContext& ctx, std::string_view kind,
   return h.digest();
 }
 
-bool is_regular(const std::string& path) {
-  std::optional<FileStat> st = stat_path(path);
-  return st && S_ISREG(st->mode);
+void add_hashed(const std::string& path, const HashedFile& f, Hasher& h, std::vector<CheckedInput>& checked) {
+  h.add_field(path);
+  hash_digest(h, f.content);
+  checked.push_back({path, f.content});
 }
 
 Result<void> add_file(const ProbeContext& ctx, const std::string& path, Hasher& h,
                       std::vector<CheckedInput>& checked) {
   CCPOOL_TRY_ASSIGN(HashedFile f, ctx.impl.hasher.hash(path));
-  h.add_field(path);
-  hash_digest(h, f.content);
-  checked.push_back({path, f.content});
+  add_hashed(path, f, h, checked);
   return ok();
 }
 
-// A GNU ld script (libc.so) names the real libraries; hash those too.
-Result<void> follow_linker_script(const ProbeContext& ctx, const std::string& path, Hasher& h,
-                                  std::vector<CheckedInput>& checked) {
-  std::optional<FileStat> st = stat_path(path);
-  if (!st || st->size > 64 * 1024) return ok();
-  CCPOOL_TRY_ASSIGN(std::string text, read_file(path));
-  if (text.rfind("\x7f" "ELF", 0) == 0 || text.rfind("!<arch>", 0) == 0) return ok();
-  for (const std::string& word : split_command_line(text)) {
-    size_t start = word.find('/');
-    if (start != 0) continue;
-    std::string p = word.substr(0, word.find_first_of("()"));
-    if (is_regular(p)) CCPOOL_TRY(add_file(ctx, p, h, checked));
+// add_file() when `path` is a regular file, with the one stat FileHasher
+// makes anyway: nullopt when it is missing or not a regular file (skipped,
+// as the linker skips it); an error when it exists but cannot be read.
+Result<std::optional<HashedFile>> add_if_regular(const ProbeContext& ctx, const std::string& path, Hasher& h,
+                                                 std::vector<CheckedInput>& checked) {
+  Result<HashedFile> f = ctx.impl.hasher.hash(path);
+  if (!f) {
+    if (f.error().code == ErrorCode::kNotFound || f.error().code == ErrorCode::kUnsupported) {
+      return std::optional<HashedFile>();
+    }
+    return tl::unexpected(f.error());
   }
+  add_hashed(path, *f, h, checked);
+  return std::optional<HashedFile>(std::move(*f));
+}
+
+// A GNU ld script (libc.so) names the real libraries; hash those too. The
+// names a script lists are kept by the script's content (it was just hashed),
+// so a library that is not a script is read once, not on every plan.
+Result<void> follow_linker_script(const ProbeContext& ctx, const std::string& path, const HashedFile& file,
+                                  Hasher& h, std::vector<CheckedInput>& checked) {
+  if (file.stat.size > 64 * 1024) return ok();
+  std::optional<std::vector<std::string>> targets = ctx.impl.linker_script_targets(file.content);
+  if (!targets) {
+    Result<std::string> text = read_file(path);
+    if (!text) return tl::unexpected(text.error());
+    std::vector<std::string> named;
+    if (text->rfind("\x7f" "ELF", 0) != 0 && text->rfind("!<arch>", 0) != 0) {
+      for (const std::string& word : split_command_line(*text)) {
+        if (word.find('/') != 0) continue;
+        named.push_back(word.substr(0, word.find_first_of("()")));
+      }
+    }
+    // Filed under the bytes read, which may differ from file.content if the
+    // file changed in between; then this plan uses what it read.
+    ctx.impl.remember_linker_script(hash_bytes(*text), named);
+    targets = std::move(named);
+  }
+  for (const std::string& p : *targets) CCPOOL_TRY(add_if_regular(ctx, p, h, checked));
   return ok();
 }
 
@@ -75,6 +100,15 @@ std::vector<std::string> helper_env(const std::vector<std::string>& env) {
   return out;
 }
 
+namespace {
+
+// The request's environment as a helper's, built only if a memo misses.
+std::function<std::vector<std::string>()> helper_env_of(const ProbeContext& ctx) {
+  return [&ctx] { return helper_env(ctx.request.env); };
+}
+
+}  // namespace
+
 Result<SearchDirs> probe_search_dirs(const ProbeContext& ctx) {
   std::vector<std::string> argv = {ctx.request.argv[0]};
   argv.insert(argv.end(), ctx.args.include_args.begin(), ctx.args.include_args.end());
@@ -84,7 +118,7 @@ Result<SearchDirs> probe_search_dirs(const ProbeContext& ctx) {
     argv.push_back(s);
   }
   Digest key = probe_key(ctx, "search-dirs", argv);
-  CCPOOL_TRY_ASSIGN(HelperOutput out, ctx.impl.memo_helper(key, argv, [&ctx] { return helper_env(ctx.request.env); },
+  CCPOOL_TRY_ASSIGN(HelperOutput out, ctx.impl.memo_helper(key, argv, helper_env_of(ctx),
                                                            ctx.request.cwd, ctx.request.program));
   if (out.exit_code != 0) {
     return make_error(ErrorCode::kUnsupported, "include search probe failed: " + out.err.substr(0, 200));
@@ -102,7 +136,7 @@ Result<std::string> probe_native(const ProbeContext& ctx) {
   std::vector<std::string> argv = {ctx.request.argv[0], "-###", "-E", "-"};
   argv.insert(argv.end(), ctx.args.native_args.begin(), ctx.args.native_args.end());
   Digest key = probe_key(ctx, "native", argv);
-  CCPOOL_TRY_ASSIGN(HelperOutput out, ctx.impl.memo_helper(key, argv, [&ctx] { return helper_env(ctx.request.env); },
+  CCPOOL_TRY_ASSIGN(HelperOutput out, ctx.impl.memo_helper(key, argv, helper_env_of(ctx),
                                                            ctx.request.cwd, ctx.request.program));
   if (out.exit_code != 0 || out.err.empty()) {
     return make_error(ErrorCode::kUnsupported, "-march=native probe failed");
@@ -124,7 +158,7 @@ Result<void> hash_link_inputs(const ProbeContext& ctx, Hasher& h, std::vector<Ch
   argv.push_back("-###");
   key_argv.push_back("-###");
   Digest key = probe_key(ctx, "link-line", key_argv);
-  CCPOOL_TRY_ASSIGN(HelperOutput out, ctx.impl.memo_helper(key, argv, [&ctx] { return helper_env(ctx.request.env); },
+  CCPOOL_TRY_ASSIGN(HelperOutput out, ctx.impl.memo_helper(key, argv, helper_env_of(ctx),
                                                            ctx.request.cwd, ctx.request.program));
   if (out.exit_code != 0) return make_error(ErrorCode::kUnsupported, "link probe (-###) failed");
   // The link command is the last command line printed.
@@ -137,7 +171,7 @@ Result<void> hash_link_inputs(const ProbeContext& ctx, Hasher& h, std::vector<Ch
     // collect2 runs the ld the driver names with -print-prog-name=ld.
     std::vector<std::string> pargv = {ctx.request.argv[0], "-print-prog-name=ld"};
     CCPOOL_TRY_ASSIGN(HelperOutput ld, ctx.impl.memo_helper(probe_key(ctx, "ld", pargv), pargv,
-                                                            [&ctx] { return helper_env(ctx.request.env); }, ctx.request.cwd,
+                                                            helper_env_of(ctx), ctx.request.cwd,
                                                             ctx.request.program));
     std::string name = ld.out.substr(0, ld.out.find('\n'));
     std::string resolved = resolve_in_path(name, ctx.request.env);
@@ -157,7 +191,7 @@ Result<void> hash_link_inputs(const ProbeContext& ctx, Hasher& h, std::vector<Ch
     if (w.rfind("-L", 0) == 0 && w.size() > 2) lib_dirs.push_back(w.substr(2));
     else if (w.rfind("-l", 0) == 0 && w.size() > 2) libs.push_back(w.substr(2));
     else if (w == "-plugin" && i + 1 < words.size()) CCPOOL_TRY(add_file(ctx, words[++i], h, checked));
-    else if (w[0] == '/' && is_regular(w)) CCPOOL_TRY(add_file(ctx, w, h, checked));
+    else if (w[0] == '/') CCPOOL_TRY(add_if_regular(ctx, w, h, checked));
   }
   // ld's built-in directories come after every -L.
   for (const char* d : {"/usr/local/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu",
@@ -174,10 +208,10 @@ Result<void> hash_link_inputs(const ProbeContext& ctx, Hasher& h, std::vector<Ch
     for (const std::string& dir : lib_dirs) {
       for (const std::string& n : names) {
         std::string p = absolute_path(dir + "/" + n, ctx.request.cwd);
-        if (!is_regular(p)) continue;
+        CCPOOL_TRY_ASSIGN(std::optional<HashedFile> f, add_if_regular(ctx, p, h, checked));
+        if (!f) continue;
         found = true;
-        CCPOOL_TRY(add_file(ctx, p, h, checked));
-        CCPOOL_TRY(follow_linker_script(ctx, p, h, checked));
+        CCPOOL_TRY(follow_linker_script(ctx, p, *f, h, checked));
       }
       if (found) break;
     }

@@ -145,6 +145,19 @@ Result<HelperOutput> Planner::Impl::memo_helper(const Digest& key, const std::ve
   return out;
 }
 
+std::optional<std::vector<std::string>> Planner::Impl::linker_script_targets(const Digest& content) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = linker_scripts.find(content);
+  if (it == linker_scripts.end()) return std::nullopt;
+  return it->second;
+}
+
+void Planner::Impl::remember_linker_script(const Digest& content, std::vector<std::string> targets) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (linker_scripts.size() >= kMaxHelperMemo) linker_scripts.clear();
+  linker_scripts[content] = std::move(targets);
+}
+
 Family Planner::Impl::family(const ToolIdentity& tool, const std::vector<std::string>& env) {
   {
     std::lock_guard<std::mutex> lock(mutex);

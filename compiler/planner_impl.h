@@ -192,6 +192,9 @@ struct Planner::Impl {
   Result<HelperOutput> memo_helper(const Digest& key, const std::vector<std::string>& argv,
                                        const std::vector<std::string>& env, const std::string& cwd,
                                        const std::string& program = "");
+  // The names a GNU ld script with this content lists (empty: not a script), if known.
+  std::optional<std::vector<std::string>> linker_script_targets(const Digest& content);
+  void remember_linker_script(const Digest& content, std::vector<std::string> targets);
   // The same, building the helper's environment only when the helper runs
   // (a memo hit, every compile after the first, needs none).
   Result<HelperOutput> memo_helper(const Digest& key, const std::vector<std::string>& argv,
@@ -235,6 +238,8 @@ struct Planner::Impl {
   std::map<Digest, std::shared_ptr<const ParsedManifest>> parsed_manifests;  // guarded by mutex
   std::map<Digest, Family> families;                // guarded by mutex
   std::map<Digest, HelperOutput> helper_memo;   // guarded by mutex
+  // GNU ld scripts by content: the absolute names they list (empty: not a script).
+  std::map<Digest, std::vector<std::string>> linker_scripts;  // guarded by mutex
 };
 
 }  // namespace ccpool::compiler

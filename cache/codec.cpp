@@ -117,18 +117,17 @@ Result<void> Codec::run(std::string_view stored, const Digest& expected, const s
       content_size != raw_size) {
     return make_error(ErrorCode::kCorruption, what + ": compressed body does not decode");
   }
-  // Up to kOneShotMax raw bytes: one call into a buffer of exactly raw_size
-  // (a header that lies costs at most that allocation). Streaming a small
-  // frame through the context's window costs several times more (callgrind:
-  // a third of a hit's instructions went to a manifest's and an object's
-  // decode).
-  if (raw_size <= kOneShotMax) {
+  // Kept bodies up to kOneShotMax raw bytes: one call into a buffer of
+  // exactly raw_size, which the caller needs anyway (a header that lies
+  // costs at most that allocation). Checking without keeping (put_packed,
+  // import, verify: bytes from outside) stays in one fixed slice below, so
+  // what a value claims never sizes an allocation there.
+  if (keep != nullptr && raw_size <= kOneShotMax) {
     // One frame and nothing after it; a second frame or trailing bytes are corrupt.
     if (ZSTD_findFrameCompressedSize(payload.data(), payload.size()) != payload.size()) {
       return make_error(ErrorCode::kCorruption, what + ": compressed body does not decode");
     }
-    std::string local;
-    std::string& out = keep ? *keep : local;
+    std::string& out = *keep;
     out.resize(static_cast<size_t>(raw_size));
     auto* dctx = static_cast<ZSTD_DCtx*>(take_dctx());
     size_t n = ZSTD_decompressDCtx(dctx, out.data(), out.size(), payload.data(), payload.size());

@@ -16,6 +16,7 @@
 #include "base/fs.h"
 #include "base/unix_socket.h"
 #include "resp/io_loop.h"
+#include "resp/lease_table.h"
 #include "resp/session.h"
 
 namespace ccpool::resp {
@@ -47,7 +48,9 @@ Result<UniqueFd> listen_loopback(int port, int& bound_port) {
 
 class Front::Impl {
  public:
-  Impl(const FrontOptions& options, KvBackend& backend) : m_options(options), m_shared(backend, options.password) {}
+  Impl(const FrontOptions& options, KvBackend& backend) : m_options(options), m_shared(backend, options.password) {
+    m_shared.max_lease_wait = options.max_lease_wait;
+  }
   ~Impl() {
     m_loops.clear();  // joins the threads before the listeners close
     if (!m_options.unix_path.empty() && m_unix_listener) {
@@ -107,6 +110,8 @@ FrontCounters Front::counters() const {
   return FrontCounters{s.connections.load(), s.commands.load(), s.refused_peers.load(), s.protocol_errors.load(),
                        s.connected.load()};
 }
+
+LeaseStats Front::lease_stats() const { return m_impl->m_shared.leases.stats(); }
 
 int Front::tcp_port() const { return m_impl->m_tcp_port; }
 const std::string& Front::unix_path() const { return m_impl->m_options.unix_path; }

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "resp/lease_table.h"
 
 namespace ccpool::resp {
 
@@ -48,6 +50,8 @@ class KvBackend {
 };
 
 inline constexpr size_t kPreAuthMaxArgs = 8;
+// The longest a CCPOOL.LEASE waits for another client's value (a client may ask for less).
+inline constexpr std::chrono::milliseconds kDefaultMaxLeaseWait{600'000};
 inline constexpr size_t kPreAuthMaxBytes = 4096;
 
 // Current unix time in milliseconds (CLOCK_REALTIME), the clock TTLs use.
@@ -71,6 +75,7 @@ struct FrontOptions {
   // password guessing are what CVE-2021-32675 fixed in redis-server.
   size_t max_unauthenticated = 16;
   size_t io_threads = 1;          // epoll threads; a slow backend call stalls only its own thread
+  std::chrono::milliseconds max_lease_wait = kDefaultMaxLeaseWait;  // cap on a CCPOOL.LEASE wait
 };
 
 // A thread-safe map for tests, benchmarks and the fuzzer. The clock is a seam
@@ -119,6 +124,7 @@ class Front {
   Front& operator=(const Front&) = delete;
 
   FrontCounters counters() const;
+  LeaseStats lease_stats() const;  // CCPOOL.LEASE: keys in flight, waiters, outcomes
   int tcp_port() const;  // the bound port (resolves -1), 0 when TCP is off
   const std::string& unix_path() const;
 

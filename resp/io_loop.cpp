@@ -5,12 +5,14 @@
 // connection, so a client that pipelines without reading cannot grow our
 // memory without bound.
 //
-// Deferred SETs: a plain SET goes to KvBackend::set_async and its reply waits
-// for the backend's completion (for the service: its batch committed). Replies
-// keep command order: what later commands answer is queued behind the waiting
-// SET. A command other than a deferrable SET is held, unexecuted, until every
-// SET before it is answered, so it reads what those SETs wrote. Completions
-// arrive from the backend's thread through Completions and an eventfd.
+// Deferred replies: a plain SET goes to KvBackend::set_async and its reply
+// waits for the backend's completion (for the service: its batch committed);
+// a CCPOOL.LEASE that must wait for another client's SET waits likewise
+// (lease_table.h). Replies keep command order: what later commands answer is
+// queued behind the waiting one. A command other than a deferrable SET is
+// held, unexecuted, until every reply before it is answered, so it reads what
+// those SETs wrote. Completions arrive from other threads through Completions
+// and an eventfd. A closed connection gives up the leases it held.
 #include "resp/io_loop.h"
 
 #include <pthread.h>
@@ -53,15 +55,15 @@ struct Completions {
   struct Done {
     int fd;
     uint64_t serial, seq;
-    bool stored;
+    std::string reply;
   };
   // Any thread. Wakes the loop when the list was empty (the loop drains all).
-  void post(const Done& done) {
+  void post(Done done) {
     bool first;
     {
       MutexLock lock(&mutex);
       first = list.empty();
-      list.push_back(done);
+      list.push_back(std::move(done));
     }
     uint64_t one = 1;
     if (first) {
@@ -82,10 +84,11 @@ struct Completions {
   std::vector<Done> list GUARDED_BY(mutex);
 };
 
-// A SET sent to the backend and not yet answered, with the replies of the
-// commands after it that must follow its reply.
-struct WaitingSet {
-  bool done = false, stored = false;
+// A command whose reply comes later (a SET sent to the backend, a lease
+// wait), with the replies of the commands after it that must follow its reply.
+struct Waiting {
+  bool done = false;
+  std::string reply;  // once done
   size_t charge = 0;  // backlog bytes: value + overhead
   std::string after;
 };
@@ -111,7 +114,7 @@ struct Connection {
   bool closing = false;  // QUIT or a protocol error: write what is queued, then close
   uint32_t events = 0;   // what epoll watches now
   const uint64_t serial;
-  std::deque<WaitingSet> waiting;  // in command order; references stay valid on push_back
+  std::deque<Waiting> waiting;  // in command order; references stay valid on push_back
   uint64_t first_seq = 0;          // sequence number of waiting.front()
   size_t deferred_bytes = 0;       // charges of `waiting` plus their `after` bytes
   std::optional<std::vector<std::string>> held;  // waits for `waiting` to drain
@@ -326,28 +329,28 @@ bool IoLoop::process(Connection& conn) {
 }
 
 // Called by Session while it executes a deferrable SET on this loop's thread.
-KvBackend::SetDone IoLoop::defer(Connection& conn, size_t value_bytes) {
+Session::ReplyLater IoLoop::defer(Connection& conn, size_t value_bytes) {
   uint64_t seq = conn.first_seq + conn.waiting.size();
   m_deferred_in_pass = true;
-  WaitingSet waiting;
+  Waiting waiting;
   waiting.charge = value_bytes + kDeferredOverhead;
   conn.deferred_bytes += waiting.charge;
   conn.waiting.push_back(std::move(waiting));
-  return [completions = m_completions, fd = conn.fd.get(), serial = conn.serial, seq](bool stored) {
-    completions->post({fd, serial, seq, stored});
+  return [completions = m_completions, fd = conn.fd.get(), serial = conn.serial, seq](std::string reply) {
+    completions->post({fd, serial, seq, std::move(reply)});
   };
 }
 
 void IoLoop::on_completions() {
   std::unordered_set<int> touched;
-  for (const Completions::Done& done : m_completions->take()) {
+  for (Completions::Done& done : m_completions->take()) {
     auto it = m_connections.find(done.fd);
     if (it == m_connections.end() || it->second->serial != done.serial) continue;  // closed meanwhile
     Connection& conn = *it->second;
     if (done.seq < conn.first_seq || done.seq - conn.first_seq >= conn.waiting.size()) continue;
-    WaitingSet& waiting = conn.waiting[done.seq - conn.first_seq];
+    Waiting& waiting = conn.waiting[done.seq - conn.first_seq];
     waiting.done = true;
-    waiting.stored = done.stored;
+    waiting.reply = std::move(done.reply);
     touched.insert(done.fd);
   }
   for (int fd : touched) {
@@ -360,8 +363,8 @@ void IoLoop::on_completions() {
 
 void IoLoop::deliver(Connection& conn) {
   while (!conn.waiting.empty() && conn.waiting.front().done) {
-    WaitingSet& front = conn.waiting.front();
-    Session::set_reply(front.stored, conn.out);
+    Waiting& front = conn.waiting.front();
+    conn.out += front.reply;
     conn.out += front.after;
     conn.deferred_bytes -= front.charge + front.after.size();
     conn.waiting.pop_front();
@@ -411,6 +414,7 @@ void IoLoop::close_connection(int fd) {
   auto it = m_connections.find(fd);
   if (it == m_connections.end()) return;
   if (it->second->pre_auth) m_shared.unauthenticated.fetch_sub(1);
+  m_shared.leases.release_all(it->second->session.id());
   m_connections.erase(it);
   m_shared.connected.fetch_sub(1);
 }

@@ -17,7 +17,7 @@
 namespace ccpool::resp {
 
 struct Connection;
-struct Completions;  // results of deferred SETs, posted from any thread
+struct Completions;  // replies of deferred commands, posted from any thread
 
 struct LoopConfig {
   int unix_listener = -1;  // -1: none
@@ -40,7 +40,7 @@ class IoLoop {
  private:
   void run();
   void accept_from(int listener);
-  KvBackend::SetDone defer(Connection& conn, size_t value_bytes);
+  Session::ReplyLater defer(Connection& conn, size_t value_bytes);
   void on_completions();
   void deliver(Connection& conn);  // queues the replies of answered SETs, in order
   bool admit(int fd, bool is_unix);
@@ -59,7 +59,7 @@ class IoLoop {
   std::thread m_thread;
   std::shared_ptr<Completions> m_completions;  // shared with pending SETs: may outlive the loop
   std::unordered_map<int, std::unique_ptr<Connection>> m_connections;  // loop thread only
-  bool m_deferred_in_pass = false;  // a SET went to set_async since the last end_of_burst
+  bool m_deferred_in_pass = false;  // a reply was deferred since the last end_of_burst
   uint64_t m_next_serial = 1;  // tells a reused fd's connection from the one a completion meant
   std::unique_ptr<char[]> m_read_buffer;
 };

@@ -130,11 +130,24 @@ struct Commands {
     }
     if (!nx && !xx && !want_old && !keep_ttl) {
       if (s.m_defer) {
-        kv(s).set_async(argv[1], argv[2], expires, s.m_defer(argv[2].size()));
+        // A leased key's waiters get the value from this SET once it is
+        // stored; the copy is made only when someone may wait for it.
+        std::optional<std::string> for_waiters;
+        if (shared(s).leases.held(argv[1])) for_waiters = argv[2];
+        kv(s).set_async(argv[1], argv[2], expires,
+                        [later = s.m_defer(argv[2].size()), &st = shared(s), key = argv[1],
+                         for_waiters = std::move(for_waiters)](bool stored) {
+                          if (stored) st.leases.stored(key, [&] { return for_waiters; });
+                          std::string reply;
+                          Session::set_reply(stored, reply);
+                          later(std::move(reply));
+                        });
         s.m_deferred = true;
         return;
       }
-      return Session::set_reply(kv(s).set(argv[1], argv[2], expires), out);
+      bool stored = kv(s).set(argv[1], argv[2], expires);
+      if (stored) notify_stored(s, argv[1], argv[2]);
+      return Session::set_reply(stored, out);
     }
     std::lock_guard lock(shared(s).conditional_mutex);
     std::optional<std::string> old;
@@ -151,8 +164,12 @@ struct Commands {
     }
     bool write = !(nx && present) && !(xx && !present);
     if (write && !kv(s).set(argv[1], argv[2], expires)) return store_failed(out);
+    if (write) notify_stored(s, argv[1], argv[2]);
     if (want_old) return old ? reply::bulk(out, *old) : null(s, out);
     write ? reply::ok(out) : null(s, out);
+  }
+  static void notify_stored(Session& s, const std::string& key, const std::string& value) {
+    shared(s).leases.stored(key, [&] { return std::optional<std::string>(value); });
   }
   static void store_failed(std::string& out) {
     reply::error(out, "ERR the ccpool store refused the value (store full or unavailable; see the service log)");
@@ -170,8 +187,41 @@ struct Commands {
     if (argv.size() % 2 == 0) return wrong_arity(out, "mset");
     for (size_t i = 1; i < argv.size(); i += 2) {
       if (!kv(s).set(argv[i], argv[i + 1], 0)) return store_failed(out);
+      notify_stored(s, argv[i], argv[i + 1]);
     }
     reply::ok(out);
+  }
+
+  // CCPOOL.LEASE key wait-ms: the value when the key has one; else "+LEAD"
+  // (the caller now holds the lease: compute the value and SET it, or
+  // CCPOOL.RELEASE it); else another client leads and the reply waits for its
+  // SET (the value), or "+MISS" once it gives up or wait-ms (capped by the
+  // front's maximum) has passed: compute the value yourself.
+  static void lease(Session& s, Args& argv, std::string& out) {
+    auto wait = to_int(argv[2]);
+    if (!wait || *wait < 0) return reply::error(out, kNotInteger);
+    if (auto value = kv(s).get(argv[1])) return reply::bulk(out, *value);
+    if (!s.m_defer) {  // no loop to answer later: never wait
+      return reply::simple(out, shared(s).leases.acquire(argv[1], s.m_id, LeaseTable::Clock::now(), [](auto) {}) ==
+                                        LeaseTable::Outcome::kLead
+                                    ? "LEAD"
+                                    : "MISS");
+    }
+    auto bound = std::min<int64_t>(*wait, shared(s).max_lease_wait.count());
+    auto deadline = LeaseTable::Clock::now() + std::chrono::milliseconds(bound);
+    Session::ReplyLater later = s.m_defer(0);
+    s.m_deferred = true;
+    auto waiter = [later](std::optional<std::string> value) {
+      std::string reply;
+      value ? reply::bulk(reply, *value) : reply::simple(reply, "MISS");
+      later(std::move(reply));
+    };
+    if (shared(s).leases.acquire(argv[1], s.m_id, deadline, waiter) == LeaseTable::Outcome::kLead) {
+      later("+LEAD\r\n");
+    }
+  }
+  static void release(Session& s, Args& argv, std::string& out) {
+    reply::integer(out, shared(s).leases.release(argv[1], s.m_id) ? 1 : 0);
   }
   static void del(Session& s, Args& argv, std::string& out) {
     int64_t removed = 0;
@@ -253,6 +303,7 @@ const Session::Command kCommands[] = {
     {"auth", -2, true, Commands::auth},        {"client", -2, false, Commands::client},
     {"hello", -1, true, Commands::hello},      {"command", -1, false, Commands::command},
     {"info", -1, false, Commands::info},
+    {"ccpool.lease", 3, false, Commands::lease}, {"ccpool.release", 2, false, Commands::release},
 };
 
 namespace {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "resp/front.h"
+#include "resp/lease_table.h"
 
 namespace ccpool::resp {
 
@@ -32,6 +33,9 @@ struct SharedState {
   std::atomic<uint64_t> commands{0};
   std::atomic<uint64_t> refused_peers{0};
   std::atomic<uint64_t> protocol_errors{0};
+  // CCPOOL.LEASE: single-flight for values computed by the clients.
+  LeaseTable leases;
+  std::chrono::milliseconds max_lease_wait{kDefaultMaxLeaseWait};
 };
 
 // Wrong passwords one connection may try before it is closed.
@@ -44,13 +48,16 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   // Runs one command (argv non-empty) and appends exactly one reply to `out`,
-  // or returns true having appended nothing: a deferred SET (set_deferral).
+  // or returns true having appended nothing: a deferred reply (set_deferral).
   bool execute(std::vector<std::string>& argv, std::string& out);
 
   // Installed by the io loop: a plain SET (no NX/XX/GET/KEEPTTL) then goes to
-  // KvBackend::set_async with the completion `defer(value bytes)` returns, and
-  // its reply (set_reply) is the loop's to send. Without it SET waits inline.
-  using Deferral = std::function<KvBackend::SetDone(size_t value_bytes)>;
+  // KvBackend::set_async and its reply is sent through the ReplyLater that
+  // `defer(backlog bytes)` returns, once the backend completes; a
+  // CCPOOL.LEASE that waits for another client's SET replies through one too.
+  // Without a deferral SET waits inline and LEASE never waits.
+  using ReplyLater = std::function<void(std::string reply)>;  // any thread, exactly once
+  using Deferral = std::function<ReplyLater(size_t backlog_bytes)>;
   void set_deferral(Deferral defer) { m_defer = std::move(defer); }
   static void set_reply(bool stored, std::string& out);
   // Whether execute() may defer this command's reply: SET without NX, XX, GET

@@ -26,6 +26,7 @@ struct LaunchFlags {
   std::string shell = "sh";
   bool verbose = false;
   bool frameworks_cache = false;
+  bool no_python_hooks = false;
   std::vector<std::string> command;
 };
 
@@ -45,6 +46,7 @@ launch::LaunchEnv compute_env(const LaunchFlags& flags, const launch::EnvMap& en
   options.exe_dir = exe_dir();
   options.frameworks_cache = flags.frameworks_cache;
   options.resp_port = flags.resp_port;
+  options.python_hooks = !flags.no_python_hooks;
   auto computed = launch::compute_launch_env(options, flags.command, env);
   if (!computed) fail(kExitUsage, computed.error().message);
   return std::move(*computed);
@@ -72,6 +74,8 @@ void add_common_options(CLI::App* sub, LaunchFlags& flags) {
   sub->add_flag("--frameworks-cache", flags.frameworks_cache,
                 "Point Inductor and Triton remote caches at the service's Redis front");
   sub->add_option("--resp-port", flags.resp_port, "TCP port of the Redis front (for Triton)");
+  sub->add_flag("--no-python-hooks", flags.no_python_hooks,
+                "Do not hook Python processes (Inductor's workers stay per rank, graphs compile per rank)");
 }
 
 void run_command(const LaunchFlags& flags) {

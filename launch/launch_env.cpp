@@ -49,6 +49,32 @@ Result<Ranks> decide_ranks(const LaunchOptions& options, const std::vector<std::
   return Ranks{1, "default"};
 }
 
+// Whether a list separated by ':' or blanks (LD_PRELOAD takes both) has `entry`.
+bool list_holds(std::string_view list, std::string_view entry) {
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find_first_of(": ", start);
+    if (end == std::string_view::npos) end = list.size();
+    if (list.substr(start, end - start) == entry) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+// A list the job needs `entry` first in: set, kept when already
+// there, or prepended to the user's value (whose entries all stay).
+void prepend_path(LaunchEnv& out, const EnvMap& env, const std::string& name, const std::string& entry,
+                  const std::string& why) {
+  auto it = env.find(name);
+  if (it == env.end() || it->second.empty()) {
+    out.settings.push_back({name, entry, false, why});
+  } else if (list_holds(it->second, entry)) {
+    out.settings.push_back({name, it->second, true, "already holds " + entry + "; kept"});
+  } else {
+    out.settings.push_back({name, entry + ":" + it->second, false, why + "; prepended to the user's value"});
+  }
+}
+
 }  // namespace
 
 EnvMap current_environment() {
@@ -96,6 +122,8 @@ std::string shim_path_for(const std::string& exe_dir) {
 
 std::string client_path_for(const std::string& exe_dir) { return exe_dir + "/ccpool-client"; }
 
+std::string python_dir_for(const std::string& exe_dir) { return exe_dir + "/../share/ccpool/python"; }
+
 Result<LaunchEnv> compute_launch_env(const LaunchOptions& options,
                                      const std::vector<std::string>& command,
                                      const EnvMap& env) {
@@ -116,23 +144,30 @@ Result<LaunchEnv> compute_launch_env(const LaunchOptions& options,
     }
   };
 
-  std::string shim = shim_path_for(options.exe_dir);
-  auto preload = env.find("LD_PRELOAD");
-  if (preload == env.end() || preload->second.empty()) {
-    out.settings.push_back({"LD_PRELOAD", shim, false, "routes compiler execs to the service"});
-  } else if (preload->second.find(shim) != std::string::npos) {
-    out.settings.push_back({"LD_PRELOAD", preload->second, true, "already holds the shim; kept"});
-  } else {
-    out.settings.push_back({"LD_PRELOAD", shim + ":" + preload->second, false,
-                            "shim prepended to the user's LD_PRELOAD"});
-  }
+  prepend_path(out, env, "LD_PRELOAD", shim_path_for(options.exe_dir), "routes compiler execs to the service");
   set("CCPOOL_SOCKET", options.socket, "the service socket");
   set("CCPOOL_CLIENT", client_path_for(options.exe_dir), "the client the shim execs");
   std::string share = std::to_string(out.workers);
   std::string why = "fair share max(1, jobs " + std::to_string(out.jobs) + " / ranks " +
                     std::to_string(out.ranks) + " from " + out.ranks_source + ")";
   set("CCPOOL_WORKERS", share, why + "; caps Inductor's compile-worker sidecar");
-  set("TORCHINDUCTOR_COMPILE_THREADS", share, why);
+  bool hooks = options.python_hooks;
+  if (auto it = env.find("CCPOOL_PYTHON_HOOKS"); it != env.end() && it->second == "0") hooks = false;
+  if (hooks) {
+    // The node pool bounds the processes; a rank may keep up to `jobs`
+    // requests in flight (and more than one, or Inductor compiles Triton
+    // kernels in the rank itself instead of sending them to a pool).
+    std::string threads = std::to_string(std::max(2, out.jobs));
+    set("TORCHINDUCTOR_COMPILE_THREADS", threads,
+        "max(2, jobs " + std::to_string(out.jobs) + "): the node pool bounds compiles; fair share without hooks " +
+            share);
+    prepend_path(out, env, "PYTHONPATH", python_dir_for(options.exe_dir) + "/ccpool/_bootstrap",
+                 "ccpool's Python hooks: Inductor's workers in the node pool, graph compiles once per node");
+    set("CCPOOL_RESP_SOCKET", state_dir_for_socket(options.socket) + "/resp.sock",
+        "the Redis front the Python hooks use");
+  } else {
+    set("TORCHINDUCTOR_COMPILE_THREADS", share, why);
+  }
 
   if (options.frameworks_cache) {
     std::string state_dir = state_dir_for_socket(options.socket);

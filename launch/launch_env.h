@@ -25,6 +25,10 @@ struct LaunchOptions {
   std::string exe_dir;        // directory of the ccpool executable
   bool frameworks_cache = false;  // point Inductor/Triton remote caches at the RESP front
   int resp_port = 0;          // --resp-port; 0: no TCP front (TRITON_REDIS_* left unset)
+  // Hook every Python process of the job (python/ccpool/_bootstrap on
+  // PYTHONPATH): Inductor's compile workers in the node pool, graph compiles
+  // single-flight through the front. --no-python-hooks / CCPOOL_PYTHON_HOOKS=0.
+  bool python_hooks = true;
 };
 
 // One variable of the computed environment, with why it has its value.
@@ -59,6 +63,8 @@ int available_cpus();
 std::string shim_path_for(const std::string& exe_dir);
 // Client path: <exe_dir>/ccpool-client.
 std::string client_path_for(const std::string& exe_dir);
+// The Python package's directory: <exe_dir>/../share/ccpool/python (holds ccpool/).
+std::string python_dir_for(const std::string& exe_dir);
 
 // Computes the job environment. `command` is the job's argv (may be empty for
 // `ccpool env`). Fails with kInvalidArgument on a non-numeric CCPOOL_JOBS,

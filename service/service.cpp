@@ -326,6 +326,11 @@ nlohmann::json Service::Impl::status() {
     j["resp_commands"] = fc.commands;
     j["resp_refused_peers"] = fc.refused_peers;
     j["resp_open_connections"] = fc.open_connections;
+    resp::LeaseStats ls = front->lease_stats();  // CCPOOL.LEASE: graph compiles, Triton kernels
+    j["leases"] = {{"leads", ls.leads},         {"waits", ls.waits},
+                   {"served", ls.served},       {"abandoned", ls.abandoned},
+                   {"timed_out", ls.timed_out}, {"keys_in_flight", ls.keys_in_flight},
+                   {"waiting", ls.waiting}};
   }
   return j;
 }

@@ -7,12 +7,15 @@
 namespace ccpool::launch {
 namespace {
 
-LaunchOptions options(int jobs, int ranks) {
+// Without the Python hooks unless a test asks for them: the fair share is the
+// rule then (the hooks' settings are tested on their own).
+LaunchOptions options(int jobs, int ranks, bool python_hooks = false) {
   LaunchOptions o;
   o.jobs = jobs;
   o.ranks = ranks;
   o.socket = "/run/u/ccpool/sock";
   o.exe_dir = "/opt/ccpool/bin";
+  o.python_hooks = python_hooks;
   return o;
 }
 
@@ -57,6 +60,31 @@ TEST(LaunchEnv, UserValuesAreKeptAndPreloadIsPrepended) {
   // Running it again on the result changes nothing: the shim is not added twice.
   EnvMap again{{"LD_PRELOAD", value(*env, "LD_PRELOAD")}};
   EXPECT_TRUE(find(*compute_launch_env(options(8, 8), {}, again), "LD_PRELOAD")->kept);
+}
+
+TEST(LaunchEnv, PythonHooksGoOnPythonPathAndLetRanksUseTheNodePool) {
+  auto env = compute_launch_env(options(8, 8, true), {}, {});
+  ASSERT_TRUE(env);
+  EXPECT_EQ(value(*env, "PYTHONPATH"), "/opt/ccpool/bin/../share/ccpool/python/ccpool/_bootstrap");
+  EXPECT_EQ(value(*env, "CCPOOL_RESP_SOCKET"), "/run/u/ccpool/resp.sock");
+  // The node pool bounds the processes: each rank may keep `jobs` requests in
+  // flight (at least 2, or Inductor compiles Triton kernels in the rank).
+  EXPECT_EQ(value(*env, "TORCHINDUCTOR_COMPILE_THREADS"), "8");
+  EXPECT_EQ(value(*env, "CCPOOL_WORKERS"), "1");  // the sidecar cap, when a rank falls back
+  EXPECT_EQ(value(*compute_launch_env(options(1, 4, true), {}, {}), "TORCHINDUCTOR_COMPILE_THREADS"), "2");
+
+  EnvMap user{{"PYTHONPATH", "/home/u/src:/opt/lib"}};
+  env = compute_launch_env(options(8, 8, true), {}, user);
+  EXPECT_EQ(value(*env, "PYTHONPATH"),
+            "/opt/ccpool/bin/../share/ccpool/python/ccpool/_bootstrap:/home/u/src:/opt/lib");
+  EnvMap again{{"PYTHONPATH", value(*env, "PYTHONPATH")}};
+  EXPECT_TRUE(find(*compute_launch_env(options(8, 8, true), {}, again), "PYTHONPATH")->kept);
+
+  // CCPOOL_PYTHON_HOOKS=0 in the environment turns them off like the flag.
+  env = compute_launch_env(options(8, 8, true), {}, {{"CCPOOL_PYTHON_HOOKS", "0"}});
+  EXPECT_EQ(find(*env, "PYTHONPATH"), nullptr);
+  EXPECT_EQ(find(*env, "CCPOOL_RESP_SOCKET"), nullptr);
+  EXPECT_EQ(value(*env, "TORCHINDUCTOR_COMPILE_THREADS"), "1");
 }
 
 TEST(LaunchEnv, RanksComeFromFlagThenCommandThenEnvironment) {

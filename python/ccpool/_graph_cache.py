@@ -1,0 +1,167 @@
+"""Graph compiles deduplicated across the ranks of a node (docs/graph-cache.md).
+
+Inductor's FX-graph cache and AOTAutograd's cache both have a remote tier
+behind `RemoteCache.backend_override_cls`. ccpool installs a backend there that
+talks to the service's Redis front over its Unix socket (no `redis` package
+needed) and turns a lookup into CCPOOL.LEASE:
+
+- the value is in the node store: a hit;
+- nobody computes it: this rank leads (a miss: it compiles and its put SETs
+  the value, which ends the lease);
+- another rank computes it: wait for its SET and load the graph it stored;
+  "+MISS" (the leader gave up, died, or the wait passed its bound) means
+  compile here.
+
+A lease this thread took and did not SET is released when the graph compile
+that took it ends (OutputGraph.call_user_compiler returns or raises): an
+uncacheable graph or a failed compile never holds waiters for long. A broken
+connection is a miss, never an error.
+
+The autotune caches go to the same store without leases: their values are
+written after GPU benchmarking in the parent, long after the lookup.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, List, Optional
+
+from . import _env
+from ._resp import RespConnection, RespError
+
+_local = threading.local()
+# Bound on one wait for another rank's graph; the front caps it too.
+WAIT_S = 600.0
+
+
+def _conn() -> Optional[RespConnection]:
+    conn = getattr(_local, "conn", None)
+    if conn is None:
+        path = _env.resp_socket()
+        if not path:
+            return None
+        try:
+            conn = RespConnection(path)
+        except OSError:
+            return None
+        _local.conn = conn
+    return conn
+
+
+def _drop_conn() -> None:
+    conn = getattr(_local, "conn", None)
+    _local.conn = None
+    if conn is not None:
+        conn.close()
+
+
+def _held() -> List[str]:
+    held = getattr(_local, "held", None)
+    if held is None:
+        held = _local.held = []
+    return held
+
+
+def get(key: str, lease: bool) -> Optional[bytes]:
+    conn = _conn()
+    if conn is None:
+        return None
+    wait_s = _env.seconds("CCPOOL_GRAPH_WAIT_S", WAIT_S)
+    try:
+        if lease:
+            reply = conn.call("CCPOOL.LEASE", key, str(int(wait_s * 1000)), timeout_s=wait_s + 30)
+        else:
+            reply = conn.call("GET", key)
+    except RespError:
+        _drop_conn()
+        return None
+    if isinstance(reply, bytes):
+        return reply
+    if reply == "LEAD":
+        _held().append(key)
+    return None
+
+
+def put(key: str, data: bytes) -> None:
+    held = _held()
+    if key in held:
+        held.remove(key)
+    conn = _conn()
+    if conn is None:
+        return
+    try:
+        conn.call("SET", key, data)
+    except RespError:
+        _drop_conn()
+
+
+def release_since(mark: int) -> int:
+    """Releases the leases this thread took after `mark` (len(held) then) and
+    did not SET. Returns how many."""
+    held = _held()
+    taken = held[mark:]
+    del held[mark:]
+    conn = _conn() if taken else None
+    for key in taken:
+        if conn is None:
+            break
+        try:
+            conn.call("CCPOOL.RELEASE", key)
+        except RespError:
+            _drop_conn()  # the front forgets a closed connection's leases itself
+            break
+    return len(taken)
+
+
+def held_count() -> int:
+    return len(_held())
+
+
+def install(remote_cache: Any) -> None:
+    """Patches torch._inductor.remote_cache (just imported)."""
+    base = remote_cache.RemoteCacheBackend
+
+    class LeasedFrontBackend(base):  # type: ignore[misc, valid-type]
+        """FX graphs and AOTAutograd entries: lookups take leases."""
+
+        def _get(self, key: str) -> Optional[bytes]:
+            return get(key, lease=True)
+
+        def _put(self, key: str, data: bytes) -> None:
+            put(key, data)
+
+    class FrontBackend(base):  # type: ignore[misc, valid-type]
+        """Autotune results: shared, no single flight."""
+
+        def _get(self, key: str) -> Optional[bytes]:
+            return get(key, lease=False)
+
+        def _put(self, key: str, data: bytes) -> None:
+            put(key, data)
+
+    for name in ("RemoteFxGraphCache", "RemoteAOTAutogradCache"):
+        cls = getattr(remote_cache, name, None)
+        if cls is not None and cls.backend_override_cls is None:
+            cls.backend_override_cls = LeasedFrontBackend
+    for name in ("RemoteAutotuneCache", "RemoteBundledAutotuneCache"):
+        cls = getattr(remote_cache, name, None)
+        if cls is not None and cls.backend_override_cls is None:
+            cls.backend_override_cls = FrontBackend
+
+
+def install_release(output_graph: Any) -> None:
+    """Patches torch._dynamo.output_graph (just imported): every graph compile
+    releases the leases it took and did not fill."""
+    cls = output_graph.OutputGraph
+    original = cls.call_user_compiler
+    if getattr(original, "_ccpool_wrapped", False):
+        return
+
+    def call_user_compiler(self: Any, *args: Any, **kwargs: Any) -> Any:
+        mark = held_count()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            release_since(mark)
+
+    call_user_compiler._ccpool_wrapped = True  # type: ignore[attr-defined]
+    cls.call_user_compiler = call_user_compiler

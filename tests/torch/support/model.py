@@ -18,6 +18,11 @@ matched eager, and the Inductor counters (FX graph cache hits/misses).
 
 Environment: CCPOOL_TORCH_PER_RANK_CACHE=DIR gives each rank
 TORCHINDUCTOR_CACHE_DIR=DIR/rank<R> (set here, before torch is imported).
+CCPOOL_TEST_COMPILE_GATE=DIR: every Inductor graph compile (code generation,
+after the caches missed) first creates DIR/compiling.<pid>, then waits for
+DIR/go (a test kills or releases a rank that is mid-compile).
+CCPOOL_TEST_COMPILE_FAIL=1: every Inductor graph compile raises (a leader
+whose compile fails). CCPOOL_TEST_PIECES=a,b: compile only these pieces.
 """
 import argparse
 import json
@@ -61,6 +66,26 @@ def reduce_piece(x):
     return torch.tanh(x.sum(dim=0)) + x.amax(dim=0)
 
 
+def install_test_gates():
+    gate = os.environ.get("CCPOOL_TEST_COMPILE_GATE")
+    fail = os.environ.get("CCPOOL_TEST_COMPILE_FAIL") == "1"
+    if not gate and not fail:
+        return
+    import torch._inductor.compile_fx as cfx
+    real = cfx.fx_codegen_and_compile
+
+    def gated(*args, **kwargs):
+        if gate:
+            open(os.path.join(gate, f"compiling.{os.getpid()}"), "w").close()
+            while not os.path.exists(os.path.join(gate, "go")):
+                time.sleep(0.05)
+        if fail:
+            raise RuntimeError("CCPOOL_TEST_COMPILE_FAIL: this graph compile fails")
+        return real(*args, **kwargs)
+
+    cfx.fx_codegen_and_compile = gated
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out-dir", required=True)
@@ -73,16 +98,25 @@ def main():
         import torch.distributed as td
         td.init_process_group("gloo")
 
+    install_test_gates()
     torch.manual_seed(0)
     pieces = {"mlp": Mlp(args.width, 2 * args.width).eval(), "norm": Norm(args.width).eval(),
               "reduce": reduce_piece}
+    if os.environ.get("CCPOOL_TEST_PIECES"):
+        pieces = {k: v for k, v in pieces.items() if k in os.environ["CCPOOL_TEST_PIECES"].split(",")}
     x = torch.randn(16, args.width)
     started = time.monotonic()
     ok = {}
+    errors = {}
     with torch.no_grad():
         for name, fn in pieces.items():
             eager = fn(x)
-            compiled = torch.compile(fn)(x)
+            try:
+                compiled = torch.compile(fn)(x)
+            except Exception as e:  # CCPOOL_TEST_COMPILE_FAIL
+                errors[name] = f"{type(e).__name__}: {str(e)[:200]}"
+                ok[name] = False
+                continue
             ok[name] = bool(torch.allclose(eager, compiled, rtol=1e-4, atol=1e-5))
     compile_s = time.monotonic() - started
     agree = True
@@ -95,16 +129,17 @@ def main():
 
     import torch._dynamo.utils as du
     import torch._inductor.config as ic
-    counters = {k: dict(v) for k, v in du.counters.items() if k in ("inductor",)}
+    counters = {k: dict(v) for k, v in du.counters.items() if k in ("inductor", "aot_autograd")}
     result = {"rank": RANK, "world": WORLD, "pid": os.getpid(),
               "env_compile_threads": ENV_THREADS_AT_START,
               "compile_threads": ic.compile_threads, "ok": ok, "ranks_agree": agree,
-              "compile_s": compile_s, "counters": counters,
+              "compile_s": compile_s, "counters": counters, "errors": errors,
+              "cpu_s": time.process_time(),
               "cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}
     with open(os.path.join(args.out_dir, f"rank{RANK}.json"), "w") as f:
         json.dump(result, f)
     print(json.dumps(result), flush=True)
-    return 0 if all(ok.values()) and agree else 1
+    return 0 if (all(ok.values()) or errors) and agree else 1
 
 
 if __name__ == "__main__":

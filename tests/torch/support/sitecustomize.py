@@ -28,3 +28,51 @@ if _LOG:
             pass
 
     sys.addaudithook(_record)
+
+
+# NOGPU_COMPILE_SHIM=1: Inductor's Triton compile path without a GPU
+# (tests/torch/fixtures/triton/README.md). The one call that needs a device,
+# triton_helpers.set_driver_to_gpu(), becomes a no-op as soon as its module is
+# imported, in every Python process of the job: ranks, Inductor's sidecar and
+# its workers, ccpool's workers (they all get this directory on PYTHONPATH).
+if os.environ.get("NOGPU_COMPILE_SHIM") == "1":
+    import importlib.abc
+    import importlib.util
+
+    _HELPERS = "torch._inductor.runtime.triton_helpers"
+
+    class _NoGpuDriver(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name != _HELPERS:
+                return None
+            sys.meta_path.remove(self)  # find the real module with the other finders
+            try:
+                spec = importlib.util.find_spec(name)
+            finally:
+                sys.meta_path.insert(0, self)
+            if spec is None or spec.loader is None:
+                return spec
+            real_exec = spec.loader.exec_module
+
+            def exec_module(module):
+                real_exec(module)
+                module.set_driver_to_gpu = lambda: None
+
+            spec.loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, _NoGpuDriver())
+
+
+# CCPOOL_TEST_HIDE_REDIS=1: this interpreter behaves as a venv without the
+# `redis` package (most users' venvs): `import redis` fails.
+if os.environ.get("CCPOOL_TEST_HIDE_REDIS") == "1":
+    import importlib.abc
+
+    class _NoRedis(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name == "redis" or name.startswith("redis."):
+                raise ModuleNotFoundError(f"No module named {name!r} (CCPOOL_TEST_HIDE_REDIS=1)", name=name)
+            return None
+
+    sys.meta_path.insert(0, _NoRedis())

@@ -17,6 +17,7 @@
 #include "base/units.h"
 #include "cli/commands.h"
 #include "cli/logging.h"
+#include "cli/service_control.h"
 #include "client/client_main.h"
 #include "ipc/client.h"
 #include "service/activation.h"
@@ -28,6 +29,7 @@ namespace {
 
 struct ServeFlags {
   std::string dir, socket, jobs, mem_budget, job_timeout, idle_timeout = "1h", max_size;
+  std::string worker_idle_timeout = "60s";
   std::string remote, remote_prefix = "ccpool:", remote_ttl = "7d", remote_timeout = "300ms";
   std::string remote_max_value = "256M", remote_hmac_key_file, resp_password_file;
   int resp_port = 0;
@@ -69,6 +71,12 @@ service::ServiceOptions resolve(const ServeFlags& f) {
   if (!f.max_size.empty()) o.max_size = value_or_fail(parse_size(f.max_size), "--max-size");
   if (!f.job_timeout.empty()) o.job_timeout = value_or_fail(parse_duration(f.job_timeout), "--job-timeout");
   o.idle_timeout = value_or_fail(parse_duration(f.idle_timeout), "--idle-timeout");
+  o.worker_idle_timeout = value_or_fail(parse_duration(f.worker_idle_timeout), "--worker-idle-timeout");
+  if (o.worker_idle_timeout.count() <= 0) fail(kExitUsage, "--worker-idle-timeout must be positive, e.g. 60s");
+  {
+    std::string exe = self_executable();
+    o.python_dir = exe.substr(0, exe.rfind('/')) + "/../share/ccpool/python";
+  }
   std::string remote = f.remote.empty() ? env_or("CCPOOL_REMOTE", "") : f.remote;
   if (!remote.empty()) {
     remote::RemoteOptions r;
@@ -288,6 +296,8 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--mem-budget", flags->mem_budget, "Memory budget for running jobs, e.g. 8G (default: CCPOOL_MEM_BUDGET or min(80% MemAvailable, cgroup limit))");
   cmd->add_option("--job-timeout", flags->job_timeout, "Kill a job's process group after this long, e.g. 10m (default: none)");
   cmd->add_option("--idle-timeout", flags->idle_timeout, "Exit after this long without clients or jobs (default: 1h; 0 = never)");
+  cmd->add_option("--worker-idle-timeout", flags->worker_idle_timeout,
+                  "An idle Inductor compile worker of the node pool exits after this (default: 60s)");
   cmd->add_option("--max-size", flags->max_size, "Store size bound (default: 10G)");
   cmd->add_option("--remote", flags->remote, "Cluster tier: redis://host:port[/db] or unix:///path (default: CCPOOL_REMOTE)");
   cmd->add_option("--remote-prefix", flags->remote_prefix, "Key prefix in Redis (default: ccpool:)");

@@ -31,7 +31,7 @@ std::optional<Error> check_header(const char* h, size_t n) {
   }
   if (n > 5) {
     uint8_t type = static_cast<uint8_t>(h[5]);
-    if (type == 0 || type > static_cast<uint8_t>(MessageType::kErrorFrame)) {
+    if (type == 0 || type > static_cast<uint8_t>(MessageType::kPoolCancel)) {
       return header_error("unknown message type " + std::to_string(type));
     }
   }

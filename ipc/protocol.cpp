@@ -14,7 +14,7 @@ namespace {
 
 using wire::Cursor;
 
-constexpr uint8_t kLastType = static_cast<uint8_t>(MessageType::kErrorFrame);
+constexpr uint8_t kLastType = static_cast<uint8_t>(MessageType::kPoolCancel);
 
 void encode_payload(std::string& out, const Hello& m) {
   wire::put_u32(out, m.version);
@@ -50,6 +50,27 @@ void encode_payload(std::string& out, const ErrorFrame& m) {
   wire::put_u16(out, m.code);
   wire::put_str(out, m.message);
 }
+void encode_payload(std::string& out, const PoolOpen& m) {
+  wire::put_str(out, m.python);
+  wire::put_str(out, m.cwd);
+  wire::put_list(out, m.env);
+  wire::put_list(out, m.args);
+  wire::put_i32(out, m.rank);
+}
+void encode_payload(std::string& out, const PoolOpened& m) { wire::put_u32(out, m.max_workers); }
+void encode_payload(std::string& out, const PoolSubmit& m) {
+  wire::put_u64(out, m.job_id);
+  wire::put_str(out, m.flight_key);
+  wire::put_str(out, m.payload);
+}
+void encode_payload(std::string& out, const PoolResult& m) {
+  wire::put_u64(out, m.job_id);
+  wire::put_u8(out, static_cast<uint8_t>(m.status));
+  wire::put_u8(out, m.followed ? 1 : 0);
+  wire::put_str(out, m.payload);
+  wire::put_str(out, m.message);
+}
+void encode_payload(std::string& out, const PoolCancel& m) { wire::put_u64(out, m.job_id); }
 // StatusRequest, StopRequest, StopReply, Ping, Pong: empty payload.
 template <typename T>
 void encode_payload(std::string&, const T&) {}
@@ -66,6 +87,8 @@ size_t payload_size_hint(const Message& m) {
     return 32 + r->stdout_data.size() + r->stderr_data.size() + r->message.size();
   }
   if (const auto* r = std::get_if<StatusReply>(&m)) return 8 + r->json.size();
+  if (const auto* r = std::get_if<PoolSubmit>(&m)) return 32 + r->flight_key.size() + r->payload.size();
+  if (const auto* r = std::get_if<PoolResult>(&m)) return 32 + r->payload.size() + r->message.size();
   return 32;
 }
 
@@ -123,12 +146,42 @@ Result<Message> decode_exec_reply(Cursor& c) {
   return finish(c, "exec-reply", std::move(r));
 }
 
+Result<Message> decode_pool_open(Cursor& c) {
+  PoolOpen r;
+  r.python = c.str("python", kMaxPathLength);
+  r.cwd = c.str("cwd", kMaxPathLength);
+  r.env = c.list("env", kMaxEnvEntries, kMaxEnvBytes, kMaxEnvBytes);
+  r.args = c.list("args", kMaxPoolArgs, kMaxPoolArgLength, uint64_t{kMaxPoolArgs} * kMaxPoolArgLength);
+  r.rank = c.i32("rank");
+  expect_end(c);
+  if (c.failed()) {
+    CCPOOL_TRY(protocol_error("pool-open", c.field(), c.what()));
+  }
+  CCPOOL_TRY(check_pool_open(r));
+  return Message(std::move(r));
+}
+
+Result<Message> decode_pool_result(Cursor& c) {
+  PoolResult r;
+  r.job_id = c.u64("job_id");
+  uint8_t status = c.u8("status");
+  uint8_t followed = c.u8("followed");
+  r.payload = c.str("payload", kMaxFrameSize);
+  r.message = c.str("message", kMaxFrameSize);
+  if (status > static_cast<uint8_t>(PoolJobStatus::kFailed)) c.fail("status", "is not a known status");
+  if (followed > 1) c.fail("followed", "is not 0 or 1");
+  r.status = static_cast<PoolJobStatus>(status);
+  r.followed = followed == 1;
+  return finish(c, "pool-result", std::move(r));
+}
+
 }  // namespace
 
 const char* message_type_name(const Message& m) {
   static constexpr const char* kNames[] = {"hello", "hello-ok", "exec", "exec-reply",
                                            "status", "status-reply", "stop", "stop-reply",
-                                           "ping", "pong", "error"};
+                                           "ping", "pong", "error", "pool-open",
+                                           "pool-opened", "pool-submit", "pool-result", "pool-cancel"};
   return kNames[m.index()];
 }
 
@@ -188,6 +241,31 @@ Result<void> check_exec_request(const ExecRequest& r) {
   return ok();
 }
 
+Result<void> check_pool_open(const PoolOpen& r) {
+  for (const auto& [field, path] : {std::pair{"python", &r.python}, std::pair{"cwd", &r.cwd}}) {
+    if (path->empty() || (*path)[0] != '/') return protocol_error("pool-open", field, "is not an absolute path");
+    if (path->size() > kMaxPathLength || has_nul(*path)) {
+      return protocol_error("pool-open", field, "is too long or contains a NUL byte");
+    }
+  }
+  if (r.env.size() > kMaxEnvEntries) return protocol_error("pool-open", "env", "has more entries than its bound");
+  size_t env_bytes = 0;
+  for (const std::string& e : r.env) {
+    env_bytes += e.size();
+    if (has_nul(e) || e.find('=') == std::string::npos) {
+      return protocol_error("pool-open", "env", "holds an entry with a NUL byte or without '='");
+    }
+  }
+  if (env_bytes > kMaxEnvBytes) return protocol_error("pool-open", "env", "total size exceeds its bound");
+  if (r.args.size() > kMaxPoolArgs) return protocol_error("pool-open", "args", "has more entries than its bound");
+  for (const std::string& a : r.args) {
+    if (a.size() > kMaxPoolArgLength || has_nul(a) || a.rfind("--", 0) != 0 || a.find('=') == std::string::npos) {
+      return protocol_error("pool-open", "args", "holds an entry that is not --name=value");
+    }
+  }
+  return ok();
+}
+
 Result<void> check_hello(const Hello& h) {
   if (h.version == kProtocolVersion) return ok();
   return make_error(ErrorCode::kUnsupported,
@@ -241,6 +319,25 @@ Result<Message> decode_payload(uint8_t type, const char* data, size_t n) {
       e.code = c.u16("code");
       e.message = c.str("message", kMaxFrameSize);
       return finish(c, "error", std::move(e));
+    }
+    case MessageType::kPoolOpen: return decode_pool_open(c);
+    case MessageType::kPoolOpened: {
+      PoolOpened r;
+      r.max_workers = c.u32("max_workers");
+      return finish(c, "pool-opened", r);
+    }
+    case MessageType::kPoolSubmit: {
+      PoolSubmit r;
+      r.job_id = c.u64("job_id");
+      r.flight_key = c.str("flight_key", kMaxFlightKey);
+      r.payload = c.str("payload", kMaxFrameSize);
+      return finish(c, "pool-submit", std::move(r));
+    }
+    case MessageType::kPoolResult: return decode_pool_result(c);
+    case MessageType::kPoolCancel: {
+      PoolCancel r;
+      r.job_id = c.u64("job_id");
+      return finish(c, "pool-cancel", r);
     }
   }
   return make_error(ErrorCode::kProtocol, "unknown frame type " + std::to_string(type) +

@@ -23,6 +23,9 @@ inline constexpr uint32_t kMaxPathLength = 4096;      // program, cwd, each inpu
 inline constexpr uint32_t kMaxEnvBytes = 1u << 20;    // sum of env entry lengths
 inline constexpr uint32_t kMaxEnvEntries = 8192;
 inline constexpr uint32_t kMaxFiles = 4096;  // inputs + outputs, each list
+inline constexpr uint32_t kMaxPoolArgs = 16;        // pool-open worker arguments
+inline constexpr uint32_t kMaxPoolArgLength = 4096;  // each of them
+inline constexpr uint32_t kMaxFlightKey = 128;      // pool-submit flight key bytes
 
 // Frame header: magic "CCPL" (4 bytes), version (1 byte), type (1 byte),
 // reserved (2 bytes, zero), payload length (4 bytes, little-endian).
@@ -80,13 +83,48 @@ struct ErrorFrame {
   std::string message;
 };
 
+// A pool session (PROTOCOL.md, "Pool sessions"): after pool-open the
+// connection carries the jobs an Inductor rank would give its own compile
+// workers; many may be in flight, and results come back in any order.
+struct PoolOpen {
+  std::string python;             // absolute path of the rank's interpreter (sys.executable)
+  std::string cwd;                // the rank's working directory
+  std::vector<std::string> env;   // the workers' environment, "NAME=value"
+  std::vector<std::string> args;  // worker options, each "--name=value" (--pickler, --torch-key)
+  int32_t rank = -1;              // LOCAL_RANK, else RANK, else -1: the fairness bucket
+};
+struct PoolOpened {
+  uint32_t max_workers = 0;  // the node pool's bound
+};
+struct PoolSubmit {
+  uint64_t job_id = 0;      // chosen by the client, unique within the session
+  std::string flight_key;   // jobs with equal keys run one after another (may be empty)
+  std::string payload;      // the pickled job, opaque to the service
+};
+enum class PoolJobStatus : uint8_t {
+  kDone = 0,    // a worker ran the job: payload is its pickled result (or the job's exception)
+  kFailed = 1,  // the pool could not run it (worker died, stopping, bad environment): run it yourself
+};
+struct PoolResult {
+  uint64_t job_id = 0;
+  PoolJobStatus status = PoolJobStatus::kDone;
+  bool followed = false;  // ran after an equal job of another rank (its compiles were cached)
+  std::string payload;
+  std::string message;  // why, for kFailed
+};
+struct PoolCancel {
+  uint64_t job_id = 0;
+};
+
 using Message = std::variant<Hello, HelloOk, ExecRequest, ExecReply, StatusRequest, StatusReply,
-                             StopRequest, StopReply, Ping, Pong, ErrorFrame>;
+                             StopRequest, StopReply, Ping, Pong, ErrorFrame, PoolOpen, PoolOpened,
+                             PoolSubmit, PoolResult, PoolCancel>;
 
 // Frame type byte of each message: the variant index + 1 (0 is never valid).
 enum class MessageType : uint8_t {
   kHello = 1, kHelloOk, kExecRequest, kExecReply, kStatusRequest, kStatusReply,
-  kStopRequest, kStopReply, kPing, kPong, kErrorFrame,
+  kStopRequest, kStopReply, kPing, kPong, kErrorFrame, kPoolOpen, kPoolOpened,
+  kPoolSubmit, kPoolResult, kPoolCancel,
 };
 const char* message_type_name(const Message& m);
 
@@ -97,6 +135,10 @@ std::string encode(const Message& m);  // one complete frame
 // ExecRequest is within its bounds (kInvalidArgument). Use this for any
 // message built from untrusted or unbounded data.
 Result<std::string> encode_checked(const Message& m);
+
+// The bounds a PoolOpen must satisfy: python and cwd absolute, env as for
+// exec, each arg "--name=value" within kMaxPoolArgLength, no NUL anywhere.
+Result<void> check_pool_open(const PoolOpen& r);
 
 // The bounds an ExecRequest must satisfy (argc, env, path lengths, file
 // counts, no NUL inside argv/env/paths). kProtocol naming the field.

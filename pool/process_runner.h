@@ -37,6 +37,9 @@ struct SpawnSpec {
   size_t max_output_bytes = 64u << 20;   // per stream; beyond it the job fails with a clear message
   int stdin_fd = -1;  // the tool's stdin (dup'd in the child; the caller keeps it open until
                       // spawn() returns); -1: /dev/null
+  // For long-lived helpers started with spawn_child() (not ProcessRunner):
+  int channel_fd = -1;  // >= 0: dup'd to the child's fd 3 (its channel to the service)
+  int output_fd = -1;   // >= 0: the child's stdout and stderr, instead of fresh pipes
 };
 
 struct ProcessResult {

@@ -65,12 +65,13 @@ int configure(SpawnSetup& setup, const SpawnSpec& spec, int out_w, int err_w) {
                : posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0);
   if (rc == 0) rc = posix_spawn_file_actions_adddup2(&setup.actions, out_w, 1);
   if (rc == 0) rc = posix_spawn_file_actions_adddup2(&setup.actions, err_w, 2);
+  if (rc == 0 && spec.channel_fd >= 0) rc = posix_spawn_file_actions_adddup2(&setup.actions, spec.channel_fd, 3);
   if (rc == 0 && !spec.cwd.empty()) {
     rc = posix_spawn_file_actions_addchdir_np(&setup.actions, spec.cwd.c_str());
   }
   // The service's own fds (sockets, LMDB, other children's pipes) must not
   // leak into tools: a leaked pipe end would delay another job's EOF.
-  if (rc == 0) rc = posix_spawn_file_actions_addclosefrom_np(&setup.actions, 3);
+  if (rc == 0) rc = posix_spawn_file_actions_addclosefrom_np(&setup.actions, spec.channel_fd >= 0 ? 4 : 3);
   if (rc != 0) return rc;
 
   // Threads of the service may block or ignore signals (SIGPIPE); tools start clean.
@@ -101,14 +102,16 @@ Result<SpawnedChild> spawn_child(const SpawnSpec& spec) {
                       "program '" + spec.program + "' is not an absolute path; resolve it first");
   }
   FdGuard guard;
-  int out_pipe[2], err_pipe[2];
+  int out_pipe[2] = {-1, spec.output_fd}, err_pipe[2] = {-1, spec.output_fd};
   // O_CLOEXEC: a concurrent spawn from another thread must not inherit these.
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return make_error(ErrorCode::kIo, std::string("pipe2: ") + std::strerror(errno));
-  guard.add(out_pipe[0]);
-  guard.add(out_pipe[1]);
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return make_error(ErrorCode::kIo, std::string("pipe2: ") + std::strerror(errno));
-  guard.add(err_pipe[0]);
-  guard.add(err_pipe[1]);
+  if (spec.output_fd < 0) {
+    if (::pipe2(out_pipe, O_CLOEXEC) != 0) return make_error(ErrorCode::kIo, std::string("pipe2: ") + std::strerror(errno));
+    guard.add(out_pipe[0]);
+    guard.add(out_pipe[1]);
+    if (::pipe2(err_pipe, O_CLOEXEC) != 0) return make_error(ErrorCode::kIo, std::string("pipe2: ") + std::strerror(errno));
+    guard.add(err_pipe[0]);
+    guard.add(err_pipe[1]);
+  }
 
   SpawnSetup setup;
   if (int rc = configure(setup, spec, out_pipe[1], err_pipe[1]); rc != 0) {
@@ -136,9 +139,10 @@ Result<SpawnedChild> spawn_child(const SpawnSpec& spec) {
     return make_error(ErrorCode::kUnsupported,
                       std::string("pidfd_open: ") + std::strerror(err) + "; ccpool needs Linux >= 5.3");
   }
+  guard.release();
+  if (spec.output_fd >= 0) return SpawnedChild{pid, pidfd, -1, -1};
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
-  guard.release();
   ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
   ::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
   return SpawnedChild{pid, pidfd, out_pipe[0], err_pipe[0]};

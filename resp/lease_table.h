@@ -93,7 +93,7 @@ class LeaseTable {
   std::unordered_map<std::string, Lease> m_leases GUARDED_BY(m_mutex);
   // Deadline -> (key, wait id): the earliest wait to expire first.
   std::multimap<Clock::time_point, std::pair<std::string, uint64_t>> m_deadlines GUARDED_BY(m_mutex);
-  uint64_t m_next_wait = 1 GUARDED_BY(m_mutex);
+  uint64_t m_next_wait GUARDED_BY(m_mutex) = 1;
   LeaseStats m_stats GUARDED_BY(m_mutex);
   bool m_stopping GUARDED_BY(m_mutex) = false;
   std::thread m_deadline_thread;

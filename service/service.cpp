@@ -26,6 +26,8 @@
 #include "service/metrics.h"
 #include "service/metrics_server.h"
 #include "service/store_kv.h"
+#include "service/worker_sessions.h"
+#include "workers/worker_pool.h"
 
 namespace ccpool::service {
 namespace {
@@ -99,6 +101,8 @@ struct Service::Impl {
   std::unique_ptr<pool::ProcessRunner> runner;
   std::unique_ptr<ConnectionHub> hub;
   std::unique_ptr<ExecPipeline> pipeline;
+  std::unique_ptr<workers::WorkerPool> worker_pool;  // Inductor's compile workers of every rank
+  std::unique_ptr<WorkerSessions> worker_sessions;
   std::unique_ptr<StoreKv> kv;
   std::unique_ptr<resp::Front> front;
   std::unique_ptr<MetricsServer> metrics;  // its thread calls status()
@@ -164,6 +168,7 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   };
   callbacks.on_disconnect = [raw](uint64_t conn) {
     if (raw->pipeline) raw->pipeline->on_disconnect(conn);
+    if (raw->worker_sessions) raw->worker_sessions->on_disconnect(conn);
   };
   CCPOOL_TRY_ASSIGN(impl->hub, ConnectionHub::create(options.socket_path, std::move(callbacks),
                                                      UniqueFd(options.listen_fd)));
@@ -175,6 +180,21 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
                           },
                           work_root,       options.job_timeout};
   impl->pipeline = std::make_unique<ExecPipeline>(std::move(deps));
+
+  workers::WorkerPoolOptions pool_options;
+  pool_options.max_workers = impl->scheduler->stats().jobs;
+  pool_options.idle_timeout = options.worker_idle_timeout;
+  pool_options.job_timeout = options.job_timeout;
+  // -c, not -m: -m would put the rank's cwd first on the worker's sys.path.
+  pool_options.worker_argv = {"-c", "import sys; del sys.path[0]; from ccpool._worker import main; sys.exit(main(sys.argv[1:]))"};
+  impl->worker_pool = std::make_unique<workers::WorkerPool>(pool_options, *impl->scheduler);
+  WorkerSessions::Options session_options;
+  session_options.python_dir = options.python_dir;
+  session_options.worker_env = {"CCPOOL_WORKER=1"};
+  if (options.resp_enabled) session_options.worker_env.push_back("CCPOOL_RESP_SOCKET=" + impl->state_dir + "/resp.sock");
+  impl->worker_sessions = std::make_unique<WorkerSessions>(
+      *impl->worker_pool, std::move(session_options),
+      [raw](uint64_t conn, ipc::Message message, bool close_after) { raw->hub->send(conn, message, close_after); });
 
   if (options.resp_enabled) {
     impl->kv = std::make_unique<StoreKv>(*impl->storage);
@@ -237,6 +257,12 @@ void Service::Impl::on_message(uint64_t conn_id, const ipc::PeerCred& peer, ipc:
                                UniqueFd passed_fd) {
   if (auto* exec = std::get_if<ipc::ExecRequest>(&message)) {
     pipeline->submit(conn_id, peer.pid, std::move(*exec), std::move(passed_fd));
+  } else if (auto* open = std::get_if<ipc::PoolOpen>(&message)) {
+    worker_sessions->on_open(conn_id, peer.pid, std::move(*open));
+  } else if (auto* submit = std::get_if<ipc::PoolSubmit>(&message)) {
+    worker_sessions->on_submit(conn_id, std::move(*submit));
+  } else if (auto* cancel = std::get_if<ipc::PoolCancel>(&message)) {
+    worker_sessions->on_cancel(conn_id, *cancel);
   } else if (std::holds_alternative<ipc::Ping>(message)) {
     hub->send(conn_id, ipc::Pong{});
   } else if (std::holds_alternative<ipc::StatusRequest>(message)) {
@@ -316,6 +342,23 @@ nlohmann::json Service::Impl::status() {
   j["remote_bad_signature"] = rc.bad_signature;
   j["breaker_open"] = rc.breaker_open;
   j["breaker_opened"] = rc.breaker_opened;
+  workers::WorkerPoolStats ws = worker_pool->stats();
+  j["worker_pool"] = {{"sessions", worker_sessions->sessions()},
+                      {"workers", ws.workers},
+                      {"busy", ws.busy},
+                      {"starting", ws.starting},
+                      {"peak_workers", ws.peak_workers},
+                      {"spawned", ws.spawned},
+                      {"exited", ws.exited},
+                      {"jobs", ws.jobs_done},
+                      {"failed", ws.jobs_failed},
+                      {"followed", ws.followed},
+                      {"following", ws.following},
+                      {"waiting_for_worker", ws.waiting_for_worker},
+                      {"cancelled", ws.cancelled},
+                      {"killed", ws.killed},
+                      {"rss_bytes", ws.rss_kb * 1024},
+                      {"counts", ws.counts}};
   j["tier_latency"] = {{"node", histogram_json(storage->local_latency())}};
   if (tier) j["tier_latency"]["cluster"] = histogram_json(storage->tier_latency());
   if (front) {
@@ -337,6 +380,7 @@ nlohmann::json Service::Impl::status() {
 
 void Service::Impl::tick() {
   auto now = std::chrono::steady_clock::now();
+  worker_pool->tick();
   if (now - last_flush >= kStoreFlushInterval) {
     last_flush = now;
     scheduler->run_in_arena([this] { refresh_store_stats(); });  // stats() flushes first
@@ -378,11 +422,13 @@ void Service::Impl::shutdown() {
   hub->stop_accepting();
   front.reset();
   pipeline->stop_all();           // waiters get "stopping" and run the tool themselves
+  worker_pool->shutdown();        // workers killed; ranks get "failed" and compile with their own pool
   hub->flush_pending(std::chrono::milliseconds(500));
   runner->terminate_all(kKillGrace);  // SIGTERM, then SIGKILL; reaps every group
   for (int i = 0; i < 500 && (pipeline->pending() > 0 || pipeline->active_flights() > 0); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  worker_pool.reset();
   scheduler.reset();  // waits for arena work (finishing flights) to end
   runner.reset();
   pipeline.reset();

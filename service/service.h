@@ -28,6 +28,8 @@ struct ServiceOptions {
   std::string resp_password;
   int metrics_port = -1;  // >= 0: serve GET /metrics on 127.0.0.1:PORT (0: any free port)
   int listen_fd = -1;     // a listening socket passed by systemd; the service owns it
+  std::string python_dir;  // holds the ccpool package the node pool's workers run (share/ccpool/python)
+  std::chrono::milliseconds worker_idle_timeout{60'000};  // an idle compile worker exits after this
 };
 
 inline constexpr const char* kVersion = "0.1.0";

@@ -68,6 +68,68 @@ TEST(Protocol, HelloRoundTrip) {
   EXPECT_EQ(o.service_pid, 999);
 }
 
+TEST(Protocol, PoolSessionMessagesRoundTrip) {
+  PoolOpen open{"/venv/bin/python", "/work", {"PYTHONPATH=/a:/b", "X="}, {"--pickler=m.P", "--torch-key=AAA="}, 3};
+  Message m_open = round_trip(open);
+  const auto& o = std::get<PoolOpen>(m_open);
+  EXPECT_EQ(o.python, open.python);
+  EXPECT_EQ(o.cwd, open.cwd);
+  EXPECT_EQ(o.env, open.env);
+  EXPECT_EQ(o.args, open.args);
+  EXPECT_EQ(o.rank, 3);
+  EXPECT_EQ(std::get<PoolOpened>(round_trip(PoolOpened{8})).max_workers, 8u);
+  std::string pickled("\x80\x05\0job", 7);
+  Message m_sub = round_trip(PoolSubmit{1ull << 40, "key", pickled});
+  const auto& sub = std::get<PoolSubmit>(m_sub);
+  EXPECT_EQ(sub.job_id, 1ull << 40);
+  EXPECT_EQ(sub.flight_key, "key");
+  EXPECT_EQ(sub.payload, pickled);
+  Message m_res = round_trip(PoolResult{9, PoolJobStatus::kFailed, true, pickled, "why"});
+  const auto& res = std::get<PoolResult>(m_res);
+  EXPECT_EQ(res.job_id, 9u);
+  EXPECT_EQ(res.status, PoolJobStatus::kFailed);
+  EXPECT_TRUE(res.followed);
+  EXPECT_EQ(res.payload, pickled);
+  EXPECT_EQ(res.message, "why");
+  EXPECT_EQ(std::get<PoolCancel>(round_trip(PoolCancel{77})).job_id, 77u);
+}
+
+// Frames from outside: a pool-open names what the service will exec, so it
+// is refused unless every field is within its bound and of its form.
+TEST(Protocol, PoolOpenOutsideItsBoundsIsRefused) {
+  auto refused = [](PoolOpen open) {
+    FrameReader reader;
+    std::string frame = encode(open);
+    reader.feed(frame.data(), frame.size());
+    auto decoded = reader.next();
+    return !decoded && decoded.error().code == ErrorCode::kProtocol;
+  };
+  PoolOpen good{"/usr/bin/python3", "/w", {"A=1"}, {"--pickler=m.P"}, -1};
+  EXPECT_FALSE(refused(good));
+  PoolOpen relative = good;
+  relative.python = "python3";
+  EXPECT_TRUE(refused(relative));
+  PoolOpen relative_cwd = good;
+  relative_cwd.cwd = "w";
+  EXPECT_TRUE(refused(relative_cwd));
+  PoolOpen bad_arg = good;
+  bad_arg.args = {"-c", "import os"};
+  EXPECT_TRUE(refused(bad_arg));
+  PoolOpen too_many = good;
+  too_many.args.assign(kMaxPoolArgs + 1, "--a=b");
+  EXPECT_TRUE(refused(too_many));
+  PoolOpen nul = good;
+  nul.env = {std::string("A=\0b", 4)};
+  EXPECT_TRUE(refused(nul));
+  PoolOpen no_equals = good;
+  no_equals.env = {"JUSTANAME"};
+  EXPECT_TRUE(refused(no_equals));
+  FrameReader reader;
+  std::string long_key = encode(PoolSubmit{1, std::string(kMaxFlightKey + 1, 'k'), "x"});
+  reader.feed(long_key.data(), long_key.size());
+  EXPECT_FALSE(reader.next().has_value());
+}
+
 TEST(Protocol, ExecRequestRoundTrip) {
   ExecRequest in = sample_request();
   auto m = round_trip(in);

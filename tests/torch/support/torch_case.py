@@ -57,16 +57,54 @@ def proc_name(pid):
     return stat[stat.find("(") + 1:stat.rfind(")")]
 
 
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def rss_kb(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+# Python processes of a job that are neither a rank nor the launcher: the
+# compile workers (Inductor's sidecars and their forks, ccpool's workers, a
+# multiprocessing resource tracker). Ranks and launchers are recognized by
+# their command line (the rank scripts and torch.distributed.run).
+RANK_SCRIPTS = ("model.py", "inductor_ranks.py", "graph_ranks.py")
+
+
+def is_python_compile_process(pid, name):
+    if not name or not name.startswith("python"):
+        return False
+    args = cmdline(pid)
+    if any(os.path.basename(a) in RANK_SCRIPTS for a in args):
+        return False
+    return not any(a in ("torch.distributed.run", "accelerate") or a.endswith("/torchrun")
+                   for a in args)
+
+
 class ProcessWatch:
     """Samples every 20 ms, until stop(): the pids under `roots()` (all ever
-    seen) and the peak number of compiler processes among them. Sampling can
-    miss a short peak but never invents one: a bound it reports broken is
-    broken."""
+    seen), the peak number of compiler processes among them and the peak
+    number (and summed RSS) of Python compile processes. Sampling can miss a
+    short peak but never invents one: a bound it reports broken is broken."""
 
     def __init__(self, roots):
         self.roots = roots
         self.seen = {}
         self.peak_compilers = 0  # compiler jobs (drivers), see is_compiler_job
+        self.peak_python_workers = 0  # see is_python_compile_process
+        self.peak_python_workers_rss_kb = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -76,14 +114,19 @@ class ProcessWatch:
             live = []
             for root in self.roots():
                 live += descendants(root)
-            compilers = 0
+            compilers = workers = workers_rss = 0
             for pid in live:
                 name = proc_name(pid)
                 if name is None:
                     continue
                 self.seen.setdefault(pid, name)
                 compilers += is_compiler_job(pid, name)
+                if is_python_compile_process(pid, name):
+                    workers += 1
+                    workers_rss += rss_kb(pid)
             self.peak_compilers = max(self.peak_compilers, compilers)
+            self.peak_python_workers = max(self.peak_python_workers, workers)
+            self.peak_python_workers_rss_kb = max(self.peak_python_workers_rss_kb, workers_rss)
             time.sleep(0.02)
 
     def stop(self):

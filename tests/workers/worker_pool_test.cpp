@@ -1,0 +1,309 @@
+// WorkerPool with real worker processes (tests/workers/fake_worker.py speaks
+// the worker channel protocol; /usr/bin/python3 runs it) and the real
+// Scheduler: the bound on live workers, reuse, single flight, hand-over of a
+// failed lead, cancellation killing a worker, environments kept apart, idle
+// exit and hostile workers. Counts and orders, never seconds.
+#include "workers/worker_pool.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "pool/scheduler.h"
+#include "tests/support/scratch.h"
+
+namespace ccpool::workers {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kPython = "/usr/bin/python3";
+const std::string kFakeWorker = std::string(CCPOOL_SOURCE_DIR) + "/tests/workers/fake_worker.py";
+
+// Results as they arrive, by submission name.
+class Results {
+ public:
+  WorkerPool::Done done(const std::string& name) {
+    return [this, name](JobResult r) {
+      std::lock_guard lock(m_mutex);
+      m_results[name] = std::move(r);
+      m_order.push_back(name);
+      m_cv.notify_all();
+    };
+  }
+  JobResult wait(const std::string& name) {
+    std::unique_lock lock(m_mutex);
+    bool got = m_cv.wait_for(lock, 60s, [&] { return m_results.count(name) > 0; });
+    EXPECT_TRUE(got) << "no result for " << name;
+    return got ? m_results[name] : JobResult{JobStatus::kFailed, false, {}, "no result"};
+  }
+  bool has(const std::string& name) {
+    std::lock_guard lock(m_mutex);
+    return m_results.count(name) > 0;
+  }
+
+ private:
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  std::map<std::string, JobResult> m_results;
+  std::vector<std::string> m_order;
+};
+
+std::string pid_of(const JobResult& r) { return r.payload.substr(r.payload.find('@') + 1); }
+
+// Waits until a gated job runs; returns its worker's pid (0: none came).
+pid_t wait_for_running(const std::string& gate) {
+  for (int i = 0; i < 3000; ++i) {
+    for (auto& f : std::filesystem::directory_iterator(gate)) {
+      std::string name = f.path().filename().string();
+      if (name.rfind("running.", 0) == 0) return std::stoi(name.substr(8));
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  return 0;
+}
+
+bool pid_gone(pid_t pid) {
+  for (int i = 0; i < 1000; ++i) {
+    if (::kill(pid, 0) != 0) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+class WorkerPoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::access(kPython.c_str(), X_OK) != 0) GTEST_SKIP() << kPython << " is missing";
+    m_dir = ccpool::testing::scratch_dir();
+  }
+  void start(int jobs, std::chrono::milliseconds idle = 60s, std::chrono::milliseconds job_timeout = 0ms) {
+    pool::SchedulerOptions so;
+    so.jobs = jobs;
+    so.mem_budget = 64ull << 30;
+    m_scheduler = std::make_unique<pool::Scheduler>(so);
+    WorkerPoolOptions wo;
+    wo.max_workers = jobs;
+    wo.idle_timeout = idle;
+    wo.job_timeout = job_timeout;
+    wo.worker_argv = {kFakeWorker};
+    m_pool = std::make_unique<WorkerPool>(wo, *m_scheduler);
+  }
+  void TearDown() override {
+    if (m_pool) m_pool->shutdown();
+    m_pool.reset();
+    m_scheduler.reset();
+  }
+  std::shared_ptr<const Environment> env(std::vector<std::string> vars = {}) {
+    vars.push_back("FAKE_WORKER_RECORD=" + m_dir + "/workers.log");
+    auto e = make_environment({kPython, m_dir, vars, {}}, "/nonexistent/python", {});
+    EXPECT_TRUE(e.has_value()) << (e ? "" : e.error().message);
+    return *e;
+  }
+  uint64_t submit(const std::string& name, const std::string& command, std::string key = "",
+                  std::shared_ptr<const Environment> e = nullptr, uint64_t bucket = 0) {
+    return m_pool->submit(e ? e : env(), bucket, std::move(key), command, m_results.done(name));
+  }
+  std::vector<std::string> lines(const std::string& file) {
+    std::ifstream in(file);
+    std::vector<std::string> out;
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  }
+
+  std::string m_dir;
+  std::unique_ptr<pool::Scheduler> m_scheduler;
+  std::unique_ptr<WorkerPool> m_pool;
+  Results m_results;
+};
+
+TEST_F(WorkerPoolTest, JobsRunInWarmWorkersThatAreReused) {
+  start(2);
+  auto e = env();
+  for (int i = 0; i < 6; ++i) submit("j" + std::to_string(i), "echo:" + std::to_string(i), "", e);
+  std::set<std::string> pids;
+  for (int i = 0; i < 6; ++i) {
+    JobResult r = m_results.wait("j" + std::to_string(i));
+    ASSERT_EQ(r.status, JobStatus::kDone) << r.message;
+    EXPECT_EQ(r.payload.substr(0, r.payload.find('@')), std::to_string(i));
+    EXPECT_FALSE(r.followed);
+    pids.insert(pid_of(r));
+  }
+  EXPECT_LE(pids.size(), 2u);  // six jobs, at most two processes ever
+  WorkerPoolStats s = m_pool->stats();
+  EXPECT_LE(s.spawned, 2u);
+  EXPECT_LE(s.peak_workers, 2u);
+  EXPECT_EQ(s.jobs_done, 6u);
+  EXPECT_EQ(s.counts["jobs"], 6u);
+}
+
+TEST_F(WorkerPoolTest, NeverMoreLiveWorkersThanTheBound) {
+  start(2);
+  std::string gate = m_dir + "/gate";
+  std::filesystem::create_directories(gate);
+  auto a = env({"WORKER_ENV_MARK=a"}), b = env({"WORKER_ENV_MARK=b"}), c = env({"WORKER_ENV_MARK=c"});
+  submit("a", "gate:" + gate + ":a", "", a);
+  submit("b", "gate:" + gate + ":b", "", b);
+  submit("c", "echo:c", "", c);  // a third environment: waits for a slot, then for a worker
+  std::ofstream(gate + "/go").close();
+  for (const char* name : {"a", "b", "c"}) EXPECT_EQ(m_results.wait(name).status, JobStatus::kDone);
+  WorkerPoolStats s = m_pool->stats();
+  EXPECT_EQ(s.spawned, 3u);
+  EXPECT_EQ(s.peak_workers, 2u);  // c's worker started only after a or b's had exited
+  EXPECT_GE(s.exited, 1u);
+}
+
+TEST_F(WorkerPoolTest, EqualFlightKeysRunOneAfterAnother) {
+  start(2);
+  std::string log = m_dir + "/runs.log";
+  auto e = env();
+  submit("leader", "log:" + log + ":leader", "kernel-1", e);
+  submit("f1", "log:" + log + ":f1", "kernel-1", e);
+  submit("f2", "log:" + log + ":f2", "kernel-1", e);
+  JobResult leader = m_results.wait("leader"), f1 = m_results.wait("f1"), f2 = m_results.wait("f2");
+  EXPECT_FALSE(leader.followed);
+  EXPECT_TRUE(f1.followed);
+  EXPECT_TRUE(f2.followed);
+  std::vector<std::string> runs = lines(log);
+  ASSERT_EQ(runs.size(), 6u);
+  // The leader ended before either follower started.
+  EXPECT_NE(runs[0].find("start leader"), std::string::npos) << runs[0];
+  EXPECT_NE(runs[1].find("end leader"), std::string::npos) << runs[1];
+  EXPECT_EQ(m_pool->stats().followed, 2u);
+}
+
+TEST_F(WorkerPoolTest, ALeaderThatFailsHandsTheLeadToItsFirstFollower) {
+  start(2);
+  std::string log = m_dir + "/runs.log";
+  auto e = env();
+  submit("leader", "exit:7", "k", e);  // the worker dies mid-job
+  submit("f1", "log:" + log + ":f1", "k", e);
+  submit("f2", "log:" + log + ":f2", "k", e);
+  JobResult leader = m_results.wait("leader");
+  EXPECT_EQ(leader.status, JobStatus::kFailed);
+  EXPECT_NE(leader.message.find("exited 7"), std::string::npos) << leader.message;
+  JobResult f1 = m_results.wait("f1"), f2 = m_results.wait("f2");
+  EXPECT_EQ(f1.status, JobStatus::kDone);
+  EXPECT_FALSE(f1.followed);  // it led, after the failed leader
+  EXPECT_TRUE(f2.followed);
+  std::vector<std::string> runs = lines(log);
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_NE(runs[1].find("end f1"), std::string::npos) << runs[1];
+}
+
+TEST_F(WorkerPoolTest, CancellingARunningJobKillsItsWorkerAndNeverAnswers) {
+  start(2);
+  std::string gate = m_dir + "/gate";
+  std::filesystem::create_directories(gate);
+  auto e = env();
+  uint64_t id = submit("victim", "gate:" + gate + ":victim", "k", e);
+  submit("follower", "echo:follower", "k", e);
+  pid_t worker = wait_for_running(gate);
+  ASSERT_NE(worker, 0);
+  m_pool->cancel(id);
+  EXPECT_TRUE(pid_gone(worker)) << "the cancelled job's worker " << worker << " still runs";
+  JobResult f = m_results.wait("follower");  // the lead passed on
+  EXPECT_EQ(f.status, JobStatus::kDone);
+  EXPECT_FALSE(m_results.has("victim"));
+  WorkerPoolStats s = m_pool->stats();
+  EXPECT_EQ(s.cancelled, 1u);
+  EXPECT_EQ(s.killed, 1u);
+  EXPECT_EQ(s.busy, 0u);
+}
+
+TEST_F(WorkerPoolTest, CancellingAQueuedOrFollowingJobLeavesTheOthersAlone) {
+  start(1);
+  std::string gate = m_dir + "/gate";
+  std::filesystem::create_directories(gate);
+  auto e = env();
+  submit("running", "gate:" + gate + ":running", "k", e);
+  uint64_t follower = submit("follower", "echo:follower", "k", e);
+  uint64_t queued = submit("queued", "echo:queued", "", e);
+  submit("last", "echo:last", "", e);
+  m_pool->cancel(follower);
+  m_pool->cancel(queued);
+  std::ofstream(gate + "/go").close();
+  EXPECT_EQ(m_results.wait("running").status, JobStatus::kDone);
+  EXPECT_EQ(m_results.wait("last").status, JobStatus::kDone);
+  EXPECT_FALSE(m_results.has("follower"));
+  EXPECT_FALSE(m_results.has("queued"));
+  EXPECT_EQ(m_pool->stats().cancelled, 2u);
+  EXPECT_EQ(m_pool->stats().killed, 0u);
+}
+
+TEST_F(WorkerPoolTest, EnvironmentsNeverShareAWorker) {
+  start(2);
+  auto a = env({"TORCHINDUCTOR_FX=1"}), b = env({"TORCHINDUCTOR_FX=2"});
+  EXPECT_NE(a->id, b->id);
+  submit("a1", "echo:a1", "", a);
+  JobResult a1 = m_results.wait("a1");
+  submit("b1", "echo:b1", "", b);
+  JobResult b1 = m_results.wait("b1");
+  submit("a2", "echo:a2", "", a);
+  JobResult a2 = m_results.wait("a2");
+  EXPECT_NE(pid_of(a1), pid_of(b1));
+  EXPECT_EQ(pid_of(a1), pid_of(a2));  // the warm worker of its environment
+}
+
+TEST_F(WorkerPoolTest, IdleWorkersExitAfterTheIdleTimeout) {
+  start(1, 200ms);
+  JobResult r = (submit("j", "echo:j"), m_results.wait("j"));
+  pid_t pid = std::stoi(pid_of(r));
+  for (int i = 0; i < 300 && m_pool->stats().workers > 0; ++i) {
+    m_pool->tick();
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(m_pool->stats().workers, 0u);
+  EXPECT_TRUE(pid_gone(pid));
+}
+
+TEST_F(WorkerPoolTest, AWorkerThatNeverGreetsOrLiesFailsItsJobOnly) {
+  start(2, 60s, 20s);
+  auto silent = env({"FAKE_WORKER_HELLO=0"});
+  submit("silent", "echo:x", "", silent);
+  JobResult r = m_results.wait("silent");
+  EXPECT_EQ(r.status, JobStatus::kFailed);
+  EXPECT_NE(r.message.find("did not start"), std::string::npos) << r.message;
+  submit("garbage", "garbage");
+  JobResult g = m_results.wait("garbage");
+  EXPECT_EQ(g.status, JobStatus::kFailed);
+  EXPECT_NE(g.message.find("over the bound"), std::string::npos) << g.message;
+  submit("fine", "echo:fine");  // the pool goes on
+  EXPECT_EQ(m_results.wait("fine").status, JobStatus::kDone);
+}
+
+TEST_F(WorkerPoolTest, AJobPastTheTimeoutFailsAndItsWorkerIsKilled) {
+  start(1, 60s, 300ms);
+  submit("slow", "sleep:30:slow");
+  JobResult r = m_results.wait("slow");
+  EXPECT_EQ(r.status, JobStatus::kFailed);
+  EXPECT_NE(r.message.find("job timeout"), std::string::npos) << r.message;
+}
+
+TEST_F(WorkerPoolTest, ShutdownAnswersEveryJobStopping) {
+  start(1);
+  std::string gate = m_dir + "/gate";
+  std::filesystem::create_directories(gate);
+  submit("running", "gate:" + gate + ":x");
+  submit("queued", "echo:q");
+  ASSERT_NE(wait_for_running(gate), 0);
+  m_pool->shutdown();
+  EXPECT_EQ(m_results.wait("running").status, JobStatus::kFailed);
+  EXPECT_EQ(m_results.wait("queued").status, JobStatus::kFailed);
+  EXPECT_EQ(m_pool->stats().workers, 0u);
+  submit("late", "echo:late");
+  EXPECT_EQ(m_results.wait("late").message, "stopping");
+}
+
+}  // namespace
+}  // namespace ccpool::workers

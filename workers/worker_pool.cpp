@@ -1,0 +1,541 @@
+// See worker_pool.h. One mutex (State::mutex) guards every job and worker
+// record; worker threads block on the channel with it released; callbacks
+// (`done`, Scheduler::finish, Scheduler::submit) run with it released.
+#include "workers/worker_pool.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <deque>
+#include <list>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <unordered_map>
+
+#include "base/thread_annotations.h"
+#include "pool/scheduler.h"
+#include "workers/worker_process.h"
+
+namespace ccpool::workers {
+namespace {
+
+constexpr const char* kJobClass = "python worker";
+
+}  // namespace
+
+struct Worker {
+  enum class Phase { kStarting, kIdle, kBusy, kRetiring, kDead };
+  Worker(uint64_t worker_id, std::shared_ptr<const Environment> environment, Mutex* mutex)
+      : id(worker_id), env(std::move(environment)), wake(mutex) {}
+  const uint64_t id;
+  const std::shared_ptr<const Environment> env;
+  std::unique_ptr<WorkerProcess> process;  // set once at spawn, before the thread starts
+  std::thread thread;
+  CondVar wake;  // bound to State::mutex
+  // Guarded by State::mutex:
+  Phase phase = Phase::kStarting;
+  uint64_t job = 0;  // the job it runs (or will, once started); 0: none
+  Clock::time_point idle_since = Clock::now();
+};
+
+struct Job {
+  enum class Phase { kQueued, kFollowing, kWaitingForWorker, kAssigned };
+  uint64_t id = 0;
+  std::shared_ptr<const Environment> env;
+  uint64_t bucket = 0;
+  std::string flight_key;
+  std::string payload;
+  WorkerPool::Done done;
+  Phase phase = Phase::kQueued;
+  pool::JobId sched_id = 0;
+  bool admitted = false;  // holds a scheduler slot
+  bool followed = false;
+  bool cancelled = false;
+  bool leads = false;  // registered in State::flights under flight_key
+  std::vector<uint64_t> followers;
+};
+
+// What has to happen after the lock is released.
+struct Effects {
+  std::vector<std::pair<WorkerPool::Done, JobResult>> replies;
+  std::vector<pool::JobId> finished_slots;
+  std::vector<std::pair<pool::JobId, int64_t>> finished_with_rss;
+  std::vector<uint64_t> to_schedule;
+};
+
+struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
+  State(WorkerPoolOptions opts, pool::Scheduler& sched) : options(std::move(opts)), scheduler(sched) {}
+
+  const WorkerPoolOptions options;
+  pool::Scheduler& scheduler;
+  mutable Mutex mutex;
+  uint64_t next_job GUARDED_BY(mutex) = 1;
+  uint64_t next_worker GUARDED_BY(mutex) = 1;
+  bool stopping GUARDED_BY(mutex) = false;
+  std::unordered_map<uint64_t, std::unique_ptr<Job>> jobs GUARDED_BY(mutex);
+  std::unordered_map<std::string, uint64_t> flights GUARDED_BY(mutex);  // flight key -> leader
+  std::list<std::unique_ptr<Worker>> workers GUARDED_BY(mutex);         // live and dead (until joined)
+  std::deque<uint64_t> waiting_for_worker GUARDED_BY(mutex);
+  WorkerPoolStats stats GUARDED_BY(mutex);
+
+  size_t live_locked() const REQUIRES(mutex) {
+    return static_cast<size_t>(std::count_if(workers.begin(), workers.end(),
+                                             [](const auto& w) { return w->phase != Worker::Phase::kDead; }));
+  }
+
+  void run(Effects& fx) {
+    for (auto& [done, result] : fx.replies) done(std::move(result));
+    for (pool::JobId id : fx.finished_slots) scheduler.finish(id, 0);
+    for (auto& [id, rss] : fx.finished_with_rss) scheduler.finish(id, rss);
+    for (uint64_t job_id : fx.to_schedule) schedule(job_id);
+  }
+
+  // Puts a job into the scheduler's queue (no lock held).
+  void schedule(uint64_t job_id) {
+    uint64_t bucket;
+    {
+      MutexLock lock(&mutex);
+      auto it = jobs.find(job_id);
+      if (it == jobs.end()) return;
+      bucket = it->second->bucket;
+    }
+    std::weak_ptr<State> weak = weak_from_this();
+    pool::JobId sched_id = scheduler.submit(
+        bucket, kJobClass,
+        [weak, job_id](pool::JobId id) {
+          if (auto self = weak.lock()) self->start(job_id, id);
+        },
+        [weak, job_id](const std::string& what) {
+          if (auto self = weak.lock()) self->fail_job(job_id, "the pool failed to start the job: " + what);
+        });
+    MutexLock lock(&mutex);
+    auto it = jobs.find(job_id);
+    if (it != jobs.end()) it->second->sched_id = sched_id;
+  }
+
+  // Admitted by the scheduler (an arena thread).
+  void start(uint64_t job_id, pool::JobId sched_id) {
+    Effects fx;
+    {
+      MutexLock lock(&mutex);
+      auto it = jobs.find(job_id);
+      if (it == jobs.end() || it->second->cancelled || stopping) {
+        fx.finished_slots.push_back(sched_id);
+        if (it != jobs.end()) {
+          std::optional<JobResult> answer;
+          if (!it->second->cancelled) answer = JobResult{JobStatus::kFailed, false, {}, "stopping"};
+          end_job_locked(*it->second, std::move(answer), fx);
+        }
+      } else {
+        Job& job = *it->second;
+        job.sched_id = sched_id;
+        job.admitted = true;
+        assign_locked(job, fx);
+      }
+    }
+    run(fx);
+  }
+
+  // A worker for an admitted job: an idle one of its environment, a new one
+  // while the bound allows, or (retiring an idle one of another environment)
+  // the next one that exits.
+  void assign_locked(Job& job, Effects& fx) REQUIRES(mutex) {
+    Worker* best = nullptr;
+    for (auto& w : workers) {
+      if (w->phase == Worker::Phase::kIdle && w->env->id == job.env->id &&
+          (!best || w->idle_since > best->idle_since)) {
+        best = w.get();
+      }
+    }
+    if (best) return give_locked(*best, job);
+    if (live_locked() < static_cast<size_t>(std::max(options.max_workers, 1))) return spawn_locked(job, fx);
+    Worker* oldest = nullptr;
+    for (auto& w : workers) {
+      if (w->phase == Worker::Phase::kIdle && (!oldest || w->idle_since < oldest->idle_since)) oldest = w.get();
+    }
+    if (oldest) retire_locked(*oldest);
+    job.phase = Job::Phase::kWaitingForWorker;
+    waiting_for_worker.push_back(job.id);
+  }
+
+  void give_locked(Worker& w, Job& job) REQUIRES(mutex) {
+    w.phase = w.phase == Worker::Phase::kStarting ? Worker::Phase::kStarting : Worker::Phase::kBusy;
+    w.job = job.id;
+    job.phase = Job::Phase::kAssigned;
+    w.wake.signal_all();
+  }
+
+  void retire_locked(Worker& w) REQUIRES(mutex) {
+    w.phase = Worker::Phase::kRetiring;
+    w.wake.signal_all();
+  }
+
+  void spawn_locked(Job& job, Effects& fx) REQUIRES(mutex) {
+    WorkerSpawn spawn;
+    spawn.python = job.env->python;
+    spawn.argv.push_back(job.env->python);
+    for (const std::string& a : options.worker_argv) spawn.argv.push_back(a);
+    for (const std::string& a : job.env->args) spawn.argv.push_back(a);
+    spawn.env = job.env->env;
+    spawn.cwd = job.env->cwd;
+    spawn.output_fd = options.output_fd;
+    auto process = WorkerProcess::start(spawn);
+    if (!process) {
+      end_job_locked(job, JobResult{JobStatus::kFailed, false, {}, "cannot start a compile worker: " +
+                                                                      process.error().message},
+                     fx);
+      return;
+    }
+    auto worker = std::make_unique<Worker>(next_worker++, job.env, &mutex);
+    worker->process = std::move(*process);
+    Worker* raw = worker.get();
+    workers.push_back(std::move(worker));
+    ++stats.spawned;
+    stats.peak_workers = std::max(stats.peak_workers, live_locked());
+    give_locked(*raw, job);
+    raw->thread = std::thread([this, raw] { serve(*raw); });
+  }
+
+  // The thread of one worker: hello, then jobs until it is retired, fails or
+  // the pool stops. The worker's process is reaped here.
+  void serve(Worker& w) {
+    pthread_setname_np(pthread_self(), "ccpool-pyworker");
+    std::optional<Error> failure;
+    auto hello = w.process->receive(Clock::now() + options.start_timeout);
+    if (!hello) {
+      failure = Error(hello.error().code,
+                      "the compile worker did not start (" + hello.error().message + "; see the service log)");
+    } else if (hello->kind != WorkerFrameKind::kHello) {
+      failure = Error(ErrorCode::kProtocol, "the compile worker did not greet");
+    }
+    MutexLock lock(&mutex);
+    if (!failure && w.phase == Worker::Phase::kStarting) {
+      w.phase = w.job ? Worker::Phase::kBusy : Worker::Phase::kIdle;
+    }
+    while (!failure) {
+      while (w.phase != Worker::Phase::kBusy && w.phase != Worker::Phase::kRetiring && !stopping) w.wake.wait();
+      if (w.phase == Worker::Phase::kRetiring || stopping) break;
+      failure = run_one_locked(w);
+    }
+    uint64_t job_id = w.job;
+    lock.unlock();
+    if (!failure) {  // retired: ask it to exit, and wait for its channel to close
+      [[maybe_unused]] auto sent =
+          w.process->send(WorkerFrameKind::kExit, 0, {}, Clock::now() + std::chrono::seconds(5));
+      [[maybe_unused]] auto eof = w.process->receive(Clock::now() + std::chrono::seconds(10));
+    }
+    // A worker that closed its channel is exiting: let it, so its status is
+    // its own; one that broke the protocol or ran past a deadline is killed.
+    bool exiting = !failure || failure->code == ErrorCode::kUnreachable;
+    WorkerExit exit = w.process->reap(exiting ? std::chrono::milliseconds(2000) : std::chrono::milliseconds(0));
+    Effects fx;
+    lock.lock();
+    w.phase = Worker::Phase::kDead;
+    ++stats.exited;
+    if (job_id) {
+      std::string why = failure ? failure->message + "; worker pid " + std::to_string(w.process->pid()) + " " +
+                                      exit.describe()
+                                : std::string("stopping");
+      auto it = jobs.find(job_id);
+      if (it != jobs.end()) end_job_locked(*it->second, JobResult{JobStatus::kFailed, false, {}, why}, fx, exit.max_rss_kb);
+      w.job = 0;
+    }
+    while (!waiting_for_worker.empty() && !stopping &&
+           live_locked() < static_cast<size_t>(std::max(options.max_workers, 1))) {
+      uint64_t next = waiting_for_worker.front();
+      waiting_for_worker.pop_front();
+      auto it = jobs.find(next);
+      if (it != jobs.end()) assign_locked(*it->second, fx);
+    }
+    lock.unlock();
+    run(fx);
+  }
+
+  // Sends w's job and waits for its result, with the lock released meanwhile.
+  // An error ends the worker (serve() reaps it, then fails the job).
+  std::optional<Error> run_one_locked(Worker& w) REQUIRES(mutex) {
+    auto it = jobs.find(w.job);
+    if (it == jobs.end()) {  // cancelled before it ran: the worker stays
+      w.job = 0;
+      w.phase = Worker::Phase::kIdle;
+      w.idle_since = Clock::now();
+      return std::nullopt;
+    }
+    uint64_t job_id = w.job;
+    std::string payload = std::move(it->second->payload);
+    std::optional<Clock::time_point> deadline;
+    if (options.job_timeout.count() > 0) deadline = Clock::now() + options.job_timeout;
+    mutex.unlock();
+    Result<ResultPayload> result =
+        w.process->send(WorkerFrameKind::kJob, job_id, payload, deadline)
+            .and_then([&] { return w.process->receive(deadline); })
+            .and_then([&](WorkerFrame frame) -> Result<ResultPayload> {
+              if (frame.kind != WorkerFrameKind::kResult || frame.job_id != job_id) {
+                return make_error(ErrorCode::kProtocol, "the compile worker answered out of turn");
+              }
+              return split_result(std::move(frame.payload));
+            });
+    Effects fx;
+    mutex.lock();
+    if (!result) {
+      if (result.error().code == ErrorCode::kTimeout) {
+        return Error(ErrorCode::kTimeout, "the job ran past the job timeout (--job-timeout)");
+      }
+      return result.error();
+    }
+    int64_t rss = learn_locked(result->stats_json);
+    w.job = 0;
+    if (w.phase != Worker::Phase::kRetiring) w.phase = Worker::Phase::kIdle;
+    w.idle_since = Clock::now();
+    auto job = jobs.find(job_id);
+    if (job != jobs.end()) {
+      end_job_locked(*job->second, JobResult{JobStatus::kDone, false, std::move(result->pickled), {}}, fx, rss);
+    }
+    hand_over_locked(w, fx);
+    mutex.unlock();
+    run(fx);
+    mutex.lock();
+    return std::nullopt;
+  }
+
+  // An idle worker takes a job that waits for one of its environment, or
+  // retires so that a job of another environment gets a worker.
+  void hand_over_locked(Worker& w, Effects& fx) REQUIRES(mutex) {
+    if (w.phase != Worker::Phase::kIdle || waiting_for_worker.empty()) return;
+    for (auto it = waiting_for_worker.begin(); it != waiting_for_worker.end(); ++it) {
+      auto job = jobs.find(*it);
+      if (job != jobs.end() && job->second->env->id == w.env->id) {
+        waiting_for_worker.erase(it);
+        return give_locked(w, *job->second);
+      }
+    }
+    retire_locked(w);
+  }
+
+  // Sums the worker's reported counts; returns its peak RSS (kB) for the
+  // scheduler's estimate.
+  int64_t learn_locked(const std::string& stats_json) REQUIRES(mutex) {
+    auto stats_doc = nlohmann::json::parse(stats_json, nullptr, false);
+    if (!stats_doc.is_object()) return 0;
+    int64_t rss = 0;
+    if (auto r = stats_doc.find("rss_kb"); r != stats_doc.end() && r->is_number_integer()) {
+      rss = std::clamp<int64_t>(r->get<int64_t>(), 0, int64_t{1} << 40);
+    }
+    if (auto c = stats_doc.find("counts"); c != stats_doc.end() && c->is_object() && c->size() <= 32) {
+      for (auto& [name, value] : c->items()) {
+        if (name.size() <= 64 && value.is_number_unsigned()) stats.counts[name] += value.get<uint64_t>();
+      }
+    }
+    return rss;
+  }
+
+  // The job is over (result == nullopt: cancelled, nobody to tell). Frees its
+  // slot, answers it, moves its flight on, forgets it.
+  void end_job_locked(Job& job, std::optional<JobResult> result, Effects& fx, int64_t rss_kb = 0)
+      REQUIRES(mutex) {
+    if (job.admitted) fx.finished_with_rss.emplace_back(job.sched_id, rss_kb);
+    job.admitted = false;
+    bool succeeded = result && result->status == JobStatus::kDone;
+    if (job.cancelled || !result) {
+      ++stats.cancelled;
+    } else {
+      ++(succeeded ? stats.jobs_done : stats.jobs_failed);
+      stats.followed += job.followed ? 1 : 0;
+      result->followed = job.followed;
+      fx.replies.emplace_back(std::move(job.done), std::move(*result));
+    }
+    if (job.leads) {
+      flights.erase(job.flight_key);
+      Job* next_leader = nullptr;
+      for (uint64_t id : std::vector<uint64_t>(std::move(job.followers))) {
+        auto f = jobs.find(id);
+        if (f == jobs.end()) continue;
+        Job& follower = *f->second;
+        if (!succeeded && next_leader) {  // the others follow the new leader
+          next_leader->followers.push_back(id);
+          continue;
+        }
+        if (succeeded) {
+          follower.followed = true;  // its compiles are cached now: all run at once
+        } else {
+          next_leader = &follower;  // the lead passes on
+          follower.leads = true;
+          flights[follower.flight_key] = id;
+        }
+        follower.phase = Job::Phase::kQueued;
+        fx.to_schedule.push_back(id);
+      }
+    }
+    jobs.erase(job.id);
+  }
+
+  void fail_job(uint64_t job_id, const std::string& why) {
+    Effects fx;
+    {
+      MutexLock lock(&mutex);
+      auto it = jobs.find(job_id);
+      if (it != jobs.end()) end_job_locked(*it->second, JobResult{JobStatus::kFailed, false, {}, why}, fx);
+    }
+    run(fx);
+  }
+};
+
+WorkerPool::WorkerPool(WorkerPoolOptions options, pool::Scheduler& scheduler)
+    : m_state(std::make_shared<State>(std::move(options), scheduler)) {}
+
+WorkerPool::~WorkerPool() { shutdown(); }
+
+int WorkerPool::max_workers() const { return std::max(m_state->options.max_workers, 1); }
+
+uint64_t WorkerPool::submit(std::shared_ptr<const Environment> env, uint64_t bucket, std::string flight_key,
+                            std::string payload, Done done) {
+  State& s = *m_state;
+  uint64_t id;
+  bool schedule = true;
+  {
+    MutexLock lock(&s.mutex);
+    id = s.next_job++;
+    if (s.stopping) {
+      lock.unlock();
+      done(JobResult{JobStatus::kFailed, false, {}, "stopping"});
+      return id;
+    }
+    auto job = std::make_unique<Job>();
+    job->id = id;
+    job->env = std::move(env);
+    job->bucket = bucket;
+    job->flight_key = std::move(flight_key);
+    job->payload = std::move(payload);
+    job->done = std::move(done);
+    if (!job->flight_key.empty()) {
+      auto leader = s.flights.find(job->flight_key);
+      if (leader != s.flights.end()) {
+        s.jobs.at(leader->second)->followers.push_back(id);
+        job->phase = Job::Phase::kFollowing;
+        schedule = false;
+      } else {
+        s.flights[job->flight_key] = id;
+        job->leads = true;
+      }
+    }
+    s.jobs.emplace(id, std::move(job));
+  }
+  if (schedule) s.schedule(id);
+  return id;
+}
+
+void WorkerPool::cancel(uint64_t job_id) {
+  State& s = *m_state;
+  Effects fx;
+  pool::JobId queued = 0;
+  {
+    MutexLock lock(&s.mutex);
+    auto it = s.jobs.find(job_id);
+    if (it == s.jobs.end()) return;
+    Job& job = *it->second;
+    job.cancelled = true;
+    job.done = nullptr;
+    switch (job.phase) {
+      case Job::Phase::kFollowing:
+        for (auto& [key, leader] : s.flights) {
+          auto& followers = s.jobs.at(leader)->followers;
+          followers.erase(std::remove(followers.begin(), followers.end(), job_id), followers.end());
+        }
+        s.end_job_locked(job, std::nullopt, fx);
+        break;
+      case Job::Phase::kWaitingForWorker:
+        s.waiting_for_worker.erase(std::remove(s.waiting_for_worker.begin(), s.waiting_for_worker.end(), job_id),
+                                   s.waiting_for_worker.end());
+        s.end_job_locked(job, std::nullopt, fx);
+        break;
+      case Job::Phase::kQueued:
+        queued = job.sched_id;  // start() sees `cancelled` if it wins the race
+        break;
+      case Job::Phase::kAssigned:
+        for (auto& w : s.workers) {
+          if (w->job == job_id && w->phase != Worker::Phase::kDead) {
+            ++s.stats.killed;
+            w->process->kill();  // its thread sees the channel close and ends the job
+          }
+        }
+        break;
+    }
+  }
+  if (queued && s.scheduler.cancel_queued(queued)) {
+    MutexLock lock(&s.mutex);
+    auto it = s.jobs.find(job_id);
+    if (it != s.jobs.end()) s.end_job_locked(*it->second, std::nullopt, fx);
+  }
+  s.run(fx);
+}
+
+void WorkerPool::tick() {
+  State& s = *m_state;
+  std::vector<std::unique_ptr<Worker>> finished;
+  {
+    MutexLock lock(&s.mutex);
+    auto now = Clock::now();
+    for (auto it = s.workers.begin(); it != s.workers.end();) {
+      Worker& w = **it;
+      if (w.phase == Worker::Phase::kIdle && now - w.idle_since >= s.options.idle_timeout) s.retire_locked(w);
+      if (w.phase == Worker::Phase::kDead) {
+        finished.push_back(std::move(*it));
+        it = s.workers.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& w : finished) {
+    if (w->thread.joinable()) w->thread.join();
+  }
+}
+
+WorkerPoolStats WorkerPool::stats() const {
+  State& s = *m_state;
+  MutexLock lock(&s.mutex);
+  WorkerPoolStats out = s.stats;
+  for (const auto& w : s.workers) {
+    if (w->phase == Worker::Phase::kDead) continue;
+    ++out.workers;
+    out.busy += w->phase == Worker::Phase::kBusy ? 1 : 0;
+    out.starting += w->phase == Worker::Phase::kStarting ? 1 : 0;
+    out.rss_kb += w->process->rss_kb();
+  }
+  out.waiting_for_worker = s.waiting_for_worker.size();
+  for (const auto& [id, job] : s.jobs) out.following += job->phase == Job::Phase::kFollowing ? 1 : 0;
+  return out;
+}
+
+void WorkerPool::shutdown() {
+  State& s = *m_state;
+  Effects fx;
+  std::list<std::unique_ptr<Worker>> workers;
+  {
+    MutexLock lock(&s.mutex);
+    if (s.stopping && s.workers.empty()) return;
+    s.stopping = true;
+    for (auto& w : s.workers) {
+      if (w->phase != Worker::Phase::kDead) w->process->kill();
+      w->wake.signal_all();
+    }
+    workers.swap(s.workers);
+  }
+  for (auto& w : workers) {
+    if (w->thread.joinable()) w->thread.join();
+  }
+  {
+    MutexLock lock(&s.mutex);
+    std::vector<uint64_t> left;
+    for (auto& [id, job] : s.jobs) left.push_back(id);
+    for (uint64_t id : left) {
+      auto it = s.jobs.find(id);
+      if (it != s.jobs.end()) s.end_job_locked(*it->second, JobResult{JobStatus::kFailed, false, {}, "stopping"}, fx);
+    }
+    s.waiting_for_worker.clear();
+    fx.to_schedule.clear();
+  }
+  s.run(fx);
+}
+
+}  // namespace ccpool::workers

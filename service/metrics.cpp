@@ -218,6 +218,44 @@ void render_front(Exposition& e, const nlohmann::json& s) {
         u64(s, "resp_refused_peers"));
 }
 
+void render_worker_pool(Exposition& e, const nlohmann::json& s) {
+  auto it = s.find("worker_pool");
+  if (it == s.end() || !it->is_object()) return;
+  const nlohmann::json& w = *it;
+  e.one("ccpool_worker_pool_workers", "gauge", "Inductor compile workers of the node pool alive now",
+        u64(w, "workers"));
+  e.one("ccpool_worker_pool_busy", "gauge", "Compile workers running a job now", u64(w, "busy"));
+  e.one("ccpool_worker_pool_rss_bytes", "gauge", "Resident memory of the compile workers now", u64(w, "rss_bytes"));
+  e.one("ccpool_worker_pool_sessions", "gauge", "Ranks with a pool session open now", u64(w, "sessions"));
+  e.one("ccpool_worker_pool_spawned_total", "counter", "Compile workers started", u64(w, "spawned"));
+  e.one("ccpool_worker_pool_jobs_total", "counter", "Compile jobs the node pool ran", u64(w, "jobs"));
+  e.one("ccpool_worker_pool_followed_total", "counter",
+        "Compile jobs that ran after an equal job of another rank", u64(w, "followed"));
+  e.one("ccpool_worker_pool_failed_total", "counter", "Compile jobs the node pool could not run (the rank ran them)",
+        u64(w, "failed"));
+  e.one("ccpool_worker_pool_cancelled_total", "counter", "Compile jobs withdrawn by their rank", u64(w, "cancelled"));
+  auto counts = w.find("counts");
+  if (counts != w.end() && counts->is_object()) {
+    e.one("ccpool_worker_pool_triton_compiles_total", "counter", "Triton kernels compiled and stored by the pool",
+          u64(*counts, "triton_compiles"));
+    e.one("ccpool_worker_pool_triton_store_hits_total", "counter", "Triton kernels served from the node store",
+          u64(*counts, "triton_store_hits"));
+  }
+}
+
+void render_leases(Exposition& e, const nlohmann::json& s) {
+  auto it = s.find("leases");
+  if (it == s.end() || !it->is_object()) return;
+  const nlohmann::json& l = *it;
+  e.one("ccpool_leases_in_flight", "gauge", "Keys a client computes now (graph compiles, Triton kernels)",
+        u64(l, "keys_in_flight"));
+  e.one("ccpool_lease_waiters", "gauge", "Clients waiting for another's value now", u64(l, "waiting"));
+  e.family("ccpool_lease_waits_total", "counter", "Waits for another client's value, by how they ended");
+  for (const char* outcome : {"served", "abandoned", "timed_out"}) {
+    e.sample("ccpool_lease_waits_total", {{"outcome", outcome}}, u64(l, outcome));
+  }
+}
+
 }  // namespace
 
 MetricsFormat format_for_accept(std::string_view accept) {
@@ -261,6 +299,8 @@ std::string render_metrics(const nlohmann::json& status, MetricsFormat format) {
   render_cluster(e, status);
   render_tiers(e, status);
   render_front(e, status);
+  render_worker_pool(e, status);
+  render_leases(e, status);
   return e.finish();
 }
 

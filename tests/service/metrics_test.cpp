@@ -83,6 +83,26 @@ TEST(Metrics, ReasonCountsBecomeLabelsAndAreEscaped) {
   EXPECT_NE(text.find("ccpool_requests_total{result=\"not_stored\",reason=\"unspecified\"} 3\n"), std::string::npos);
 }
 
+TEST(Metrics, WorkerPoolAndLeases) {
+  nlohmann::json s = sample_status();
+  s["worker_pool"] = {{"workers", 2}, {"busy", 1}, {"rss_bytes", 4096}, {"sessions", 4}, {"spawned", 3},
+                      {"jobs", 12}, {"followed", 9}, {"failed", 0}, {"cancelled", 1},
+                      {"counts", {{"triton_compiles", 4}, {"triton_store_hits", 12}}}};
+  s["leases"] = {{"keys_in_flight", 1}, {"waiting", 3}, {"served", 6}, {"abandoned", 1}, {"timed_out", 0}};
+  std::string text = render_metrics(s, MetricsFormat::kPrometheusText);
+  EXPECT_NE(text.find("ccpool_worker_pool_workers 2\n"), std::string::npos);
+  EXPECT_NE(text.find("ccpool_worker_pool_jobs_total 12\n"), std::string::npos);
+  EXPECT_NE(text.find("ccpool_worker_pool_followed_total 9\n"), std::string::npos);
+  EXPECT_NE(text.find("ccpool_worker_pool_triton_compiles_total 4\n"), std::string::npos);
+  EXPECT_NE(text.find("ccpool_worker_pool_triton_store_hits_total 12\n"), std::string::npos);
+  EXPECT_NE(text.find("ccpool_lease_waiters 3\n"), std::string::npos);
+  EXPECT_NE(text.find("ccpool_lease_waits_total{outcome=\"served\"} 6\n"), std::string::npos);
+  EXPECT_NE(text.find("ccpool_lease_waits_total{outcome=\"abandoned\"} 1\n"), std::string::npos);
+  // Without them (an older status), no series at all.
+  EXPECT_EQ(render_metrics(sample_status(), MetricsFormat::kPrometheusText).find("ccpool_worker_pool"),
+            std::string::npos);
+}
+
 TEST(Metrics, TierLatencyIsOneFamilyLabelledByTier) {
   Histogram node, cluster;
   node.observe(std::chrono::microseconds(40));

@@ -76,3 +76,49 @@ if os.environ.get("CCPOOL_TEST_HIDE_REDIS") == "1":
             return None
 
     sys.meta_path.insert(0, _NoRedis())
+
+
+# TEST_WORKER_GATE=DIR: every Triton compile job (Inductor's
+# _worker_compile_triton, in whichever process runs it) first creates
+# DIR/running.<pid>, then waits for DIR/go: a test interrupts a rank or the
+# job while a compile runs. (Not CCPOOL_*: ccpool keeps its own variables
+# from its workers.)
+if os.environ.get("TEST_WORKER_GATE"):
+    import importlib.abc
+    import importlib.util
+    import time
+
+    _TASKS = "torch._inductor.runtime.compile_tasks"
+    _GATE = os.environ["TEST_WORKER_GATE"]
+
+    class _WorkerGate(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name != _TASKS:
+                return None
+            sys.meta_path.remove(self)
+            try:
+                spec = importlib.util.find_spec(name)
+            finally:
+                sys.meta_path.insert(0, self)
+            if spec is None or spec.loader is None:
+                return spec
+            real_exec = spec.loader.exec_module
+
+            def exec_module(module):
+                real_exec(module)
+                real = module._worker_compile_triton
+
+                def gated(*args, **kwargs):
+                    open(os.path.join(_GATE, f"running.{os.getpid()}"), "w").close()
+                    while not os.path.exists(os.path.join(_GATE, "go")):
+                        time.sleep(0.05)
+                    return real(*args, **kwargs)
+
+                # Pickled by reference, as the original is: the same name in the same module.
+                gated.__module__, gated.__name__, gated.__qualname__ = _TASKS, real.__name__, real.__qualname__
+                module._worker_compile_triton = gated
+
+            spec.loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, _WorkerGate())

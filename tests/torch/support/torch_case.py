@@ -83,10 +83,33 @@ def rss_kb(pid):
 RANK_SCRIPTS = ("model.py", "inductor_ranks.py", "graph_ranks.py")
 
 
+def age_s(pid):
+    """Seconds since the process started, or None once it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    if fields[0] == "Z":
+        return None
+    return uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+
+
 def is_python_compile_process(pid, name):
+    """A live Python process older than 0.25 s: a process forked by a worker
+    to exec ptxas carries the worker's name and command line for a moment,
+    and an exiting rank is a zombie without one; neither is a compile
+    process."""
     if not name or not name.startswith("python"):
         return False
+    age = age_s(pid)
+    if age is None or age < 0.25:
+        return False
     args = cmdline(pid)
+    if not args:
+        return False
     if any(os.path.basename(a) in RANK_SCRIPTS for a in args):
         return False
     return not any(a in ("torch.distributed.run", "accelerate") or a.endswith("/torchrun")
@@ -105,6 +128,7 @@ class ProcessWatch:
         self.peak_compilers = 0  # compiler jobs (drivers), see is_compiler_job
         self.peak_python_workers = 0  # see is_python_compile_process
         self.peak_python_workers_rss_kb = 0
+        self.python_workers_seen = {}  # pid -> command line, of is_python_compile_process
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -123,6 +147,8 @@ class ProcessWatch:
                 compilers += is_compiler_job(pid, name)
                 if is_python_compile_process(pid, name):
                     workers += 1
+                    if pid not in self.python_workers_seen:
+                        self.python_workers_seen[pid] = " ".join(cmdline(pid))[:160]
                     workers_rss += rss_kb(pid)
             self.peak_compilers = max(self.peak_compilers, compilers)
             self.peak_python_workers = max(self.peak_python_workers, workers)

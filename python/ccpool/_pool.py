@@ -148,15 +148,30 @@ def _check_socket_dir(path: str) -> None:
         raise SessionError(f"{d} is not a private directory of uid {os.geteuid()}")
 
 
+def _worker_env() -> Dict[str, str]:
+    """The environment Inductor gives its own sidecar (SubprocPool.__init__)."""
+    try:
+        from torch._inductor.utils import python_subprocess_env
+        env = dict(python_subprocess_env())
+    except ImportError:  # older torch: the same, spelled out
+        env = {**os.environ, "PYTHONPATH": os.environ.get("TORCH_CUSTOM_PYTHONPATH", os.pathsep.join(sys.path))}
+    try:
+        from torch._inductor.utils import get_ld_library_path
+        env["LD_LIBRARY_PATH"] = get_ld_library_path()
+    except ImportError:
+        pass
+    env["TORCH_WARM_POOL"] = "0"
+    return env
+
+
 def _open_session(pickler: Any) -> Tuple[Session, int]:
     from torch._inductor.codecache import torch_key
-    from torch._inductor.utils import get_ld_library_path, python_subprocess_env
 
     path = _env.service_socket()
     if not path:
         raise SessionError("CCPOOL_SOCKET is not set")
     session = Session(path)
-    env = {**python_subprocess_env(), "TORCH_WARM_POOL": "0", "LD_LIBRARY_PATH": get_ld_library_path()}
+    env = _worker_env()
     args = [f"--pickler={type(pickler).__module__}.{type(pickler).__qualname__}",
             f"--torch-key={base64.b64encode(torch_key()).decode()}"]
     rank = int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "-1")) or -1)

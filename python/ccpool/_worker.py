@@ -87,15 +87,19 @@ def set_up(options: Dict[str, str]):
     from . import _triton_cache
 
     _triton_cache.install()  # before Triton reads its knobs
-    from torch._inductor.async_compile import pre_fork_setup
+    from torch._inductor import async_compile
     from torch._inductor.codecache import torch_key
     from torch._inductor.compile_worker import utils as worker_utils
-    from torch._inductor.runtime.compile_tasks import _set_triton_ptxas_path
 
-    _set_triton_ptxas_path()
+    try:
+        from torch._inductor.runtime.compile_tasks import _set_triton_ptxas_path
+        _set_triton_ptxas_path()
+    except ImportError:  # older torch sets it in the job
+        pass
     if options.get("torch-key"):
         torch_key.set(base64.b64decode(options["torch-key"]))  # type: ignore[attr-defined]
-    pre_fork_setup()
+    if hasattr(async_compile, "pre_fork_setup"):
+        async_compile.pre_fork_setup()
     worker_utils._IN_TOPLEVEL_PROCESS = False  # Inductor checks it in its workers
     return make_pickler(options.get("pickler"))
 

@@ -151,10 +151,18 @@ TEST_F(RunTest, MissingCommandIs127) {
 
 TEST_F(RunTest, JobEnvironmentHasFairShareAndKeepsUserValues) {
   std::string show = "echo $TORCHINDUCTOR_COMPILE_THREADS $CCPOOL_WORKERS ${LD_PRELOAD##*/}";
-  ChildOutput r = run_child({build_binary("ccpool"), "run", "--ranks", "8", "--jobs", "8", "--",
-                             "/bin/sh", "-c", show}, env(), m_dir);
+  ChildOutput r = run_child({build_binary("ccpool"), "run", "--ranks", "8", "--jobs", "8", "--no-python-hooks",
+                             "--", "/bin/sh", "-c", show}, env(), m_dir);
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.output, "1 1 libccpool-shim.so\n");
+  // With the hooks (the default) the node pool bounds the work: jobs threads per rank.
+  r = run_child({build_binary("ccpool"), "run", "--ranks", "8", "--jobs", "8", "--", "/bin/sh", "-c",
+                 show + " ${PYTHONPATH##*/ccpool/}"}, env(), m_dir);
+  EXPECT_EQ(r.output, "8 1 libccpool-shim.so _bootstrap\n");
+  // The hook directory is where ccpool finds it: the build tree mirrors an install.
+  r = run_child({build_binary("ccpool"), "run", "--", "/bin/sh", "-c", "test -f ${PYTHONPATH%%:*}/sitecustomize.py"},
+                env(), m_dir);
+  EXPECT_EQ(r.exit_code, 0) << "no sitecustomize.py in the hook directory on PYTHONPATH";
   EnvVars user = env();
   user["TORCHINDUCTOR_COMPILE_THREADS"] = "32";
   r = run_child({build_binary("ccpool"), "run", "--jobs", "8", "--", "/bin/sh", "-c", show, "sh",
@@ -167,7 +175,8 @@ TEST_F(RunTest, EnvJsonParses) {
                              "--ranks", "3", "--socket", "/tmp/x/sock"}, env(), m_dir);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto json = nlohmann::json::parse(r.output);
-  EXPECT_EQ(json["TORCHINDUCTOR_COMPILE_THREADS"], "2");
+  EXPECT_EQ(json["TORCHINDUCTOR_COMPILE_THREADS"], "6");  // max(2, jobs): the Python hooks are on
+  EXPECT_EQ(json["CCPOOL_WORKERS"], "2");                 // the fair share
   EXPECT_EQ(json["CCPOOL_SOCKET"], "/tmp/x/sock");
   std::string shim = json["LD_PRELOAD"];
   EXPECT_EQ(::access(shim.c_str(), R_OK), 0) << shim;

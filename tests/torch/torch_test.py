@@ -25,14 +25,15 @@ def build_key(e):
 
 
 class ModelCase(TorchCase):
-    def check_ranks(self, out_dir, ranks, jobs=JOBS):
+    def check_ranks(self, out_dir, ranks, jobs=JOBS, hooks=True):
         results = self.model_results(out_dir, ranks)
-        share = str(max(1, jobs // ranks))
+        # ccpool run sets the compile threads before the interpreter starts,
+        # and Inductor takes them: max(2, jobs) with the Python hooks (the
+        # node pool bounds the work), the fair share without them.
+        share = str(max(2, jobs) if hooks else max(1, jobs // ranks))
         for r in results:
             self.assertEqual(r["ok"], {p: True for p in PIECES}, r)
             self.assertTrue(r["ranks_agree"], r)
-            # ccpool run sets the fair share before the interpreter starts,
-            # and Inductor takes it.
             self.assertEqual(r["env_compile_threads"], share, r)
             self.assertEqual(r["compile_threads"], int(share), r)
         return results
@@ -226,23 +227,30 @@ class TorchRunTest(ModelCase):
 
 class FrameworksCacheTest(ModelCase):
     def test_fx_graph_from_the_front(self):
-        """Process A compiles with --frameworks-cache; process B starts with an
-        empty Inductor cache dir (and no precompiled headers) and gets every
-        FX graph from the Redis front, as torch's own counters say. redis-py
-        as pip installs it today (8.x) opens with HELLO 3 (RESP3)."""
-        self.check_fx_graph_from_the_front({})
+        """Without ccpool's hooks (`--no-python-hooks`): Inductor's own
+        redis-py backend. Process A compiles with --frameworks-cache; process
+        B starts with an empty Inductor cache dir (and no precompiled headers)
+        and gets every FX graph from the Redis front, as torch's own counters
+        say. redis-py as pip installs it today (8.x) opens with HELLO 3 (RESP3)."""
+        self.check_fx_graph_from_the_front({}, ("--no-python-hooks",))
 
     def test_fx_graph_from_the_front_resp2(self):
         """The same with the client held to RESP2 (?protocol=2 on the URL, a
         value the user set, which ccpool keeps)."""
         url = "unix://" + os.path.join(self.run_dir, "resp.sock") + "?protocol=2"
-        self.check_fx_graph_from_the_front({"TORCHINDUCTOR_REDIS_URL": url})
+        self.check_fx_graph_from_the_front({"TORCHINDUCTOR_REDIS_URL": url}, ("--no-python-hooks",))
 
-    def check_fx_graph_from_the_front(self, extra_env):
+    def test_fx_graph_from_the_front_without_redis(self):
+        """With the hooks (the default), --frameworks-cache works in a venv
+        without the `redis` package: ccpool's own backend speaks to the front."""
+        self.check_fx_graph_from_the_front({"CCPOOL_TEST_HIDE_REDIS": "1"}, ())
+
+    def check_fx_graph_from_the_front(self, extra_env, flags):
         out_a, out_b = self.wpath("a"), self.wpath("b")
-        self.run_ok(self.ccpool_run(VENV_PY, MODEL, "--out-dir", out_a, flags=("--frameworks-cache",),
-                                    env=extra_env))
-        a = self.check_ranks(out_a, 1)[0]
+        flags = ("--frameworks-cache", *flags)
+        hooks = "--no-python-hooks" not in flags
+        self.run_ok(self.ccpool_run(VENV_PY, MODEL, "--out-dir", out_a, flags=flags, env=extra_env))
+        a = self.check_ranks(out_a, 1, hooks=hooks)[0]
         self.assertEqual(a["counters"]["inductor"].get("fxgraph_cache_write_error", 0), 0,
                          f"Inductor could not write to the front: {a['counters']}")
         self.assertEqual(a["counters"]["inductor"].get("fxgraph_cache_hit", 0), 0, a)
@@ -252,9 +260,8 @@ class FrameworksCacheTest(ModelCase):
         env = {"TORCHINDUCTOR_CACHE_DIR": self.path("inductor-b"), "TMPDIR": self.path("tmp-b"),
                **extra_env}
         os.makedirs(env["TMPDIR"])
-        self.run_ok(self.ccpool_run(VENV_PY, MODEL, "--out-dir", out_b, flags=("--frameworks-cache",),
-                                    env=env))
-        b = self.check_ranks(out_b, 1)[0]
+        self.run_ok(self.ccpool_run(VENV_PY, MODEL, "--out-dir", out_b, flags=flags, env=env))
+        b = self.check_ranks(out_b, 1, hooks=hooks)[0]
         print(f"frameworks cache: A {a['counters']}, B {b['counters']}", file=sys.stderr)
         self.assertEqual(b["counters"]["inductor"].get("fxgraph_cache_hit", 0), len(PIECES), b)
         self.assertEqual(b["counters"]["inductor"].get("fxgraph_cache_miss", 0), 0, b)

@@ -76,6 +76,7 @@ def main():
     from torch._inductor.async_compile import AsyncCompile
 
     started = time.monotonic()
+    cpu_started = time.process_time()
     AsyncCompile.warm_pool()
     AsyncCompile.wait_pool_ready(timeout=RESULT_TIMEOUT_S)
     ready_s = time.monotonic() - started
@@ -98,7 +99,8 @@ def main():
     pool = AsyncCompile.process_pool()
     result = {"rank": RANK, "pid": os.getpid(), "env_compile_threads": ENV_THREADS_AT_START,
               "compile_threads": ic.compile_threads, "pool": type(pool).__module__ + "." + type(pool).__name__,
-              "ready_s": ready_s, "compile_s": compile_s, "kernels": kernels}
+              "ready_s": ready_s, "compile_s": compile_s, "kernels": kernels,
+              "cpu_compile_s": time.process_time() - cpu_started}
     with open(os.path.join(args.out_dir, f"rank{RANK}.json"), "w") as f:
         json.dump(result, f)
     print(json.dumps({"rank": RANK, "pool": result["pool"], "compile_s": compile_s}), flush=True)

@@ -90,6 +90,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--width", type=int, default=32)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda (rank r on GPU r mod the GPU count)")
     args = ap.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
 
@@ -104,8 +105,20 @@ def main():
               "reduce": reduce_piece}
     if os.environ.get("CCPOOL_TEST_PIECES"):
         pieces = {k: v for k, v in pieces.items() if k in os.environ["CCPOOL_TEST_PIECES"].split(",")}
-    x = torch.randn(16, args.width)
+    device = torch.device(args.device if args.device != "cuda" else f"cuda:{RANK % max(torch.cuda.device_count(), 1)}")
+    for name, piece in list(pieces.items()):
+        if isinstance(piece, nn.Module):
+            pieces[name] = piece.to(device)
+    x = torch.randn(16, args.width, device=device)
+    import resource
+
+    def children_cpu():
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)  # compilers this process ran and waited for
+        return ru.ru_utime + ru.ru_stime
+
     started = time.monotonic()
+    cpu_started = time.process_time()
+    children_started = children_cpu()
     ok = {}
     errors = {}
     with torch.no_grad():
@@ -119,6 +132,8 @@ def main():
                 continue
             ok[name] = bool(torch.allclose(eager, compiled, rtol=1e-4, atol=1e-5))
     compile_s = time.monotonic() - started
+    cpu_compile_s = time.process_time() - cpu_started
+    children_compile_s = children_cpu() - children_started
     agree = True
     if dist:
         total = torch.tensor([float(sum(ok.values()))])
@@ -134,7 +149,8 @@ def main():
               "env_compile_threads": ENV_THREADS_AT_START,
               "compile_threads": ic.compile_threads, "ok": ok, "ranks_agree": agree,
               "compile_s": compile_s, "counters": counters, "errors": errors,
-              "cpu_s": time.process_time(),
+              "cpu_s": time.process_time(), "cpu_compile_s": cpu_compile_s,
+              "children_cpu_compile_s": children_compile_s, "device": str(device),
               "cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}
     with open(os.path.join(args.out_dir, f"rank{RANK}.json"), "w") as f:
         json.dump(result, f)

@@ -1,0 +1,315 @@
+"""bench/torch/seed.py: the seed scenario of issues 24 and 25, plain torchrun and
+`ccpool run` side by side in one invocation, on whatever machine runs it.
+
+workers  (issue 24) R ranks x TORCHINDUCTOR_COMPILE_THREADS=T, each compiling the
+         fixture Triton kernels for its own GPU index through Inductor's own
+         AsyncCompile (tests/torch/support/inductor_ranks.py; no GPU needed, see
+         tests/torch/fixtures/triton/README.md). Runs: plain torchrun; ccpool run
+         (cold store); ccpool run again with Inductor's cache emptied (a fresh node,
+         warm store); and SIGINT to each launcher while compiles run.
+graphs   (issue 25) R ranks of tests/torch/support/model.py (3 graphs, Inductor's
+         CPU backend, or --device cuda), started together: plain torchrun, ccpool
+         run, and one plain rank alone.
+
+Measured per run: wall; the compile phase's CPU, every process counted (the
+ranks' own compile-phase CPU and the compilers they waited for; under ccpool
+also the service with its workers and compilers, which is fresh for each run);
+peak Python compile processes (not ranks, not launchers, older than 0.25 s) and
+their summed RSS; ptxas compiles (a logging ptxas); Inductor's own counters.
+
+  /usr/bin/python3 bench/torch/seed.py [--ranks 8] [--threads 32] [--jobs N] [--only workers|graphs]
+      [--device cpu|cuda] [--out bench/torch/seed.json]
+Prints one JSON line per run and a markdown table at the end; writes --out.
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+SUPPORT = os.path.join(ROOT, "tests", "torch", "support")
+RANKS_SCRIPTS = ("inductor_ranks.py", "model.py")
+
+
+def read(path, default=None):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+def proc_stat(pid):
+    raw = read(f"/proc/{pid}/stat")
+    if raw is None:
+        return None
+    text = raw.decode(errors="replace")
+    name = text[text.find("(") + 1:text.rfind(")")]
+    return name, text[text.rfind(")") + 2:].split()
+
+
+def cpu_s(fields, children=True):
+    tick = os.sysconf("SC_CLK_TCK")
+    own = int(fields[11]) + int(fields[12])
+    return (own + (int(fields[13]) + int(fields[14]) if children else 0)) / tick
+
+
+def children_map():
+    kids = {}
+    for e in os.listdir("/proc"):
+        if e.isdigit():
+            st = proc_stat(e)
+            if st and st[1][0] != "Z":
+                kids.setdefault(int(st[1][1]), []).append(int(e))
+    return kids
+
+
+def tree(roots, kids):
+    out, todo = [], list(roots)
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def serve_pids(sock):
+    found = []
+    for e in os.listdir("/proc"):
+        if e.isdigit():
+            argv = (read(f"/proc/{e}/cmdline") or b"").split(b"\0")
+            if sock.encode() in argv and b"serve" in argv:
+                found.append(int(e))
+    return found
+
+
+def is_compile_process(pid, name, fields):
+    """A Python process that is neither a rank nor a launcher, older than 0.25 s
+    (a fork on its way to exec ptxas carries its parent's name for a moment)."""
+    if not name.startswith("python"):
+        return False
+    uptime = float((read("/proc/uptime") or b"0").split()[0])
+    if uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK") < 0.25:
+        return False
+    argv = [a.decode(errors="replace") for a in (read(f"/proc/{pid}/cmdline") or b"").split(b"\0") if a]
+    if not argv or any(os.path.basename(a) in RANKS_SCRIPTS for a in argv):
+        return False
+    return not any(a in ("torch.distributed.run",) or a.endswith("/torchrun") for a in argv)
+
+
+def rss_kb(pid):
+    for line in (read(f"/proc/{pid}/status") or b"").decode(errors="replace").splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+class Sampler:
+    def __init__(self, roots):
+        self.roots = roots
+        self.peak = self.peak_rss_kb = 0
+        self.seen = set()
+        self.stop_ev = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        while not self.stop_ev.is_set():
+            kids = children_map()
+            n = rss = 0
+            for p in tree(self.roots(), kids):
+                st = proc_stat(p)
+                if not st:
+                    continue
+                self.seen.add(p)
+                if is_compile_process(p, st[0], st[1]):
+                    n += 1
+                    rss += rss_kb(p)
+            self.peak = max(self.peak, n)
+            self.peak_rss_kb = max(self.peak_rss_kb, rss)
+            time.sleep(0.05)
+
+    def stop(self):
+        self.stop_ev.set()
+        self.thread.join()
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.ccpool = os.path.join(args.build, "bin", "ccpool")
+        self.python = args.python or os.path.join(args.venv, "bin", "python")
+        self.root = tempfile.mkdtemp(prefix="ccpool-seed.")
+        self.rows = []
+
+    def env(self, d, threads, extra=None):
+        e = {k: v for k, v in os.environ.items()
+             if not k.startswith(("CCPOOL_", "TORCHINDUCTOR_", "TRITON_")) and k != "LD_PRELOAD"}
+        if threads:
+            e["TORCHINDUCTOR_COMPILE_THREADS"] = str(threads)
+        e.update(PATH=f"{os.path.dirname(self.python)}:/usr/local/bin:/usr/bin:/bin", TMPDIR=f"{d}/tmp",
+                 TORCHINDUCTOR_CACHE_DIR=f"{d}/inductor", PYTHONPATH=SUPPORT, OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1",
+                 TEST_PTXAS_LOG=f"{d}/ptxas.log", TEST_REAL_PTXAS=self.args.ptxas,
+                 TRITON_PTXAS_PATH=os.path.join(SUPPORT, "bin", "ptxas"))
+        e.update(extra or {})
+        os.makedirs(e["TMPDIR"], exist_ok=True)
+        return e
+
+    def command(self, d, script, ranks, via, extra_args=()):
+        run = [self.python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks),
+               os.path.join(SUPPORT, script), "--out-dir", f"{d}/out", *extra_args]
+        if not via:
+            return run
+        return [self.ccpool, "run", "--socket", f"{d}/run/sock", "--dir", f"{d}/store", "--jobs",
+                str(self.args.jobs), "--", *run]
+
+    def service_cpu(self, d):
+        """CPU of the (fresh) service: itself, what it reaped, its live workers."""
+        total = 0.0
+        kids = children_map()
+        for pid in serve_pids(f"{d}/run/sock"):
+            st = proc_stat(pid)
+            if st:
+                total += cpu_s(st[1])
+            for c in tree([pid], kids):
+                st = proc_stat(c)
+                if st:
+                    total += cpu_s(st[1], children=False)
+        return total
+
+    def status(self, d):
+        r = subprocess.run([self.ccpool, "status", "--socket", f"{d}/run/sock", "--json"], capture_output=True,
+                           text=True)
+        return json.loads(r.stdout) if r.returncode == 0 else {}
+
+    def run(self, label, d, script, ranks, via, env=None, sigint=False, extra_args=()):
+        before = os.times()
+        p = subprocess.Popen(self.command(d, script, ranks, via, extra_args),
+                             env=self.env(d, self.args.threads if script == "inductor_ranks.py" else None, env),
+                             stdout=subprocess.DEVNULL, stderr=open(f"{d}.stderr.log", "ab"),
+                             start_new_session=True)
+        sock = f"{d}/run/sock"
+        sampler = Sampler(lambda: [p.pid] + (serve_pids(sock) if via else []))
+        start = time.monotonic()
+        res = {"run": label, "ranks": ranks}
+        if sigint:
+            while p.poll() is None and sampler.peak == 0 and time.monotonic() - start < 600:
+                time.sleep(0.05)
+            time.sleep(1.0)
+            job = set(sampler.seen) - set(serve_pids(sock))
+            p.send_signal(signal.SIGINT)
+            time.sleep(7.0)  # past ccpool run's default --grace (5 s)
+            alive = [pid for pid in job if proc_stat(pid) and proc_stat(pid)[1][0] != "Z"]
+            res["left_after_sigint_7s"] = len(alive)
+            for pid in alive:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        rc = p.wait()
+        res["wall_s"] = round(time.monotonic() - start, 1)
+        sampler.stop()
+        after = os.times()
+        job_cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+        res.update(rc=rc, peak_compile_processes=sampler.peak, peak_compile_rss_mb=sampler.peak_rss_kb // 1024)
+        res["ptxas_compiles"] = sum(1 for line in (read(f"{d}/ptxas.log", b"") or b"").decode().splitlines()
+                                    if " -o " in f" {line}")
+        if via:
+            s = self.status(d)
+            res["service_cpu_s"] = round(self.service_cpu(d), 1)
+            res["worker_pool"] = {k: s.get("worker_pool", {}).get(k) for k in ("peak_workers", "jobs", "followed")}
+            res["leases"] = s.get("leases", {})
+            subprocess.run([self.ccpool, "stop", "--socket", sock], capture_output=True)
+        res["job_cpu_s"] = round(job_cpu, 1)
+        outs = [json.loads(read(f, b"{}")) for f in sorted(glob.glob(f"{d}/out/rank*.json"))]
+        if outs:
+            res["compile_wall_s"] = round(max(o.get("compile_s", 0) for o in outs), 1)
+            res["rank_compile_cpu_s"] = round(sum(o.get("cpu_compile_s", 0) + o.get("children_cpu_compile_s", 0)
+                                                  for o in outs), 1)
+            res["fxgraph_cache_miss"] = sum(o.get("counters", {}).get("inductor", {}).get("fxgraph_cache_miss", 0)
+                                            for o in outs)
+            res["ok"] = len(outs) == ranks
+        res["compile_cpu_s"] = round(res.get("rank_compile_cpu_s", 0) + res.get("service_cpu_s", 0), 1)
+        print(json.dumps(res), flush=True)
+        self.rows.append(res)
+        return res
+
+    def workers(self):
+        r = self.args.ranks
+        self.run("plain", f"{self.root}/w-plain", "inductor_ranks.py", r, False)
+        d = f"{self.root}/w-ccpool"
+        self.run("ccpool (cold store)", d, "inductor_ranks.py", r, True)
+        shutil.rmtree(f"{d}/inductor", ignore_errors=True)
+        shutil.rmtree(f"{d}/out", ignore_errors=True)
+        os.remove(f"{d}/ptxas.log") if os.path.exists(f"{d}/ptxas.log") else None
+        self.run("ccpool (fresh node)", d, "inductor_ranks.py", r, True)
+        gate = {"TEST_WORKER_GATE": f"{self.root}/gate"}  # compiles hold until SIGINT: never "go"
+        os.makedirs(gate["TEST_WORKER_GATE"], exist_ok=True)
+        self.run("plain + SIGINT", f"{self.root}/w-plain-int", "inductor_ranks.py", r, False, env=gate, sigint=True)
+        self.run("ccpool + SIGINT", f"{self.root}/w-ccpool-int", "inductor_ranks.py", r, True, env=gate, sigint=True)
+
+    def graphs(self):
+        r = self.args.graph_ranks
+        extra = ("--device", self.args.device)
+        env = {"NOGPU_COMPILE_SHIM": "1"} if self.args.device == "cpu" else {}
+        self.run("one rank alone", f"{self.root}/g-one", "model.py", 1, False, env=env, extra_args=extra)
+        self.run("plain", f"{self.root}/g-plain", "model.py", r, False, env=env, extra_args=extra)
+        self.run("ccpool", f"{self.root}/g-ccpool", "model.py", r, True, env=env, extra_args=extra)
+
+    def table(self):
+        cols = ["run", "ranks", "wall_s", "compile_wall_s", "compile_cpu_s", "job_cpu_s", "service_cpu_s",
+                "peak_compile_processes", "peak_compile_rss_mb", "ptxas_compiles", "fxgraph_cache_miss",
+                "left_after_sigint_7s"]
+        lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        for row in self.rows:
+            lines.append("| " + " | ".join(str(row.get(c, "")) for c in cols) + " |")
+        return "\n".join(lines)
+
+    def main(self):
+        meta = {"cpus": os.cpu_count(), "jobs": self.args.jobs, "threads": self.args.threads,
+                "loadavg_start": os.getloadavg()}
+        if self.args.only in (None, "workers"):
+            self.workers()
+        if self.args.only in (None, "graphs"):
+            self.graphs()
+        meta["loadavg_end"] = os.getloadavg()
+        with open(self.args.out, "w") as f:
+            json.dump({"meta": meta, "runs": self.rows}, f, indent=1)
+        print(json.dumps(meta))
+        print(self.table())
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ranks", type=int, default=8, help="ranks of the worker-pool scenario (default 8)")
+    ap.add_argument("--graph-ranks", type=int, default=4, help="ranks of the graph scenario (default 4)")
+    ap.add_argument("--threads", type=int, default=32, help="TORCHINDUCTOR_COMPILE_THREADS per rank (default 32)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count(), help="ccpool run --jobs (default: CPUs)")
+    ap.add_argument("--only", choices=("workers", "graphs"))
+    ap.add_argument("--device", default="cpu", help="the graph scenario's device: cpu or cuda")
+    ap.add_argument("--ptxas", default="/usr/local/cuda/bin/ptxas")
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--venv", default=os.environ.get("CCPOOL_VENV", os.path.join(ROOT, "build", "venv")))
+    ap.add_argument("--python", help="the interpreter with torch (default: the venv's)")
+    ap.add_argument("--out", default=os.path.join(HERE, "seed.json"))
+    args = ap.parse_args()
+    python = args.python or os.path.join(args.venv, "bin", "python")
+    if not os.access(python, os.X_OK):
+        print(f"bench/torch/seed.py: no interpreter at {python} (scripts/setup-deps.sh makes the venv)",
+              file=sys.stderr)
+        return 125
+    Bench(args).main()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -285,7 +285,10 @@ class Bench:
             json.dump({"meta": meta, "runs": self.rows}, f, indent=1)
         print(json.dumps(meta))
         print(self.table())
-        shutil.rmtree(self.root, ignore_errors=True)
+        if self.args.keep:
+            print(f"kept {self.root}")
+        else:
+            shutil.rmtree(self.root, ignore_errors=True)
 
 
 def main():
@@ -301,6 +304,7 @@ def main():
     ap.add_argument("--venv", default=os.environ.get("CCPOOL_VENV", os.path.join(ROOT, "build", "venv")))
     ap.add_argument("--python", help="the interpreter with torch (default: the venv's)")
     ap.add_argument("--out", default=os.path.join(HERE, "seed.json"))
+    ap.add_argument("--keep", action="store_true", help="keep the runs' directories and logs")
     args = ap.parse_args()
     python = args.python or os.path.join(args.venv, "bin", "python")
     if not os.access(python, os.X_OK):

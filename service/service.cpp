@@ -349,6 +349,7 @@ nlohmann::json Service::Impl::status() {
                       {"starting", ws.starting},
                       {"peak_workers", ws.peak_workers},
                       {"spawned", ws.spawned},
+                      {"warmed", ws.warmed},
                       {"exited", ws.exited},
                       {"jobs", ws.jobs_done},
                       {"failed", ws.jobs_failed},

@@ -17,6 +17,7 @@ void WorkerSessions::on_open(uint64_t conn, pid_t peer_pid, ipc::PoolOpen open) 
                                std::move(open.args)};
   auto env = workers::make_environment(request, m_options.python_dir, m_options.worker_env);
   if (!env) return refuse(conn, env.error().code, env.error().message);
+  std::shared_ptr<const workers::Environment> env_for_warm;
   {
     MutexLock lock(&m_mutex);
     if (m_sessions.count(conn)) {
@@ -29,7 +30,9 @@ void WorkerSessions::on_open(uint64_t conn, pid_t peer_pid, ipc::PoolOpen open) 
     s.bucket = open.rank >= 0 ? static_cast<uint64_t>(open.rank) : (uint64_t{1} << 32) + static_cast<uint64_t>(peer_pid);
     spdlog::info("pool session for pid {} (rank {}): {} in {}, environment {}", peer_pid, open.rank,
                  s.env->python, s.env->cwd, s.env->id.substr(0, 12));
+    env_for_warm = s.env;
   }
+  m_pool.warm(env_for_warm);
   m_send(conn, ipc::Message(ipc::PoolOpened{static_cast<uint32_t>(m_pool.max_workers())}), false);
 }
 

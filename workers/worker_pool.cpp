@@ -147,6 +147,9 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
         best = w.get();
       }
     }
+    for (auto& w : workers) {  // else one warming up for this environment
+      if (!best && w->phase == Worker::Phase::kStarting && w->job == 0 && w->env->id == job.env->id) best = w.get();
+    }
     if (best) return give_locked(*best, job);
     if (live_locked() < static_cast<size_t>(std::max(options.max_workers, 1))) return spawn_locked(job, fx);
     Worker* oldest = nullptr;
@@ -171,29 +174,49 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
   }
 
   void spawn_locked(Job& job, Effects& fx) REQUIRES(mutex) {
-    WorkerSpawn spawn;
-    spawn.python = job.env->python;
-    spawn.argv.push_back(job.env->python);
-    for (const std::string& a : options.worker_argv) spawn.argv.push_back(a);
-    for (const std::string& a : job.env->args) spawn.argv.push_back(a);
-    spawn.env = job.env->env;
-    spawn.cwd = job.env->cwd;
-    spawn.output_fd = options.output_fd;
-    auto process = WorkerProcess::start(spawn);
-    if (!process) {
+    auto started = start_worker_locked(job.env, job.id);
+    if (!started) {
       end_job_locked(job, JobResult{JobStatus::kFailed, false, {}, "cannot start a compile worker: " +
-                                                                      process.error().message},
+                                                                      started.error().message},
                      fx);
       return;
     }
-    auto worker = std::make_unique<Worker>(next_worker++, job.env, &mutex);
-    worker->process = std::move(*process);
+    job.phase = Job::Phase::kAssigned;
+  }
+
+  // A new worker of `env`, given job `job_id` (0: none; it idles once ready).
+  Result<Worker*> start_worker_locked(const std::shared_ptr<const Environment>& env, uint64_t job_id)
+      REQUIRES(mutex) {
+    WorkerSpawn spawn;
+    spawn.python = env->python;
+    spawn.argv.push_back(env->python);
+    for (const std::string& a : options.worker_argv) spawn.argv.push_back(a);
+    for (const std::string& a : env->args) spawn.argv.push_back(a);
+    spawn.env = env->env;
+    spawn.cwd = env->cwd;
+    spawn.output_fd = options.output_fd;
+    CCPOOL_TRY_ASSIGN(std::unique_ptr<WorkerProcess> process, WorkerProcess::start(spawn));
+    auto worker = std::make_unique<Worker>(next_worker++, env, &mutex);
+    worker->process = std::move(process);
+    worker->job = job_id;
     Worker* raw = worker.get();
     workers.push_back(std::move(worker));
     ++stats.spawned;
     stats.peak_workers = std::max(stats.peak_workers, live_locked());
-    give_locked(*raw, job);
     raw->thread = std::thread([this, raw] { serve(*raw); });
+    return raw;
+  }
+
+  // Starts a worker of `env` ahead of its first job, as Inductor warms its own
+  // pool when torch is imported: only while none of `env` is alive and the
+  // bound has room (it holds no slot while it starts; it is one process).
+  void warm(const std::shared_ptr<const Environment>& env) {
+    MutexLock lock(&mutex);
+    if (stopping || live_locked() >= static_cast<size_t>(std::max(options.max_workers, 1))) return;
+    for (const auto& w : workers) {
+      if (w->phase != Worker::Phase::kDead && w->env->id == env->id) return;
+    }
+    if (auto started = start_worker_locked(env, 0); started) ++stats.warmed;
   }
 
   // The thread of one worker: hello, then jobs until it is retired, fails or
@@ -211,6 +234,14 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
     MutexLock lock(&mutex);
     if (!failure && w.phase == Worker::Phase::kStarting) {
       w.phase = w.job ? Worker::Phase::kBusy : Worker::Phase::kIdle;
+      w.idle_since = Clock::now();
+      if (!w.job) {  // warmed ahead of its jobs: take one that waits for a worker
+        Effects fx;
+        hand_over_locked(w, fx);
+        lock.unlock();
+        run(fx);
+        lock.lock();
+      }
     }
     while (!failure) {
       while (w.phase != Worker::Phase::kBusy && w.phase != Worker::Phase::kRetiring && !stopping) w.wake.wait();
@@ -468,6 +499,8 @@ void WorkerPool::cancel(uint64_t job_id) {
   }
   s.run(fx);
 }
+
+void WorkerPool::warm(std::shared_ptr<const Environment> env) { m_state->warm(env); }
 
 void WorkerPool::tick() {
   State& s = *m_state;

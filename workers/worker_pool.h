@@ -66,7 +66,7 @@ struct JobResult {
 struct WorkerPoolStats {
   size_t workers = 0, busy = 0, starting = 0, waiting_for_worker = 0, following = 0;
   size_t peak_workers = 0;
-  uint64_t spawned = 0, exited = 0, jobs_done = 0, jobs_failed = 0, followed = 0, cancelled = 0;
+  uint64_t spawned = 0, warmed = 0, exited = 0, jobs_done = 0, jobs_failed = 0, followed = 0, cancelled = 0;
   uint64_t killed = 0;   // workers killed with a cancelled or timed-out job
   int64_t rss_kb = 0;    // VmRSS of the live workers now, summed
   std::map<std::string, uint64_t> counts;  // summed "counts" of the workers' result stats
@@ -84,6 +84,9 @@ class WorkerPool {
   // Returns a job id (never 0). A pool that is stopping answers kFailed at once.
   uint64_t submit(std::shared_ptr<const Environment> env, uint64_t bucket, std::string flight_key,
                   std::string payload, Done done);
+  // Starts a worker of `env` ahead of its first job (a rank opened its pool)
+  // when none of `env` is alive and the bound has room; otherwise nothing.
+  void warm(std::shared_ptr<const Environment> env);
   // The requester is gone: the job leaves the queue, or its worker is killed.
   // Its `done` never runs after this returns.
   void cancel(uint64_t job_id);

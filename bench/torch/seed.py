@@ -236,7 +236,10 @@ class Bench:
                                                   for o in outs), 1)
             res["fxgraph_cache_miss"] = sum(o.get("counters", {}).get("inductor", {}).get("fxgraph_cache_miss", 0)
                                             for o in outs)
-            res["ok"] = len(outs) == ranks
+            res["ok"] = len(outs) == ranks and all(all(o.get("ok", {"?": True}).values()) for o in outs)
+            errors = {k: v for o in outs for k, v in o.get("errors", {}).items()}
+            if errors:
+                res["errors"] = errors
         res["compile_cpu_s"] = round(res.get("rank_compile_cpu_s", 0) + res.get("service_cpu_s", 0), 1)
         print(json.dumps(res), flush=True)
         self.rows.append(res)

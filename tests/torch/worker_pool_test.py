@@ -15,10 +15,11 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
-from torch_case import (HERE, VENV_PY, TorchCase, cmdline, descendants, main, pid_gone,  # noqa: E402
+from torch_case import (CCPOOL, HERE, VENV_PY, TorchCase, cmdline, descendants, main, pid_gone,  # noqa: E402
                         proc_name, serve_pids, wait_until)
 
 JOBS = 2
@@ -111,6 +112,10 @@ class WorkerPoolTest(WorkerPoolCase):
         self.assertEqual(s["counts"]["triton_compiles"], CONFIGS, detail)
         self.assertEqual((s["failed"], s["cancelled"], s["busy"]), (0, 0, 0), detail)
         print(f"{ranks} ranks: {detail}; ptxas {self.ptxas_compiles()}", file=sys.stderr)
+        human = subprocess.run([CCPOOL, "status", "--socket", self.sock], env=self.env, capture_output=True,
+                               text=True, timeout=60).stdout
+        self.assertIn("2 Inductor compile workers", human)
+        self.assertIn("Triton kernels: 4 compiled", human)
 
         shutil.rmtree(self.path("inductor"))
         again = self.wpath("again")

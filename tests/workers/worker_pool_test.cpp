@@ -241,6 +241,25 @@ TEST_F(WorkerPoolTest, CancellingAQueuedOrFollowingJobLeavesTheOthersAlone) {
   EXPECT_EQ(m_pool->stats().killed, 0u);
 }
 
+TEST_F(WorkerPoolTest, WarmStartsOneWorkerAheadAndTheFirstJobUsesIt) {
+  start(2);
+  auto e = env();
+  m_pool->warm(e);
+  m_pool->warm(e);  // one per environment
+  EXPECT_EQ(m_pool->stats().spawned, 1u);
+  JobResult first = (submit("first", "echo:first", "", e), m_results.wait("first"));
+  EXPECT_EQ(first.status, JobStatus::kDone);
+  WorkerPoolStats s = m_pool->stats();
+  EXPECT_EQ(s.spawned, 1u);  // the job went to the warmed worker
+  EXPECT_EQ(s.warmed, 1u);
+  // At the bound nothing more is warmed.
+  auto other = env({"WORKER_ENV_MARK=other"}), third = env({"WORKER_ENV_MARK=third"});
+  m_pool->warm(other);
+  m_pool->warm(third);
+  EXPECT_EQ(m_pool->stats().spawned, 2u);
+  EXPECT_LE(m_pool->stats().peak_workers, 2u);
+}
+
 TEST_F(WorkerPoolTest, EnvironmentsNeverShareAWorker) {
   start(2);
   auto a = env({"TORCHINDUCTOR_FX=1"}), b = env({"TORCHINDUCTOR_FX=2"});

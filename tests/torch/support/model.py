@@ -129,8 +129,12 @@ def main():
             except Exception as e:  # CCPOOL_TEST_COMPILE_FAIL
                 errors[name] = f"{type(e).__name__}: {str(e)[:200]}"
                 ok[name] = False
+                import traceback
+                traceback.print_exc()
                 continue
-            ok[name] = bool(torch.allclose(eager, compiled, rtol=1e-4, atol=1e-5))
+            # GPU kernels (Triton's exp, fused reductions) round differently from eager.
+            rtol, atol = (1e-4, 1e-5) if device.type == "cpu" else (1e-3, 1e-4)
+            ok[name] = bool(torch.allclose(eager, compiled, rtol=rtol, atol=atol))
     compile_s = time.monotonic() - started
     cpu_compile_s = time.process_time() - cpu_started
     children_compile_s = children_cpu() - children_started

@@ -204,11 +204,14 @@ class Bench:
             while p.poll() is None and sampler.peak == 0 and time.monotonic() - start < 600:
                 time.sleep(0.05)
             time.sleep(1.0)
-            job = set(sampler.seen) - set(serve_pids(sock))
+            services = serve_pids(sock)
+            job = set(sampler.seen) - set(services) - set(tree(services, children_map()))  # the pool stays
             p.send_signal(signal.SIGINT)
             time.sleep(7.0)  # past ccpool run's default --grace (5 s)
             alive = [pid for pid in job if proc_stat(pid) and proc_stat(pid)[1][0] != "Z"]
             res["left_after_sigint_7s"] = len(alive)
+            if via:
+                res["pool_busy_after_sigint"] = self.status(d).get("worker_pool", {}).get("busy")
             for pid in alive:
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -247,25 +250,36 @@ class Bench:
 
     def workers(self):
         r = self.args.ranks
-        self.run("plain", f"{self.root}/w-plain", "inductor_ranks.py", r, False)
+        self.run("workers: plain", f"{self.root}/w-plain", "inductor_ranks.py", r, False)
         d = f"{self.root}/w-ccpool"
-        self.run("ccpool (cold store)", d, "inductor_ranks.py", r, True)
+        self.run("workers: ccpool (cold store)", d, "inductor_ranks.py", r, True)
         shutil.rmtree(f"{d}/inductor", ignore_errors=True)
         shutil.rmtree(f"{d}/out", ignore_errors=True)
         os.remove(f"{d}/ptxas.log") if os.path.exists(f"{d}/ptxas.log") else None
-        self.run("ccpool (fresh node)", d, "inductor_ranks.py", r, True)
+        self.run("workers: ccpool (fresh node)", d, "inductor_ranks.py", r, True)
         gate = {"TEST_WORKER_GATE": f"{self.root}/gate"}  # compiles hold until SIGINT: never "go"
         os.makedirs(gate["TEST_WORKER_GATE"], exist_ok=True)
-        self.run("plain + SIGINT", f"{self.root}/w-plain-int", "inductor_ranks.py", r, False, env=gate, sigint=True)
-        self.run("ccpool + SIGINT", f"{self.root}/w-ccpool-int", "inductor_ranks.py", r, True, env=gate, sigint=True)
+        self.run("workers: plain + SIGINT", f"{self.root}/w-plain-int", "inductor_ranks.py", r, False, env=gate,
+                 sigint=True)
+        self.run("workers: ccpool + SIGINT", f"{self.root}/w-ccpool-int", "inductor_ranks.py", r, True, env=gate,
+                 sigint=True)
 
     def graphs(self):
         r = self.args.graph_ranks
         extra = ("--device", self.args.device)
         env = {"NOGPU_COMPILE_SHIM": "1"} if self.args.device == "cpu" else {}
-        self.run("one rank alone", f"{self.root}/g-one", "model.py", 1, False, env=env, extra_args=extra)
-        self.run("plain", f"{self.root}/g-plain", "model.py", r, False, env=env, extra_args=extra)
-        self.run("ccpool", f"{self.root}/g-ccpool", "model.py", r, True, env=env, extra_args=extra)
+        if self.args.graph_threads:
+            env["TORCHINDUCTOR_COMPILE_THREADS"] = str(self.args.graph_threads)
+        self.run("graphs: one rank alone", f"{self.root}/g-one", "model.py", 1, False, env=env, extra_args=extra)
+        self.run("graphs: plain", f"{self.root}/g-plain", "model.py", r, False, env=env, extra_args=extra)
+        self.run("graphs: ccpool", f"{self.root}/g-ccpool", "model.py", r, True, env=env, extra_args=extra)
+        if self.args.graph_sigint:
+            gate = {**env, "TEST_WORKER_GATE": f"{self.root}/gate"}  # Triton compiles hold until SIGINT
+            os.makedirs(gate["TEST_WORKER_GATE"], exist_ok=True)
+            self.run("graphs: plain + SIGINT", f"{self.root}/g-plain-int", "model.py", r, False, env=gate,
+                     sigint=True, extra_args=extra)
+            self.run("graphs: ccpool + SIGINT", f"{self.root}/g-ccpool-int", "model.py", r, True, env=gate,
+                     sigint=True, extra_args=extra)
 
     def table(self):
         cols = ["run", "ranks", "wall_s", "compile_wall_s", "compile_cpu_s", "job_cpu_s", "service_cpu_s",
@@ -302,6 +316,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count(), help="ccpool run --jobs (default: CPUs)")
     ap.add_argument("--only", choices=("workers", "graphs"))
     ap.add_argument("--device", default="cpu", help="the graph scenario's device: cpu or cuda")
+    ap.add_argument("--graph-threads", type=int, help="TORCHINDUCTOR_COMPILE_THREADS for the graph scenario")
+    ap.add_argument("--graph-sigint", action="store_true", help="also SIGINT each launcher mid-compile (GPU)")
     ap.add_argument("--ptxas", default="/usr/local/cuda/bin/ptxas")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--venv", default=os.environ.get("CCPOOL_VENV", os.path.join(ROOT, "build", "venv")))

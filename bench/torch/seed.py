@@ -15,7 +15,7 @@ Measured per run: wall; the compile phase's CPU, every process counted (the
 ranks' own compile-phase CPU and the compilers they waited for; under ccpool
 also the service with its workers and compilers, which is fresh for each run);
 peak Python compile processes (not ranks, not launchers, older than 0.25 s) and
-their summed RSS; ptxas compiles (a logging ptxas); Inductor's own counters.
+their summed PSS (shared pages split among the processes that share them); ptxas compiles (a logging ptxas); Inductor's own counters.
 
   /usr/bin/python3 bench/torch/seed.py [--ranks 8] [--threads 32] [--jobs N] [--only workers|graphs]
       [--device cpu|cuda] [--out bench/torch/seed.json]
@@ -105,9 +105,10 @@ def is_compile_process(pid, name, fields):
     return not any(a in ("torch.distributed.run",) or a.endswith("/torchrun") for a in argv)
 
 
-def rss_kb(pid):
-    for line in (read(f"/proc/{pid}/status") or b"").decode(errors="replace").splitlines():
-        if line.startswith("VmRSS:"):
+def pss_kb(pid):
+    """Proportional set size: forked workers share pages, and summed RSS would count them once per worker."""
+    for line in (read(f"/proc/{pid}/smaps_rollup") or b"").decode(errors="replace").splitlines():
+        if line.startswith("Pss:"):
             return int(line.split()[1])
     return 0
 
@@ -132,10 +133,10 @@ class Sampler:
                 self.seen.add(p)
                 if is_compile_process(p, st[0], st[1]):
                     n += 1
-                    rss += rss_kb(p)
+                    rss += pss_kb(p)
             self.peak = max(self.peak, n)
             self.peak_rss_kb = max(self.peak_rss_kb, rss)
-            time.sleep(0.05)
+            time.sleep(0.1)
 
     def stop(self):
         self.stop_ev.set()
@@ -222,7 +223,7 @@ class Bench:
         sampler.stop()
         after = os.times()
         job_cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-        res.update(rc=rc, peak_compile_processes=sampler.peak, peak_compile_rss_mb=sampler.peak_rss_kb // 1024)
+        res.update(rc=rc, peak_compile_processes=sampler.peak, peak_compile_pss_mb=sampler.peak_rss_kb // 1024)
         res["ptxas_compiles"] = sum(1 for line in (read(f"{d}/ptxas.log", b"") or b"").decode().splitlines()
                                     if " -o " in f" {line}")
         if via:
@@ -250,14 +251,15 @@ class Bench:
 
     def workers(self):
         r = self.args.ranks
-        self.run("workers: plain", f"{self.root}/w-plain", "inductor_ranks.py", r, False)
+        nogpu = {"NOGPU_COMPILE_SHIM": "1"}  # tests/torch/fixtures/triton/README.md
+        self.run("workers: plain", f"{self.root}/w-plain", "inductor_ranks.py", r, False, env=nogpu)
         d = f"{self.root}/w-ccpool"
-        self.run("workers: ccpool (cold store)", d, "inductor_ranks.py", r, True)
+        self.run("workers: ccpool (cold store)", d, "inductor_ranks.py", r, True, env=nogpu)
         shutil.rmtree(f"{d}/inductor", ignore_errors=True)
         shutil.rmtree(f"{d}/out", ignore_errors=True)
         os.remove(f"{d}/ptxas.log") if os.path.exists(f"{d}/ptxas.log") else None
-        self.run("workers: ccpool (fresh node)", d, "inductor_ranks.py", r, True)
-        gate = {"TEST_WORKER_GATE": f"{self.root}/gate"}  # compiles hold until SIGINT: never "go"
+        self.run("workers: ccpool (fresh node)", d, "inductor_ranks.py", r, True, env=nogpu)
+        gate = {**nogpu, "TEST_WORKER_GATE": f"{self.root}/gate"}  # compiles hold until SIGINT: never "go"
         os.makedirs(gate["TEST_WORKER_GATE"], exist_ok=True)
         self.run("workers: plain + SIGINT", f"{self.root}/w-plain-int", "inductor_ranks.py", r, False, env=gate,
                  sigint=True)
@@ -283,7 +285,7 @@ class Bench:
 
     def table(self):
         cols = ["run", "ranks", "wall_s", "compile_wall_s", "compile_cpu_s", "job_cpu_s", "service_cpu_s",
-                "peak_compile_processes", "peak_compile_rss_mb", "ptxas_compiles", "fxgraph_cache_miss",
+                "peak_compile_processes", "peak_compile_pss_mb", "ptxas_compiles", "fxgraph_cache_miss",
                 "left_after_sigint_7s"]
         lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for row in self.rows:

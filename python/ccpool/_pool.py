@@ -245,10 +245,10 @@ class NodePool:
 
     # --- SubprocPool's interface -------------------------------------------------
     def submit(self, job_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
-        if getattr(job_fn, "__qualname__", "") == "AsyncCompile._get_ready":
-            ready: Future = Future()  # the node pool is ready as soon as the session is open
-            ready.set_result(job_fn())
-            return ready
+        # AsyncCompile._get_ready is a job like any other: it completes once a
+        # worker runs it, and until then Inductor compiles in the rank itself,
+        # exactly as while its own pool starts (the service warms a worker
+        # when the session opens).
         if not self.running:
             raise RuntimeError("Attempting to use a closed pool")
         job = functools.partial(job_fn, *args, **kwargs) if (args or kwargs) else job_fn

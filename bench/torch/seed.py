@@ -202,7 +202,11 @@ class Bench:
         start = time.monotonic()
         res = {"run": label, "ranks": ranks}
         if sigint:
-            while p.poll() is None and sampler.peak == 0 and time.monotonic() - start < 600:
+            # Once compiles run: held at the gate (TEST_WORKER_GATE), else any compile process.
+            gate = (env or {}).get("TEST_WORKER_GATE")
+            def compiling():
+                return glob.glob(os.path.join(gate, "running.*")) if gate else sampler.peak > 0
+            while p.poll() is None and not compiling() and time.monotonic() - start < 600:
                 time.sleep(0.05)
             time.sleep(1.0)
             services = serve_pids(sock)
@@ -249,9 +253,17 @@ class Bench:
         self.rows.append(res)
         return res
 
-    def workers(self):
+    def workers(self, sigint_only=False):
         r = self.args.ranks
         nogpu = {"NOGPU_COMPILE_SHIM": "1"}  # tests/torch/fixtures/triton/README.md
+        if not sigint_only:
+            self.cold_and_fresh(r, nogpu)
+        for via, label in ((False, "workers: plain + SIGINT"), (True, "workers: ccpool + SIGINT")):
+            gate = {**nogpu, "TEST_WORKER_GATE": f"{self.root}/gate-{via}"}  # compiles hold: never "go"
+            os.makedirs(gate["TEST_WORKER_GATE"], exist_ok=True)
+            self.run(label, f"{self.root}/w-int-{via}", "inductor_ranks.py", r, via, env=gate, sigint=True)
+
+    def cold_and_fresh(self, r, nogpu):
         self.run("workers: plain", f"{self.root}/w-plain", "inductor_ranks.py", r, False, env=nogpu)
         d = f"{self.root}/w-ccpool"
         self.run("workers: ccpool (cold store)", d, "inductor_ranks.py", r, True, env=nogpu)
@@ -259,12 +271,6 @@ class Bench:
         shutil.rmtree(f"{d}/out", ignore_errors=True)
         os.remove(f"{d}/ptxas.log") if os.path.exists(f"{d}/ptxas.log") else None
         self.run("workers: ccpool (fresh node)", d, "inductor_ranks.py", r, True, env=nogpu)
-        gate = {**nogpu, "TEST_WORKER_GATE": f"{self.root}/gate"}  # compiles hold until SIGINT: never "go"
-        os.makedirs(gate["TEST_WORKER_GATE"], exist_ok=True)
-        self.run("workers: plain + SIGINT", f"{self.root}/w-plain-int", "inductor_ranks.py", r, False, env=gate,
-                 sigint=True)
-        self.run("workers: ccpool + SIGINT", f"{self.root}/w-ccpool-int", "inductor_ranks.py", r, True, env=gate,
-                 sigint=True)
 
     def graphs(self):
         r = self.args.graph_ranks
@@ -276,12 +282,11 @@ class Bench:
         self.run("graphs: plain", f"{self.root}/g-plain", "model.py", r, False, env=env, extra_args=extra)
         self.run("graphs: ccpool", f"{self.root}/g-ccpool", "model.py", r, True, env=env, extra_args=extra)
         if self.args.graph_sigint:
-            gate = {**env, "TEST_WORKER_GATE": f"{self.root}/gate"}  # Triton compiles hold until SIGINT
-            os.makedirs(gate["TEST_WORKER_GATE"], exist_ok=True)
-            self.run("graphs: plain + SIGINT", f"{self.root}/g-plain-int", "model.py", r, False, env=gate,
-                     sigint=True, extra_args=extra)
-            self.run("graphs: ccpool + SIGINT", f"{self.root}/g-ccpool-int", "model.py", r, True, env=gate,
-                     sigint=True, extra_args=extra)
+            for via, label in ((False, "graphs: plain + SIGINT"), (True, "graphs: ccpool + SIGINT")):
+                gate = {**env, "TEST_WORKER_GATE": f"{self.root}/ggate-{via}"}  # Triton compiles hold
+                os.makedirs(gate["TEST_WORKER_GATE"], exist_ok=True)
+                self.run(label, f"{self.root}/g-int-{via}", "model.py", r, via, env=gate, sigint=True,
+                         extra_args=extra)
 
     def table(self):
         cols = ["run", "ranks", "wall_s", "compile_wall_s", "compile_cpu_s", "job_cpu_s", "service_cpu_s",
@@ -297,6 +302,8 @@ class Bench:
                 "loadavg_start": os.getloadavg()}
         if self.args.only in (None, "workers"):
             self.workers()
+        if self.args.only == "sigint":
+            self.workers(sigint_only=True)
         if self.args.only in (None, "graphs"):
             self.graphs()
         meta["loadavg_end"] = os.getloadavg()
@@ -316,7 +323,7 @@ def main():
     ap.add_argument("--graph-ranks", type=int, default=4, help="ranks of the graph scenario (default 4)")
     ap.add_argument("--threads", type=int, default=32, help="TORCHINDUCTOR_COMPILE_THREADS per rank (default 32)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count(), help="ccpool run --jobs (default: CPUs)")
-    ap.add_argument("--only", choices=("workers", "graphs"))
+    ap.add_argument("--only", choices=("workers", "graphs", "sigint"))
     ap.add_argument("--device", default="cpu", help="the graph scenario's device: cpu or cuda")
     ap.add_argument("--graph-threads", type=int, help="TORCHINDUCTOR_COMPILE_THREADS for the graph scenario")
     ap.add_argument("--graph-sigint", action="store_true", help="also SIGINT each launcher mid-compile (GPU)")

@@ -387,7 +387,8 @@ void Commands::info(Session& s, Args&, std::string& out) {
       "\r\ntotal_commands_processed:" + std::to_string(st.commands.load()) +
       "\r\nrejected_connections:" + std::to_string(st.refused_peers.load()) +
       "\r\nccpool_refused_peers:" + std::to_string(st.refused_peers.load()) +
-      "\r\nccpool_protocol_errors:" + std::to_string(st.protocol_errors.load()) + "\r\n";
+      "\r\nccpool_protocol_errors:" + std::to_string(st.protocol_errors.load()) +
+      "\r\nccpool_cross_protocol:" + std::to_string(st.cross_protocol.load()) + "\r\n";
   reply::bulk(out, text);
 }
 

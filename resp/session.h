@@ -32,6 +32,7 @@ struct SharedState {
   std::atomic<uint64_t> commands{0};
   std::atomic<uint64_t> refused_peers{0};
   std::atomic<uint64_t> protocol_errors{0};
+  std::atomic<uint64_t> cross_protocol{0};  // connections closed by IoLoop's cross-protocol guard
 };
 
 // Wrong passwords one connection may try before it is closed.

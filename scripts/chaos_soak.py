@@ -23,7 +23,7 @@ slots, is local work, not waiting). It prints the figures
 every check holds, 1 when one fails, 125 when a tool is missing.
 
   scripts/chaos_soak.py --build build                  # 120 s of faults, R=8, K=16, with torch
-  scripts/chaos_soak.py --build build --short          # the CTest form (< 60 s): K=3, 12 s, no torch
+  scripts/chaos_soak.py --build build --short          # the CTest form (< 60 s): K=3 small kernels, 12 s, no torch
   scripts/chaos_soak.py --build build --rounds 3 --json soak.json
 
 Runs as root (the tmpfs mount; in a private mount namespace, so nothing is
@@ -51,6 +51,12 @@ GEN = os.path.join(HERE, "lib", "gen_kernels.py")
 MODEL = os.path.join(ROOT, "tests", "torch", "support", "model.py")
 PY = "/usr/bin/python3"
 NS_MARK = "CCPOOL_SOAK_IN_NAMESPACE"
+LIGHT_KERNEL = """#include <cstdint>
+extern "C" void kernel(const float* in, float* out, int64_t n) {{
+  #pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i] * {idx}.5f + 1.0f;
+}}
+"""
 BAD_SOURCE = "extern \"C\" int broken( { return 0; }\n"  # a syntax error: g++ exits 1
 CLIENT_BUDGETS_S = 2 + 5  # ipc handshake + auto-start budget of ccpool-client (client/)
 PR_SET_CHILD_SUBREAPER = 36
@@ -165,6 +171,7 @@ class Soak:
         self.services_seen = set()
         self.faults = {"kill9_service": 0, "restart_redis": 0, "fill_disk": 0, "enospc_hit": 0, "stall_service": 0}
         self.fault_log = []
+        self.compiles_while_full = 0
         self.lock = threading.Lock()
         self.failures = []
         self.stop_faults = threading.Event()
@@ -196,7 +203,14 @@ class Soak:
         with open(os.open(self.key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
             f.write("chaos-soak-shared-hmac-key-0123456789\n")
         self.kernels = os.path.join(self.work, "kernels")
-        subprocess.run([PY, GEN, self.kernels, str(self.a.kernels)], check=True, stdout=subprocess.DEVNULL)
+        if self.a.light:
+            # The same job shape with small sources: a compile takes a tenth of a gen_kernels one.
+            os.makedirs(self.kernels)
+            for i in range(self.a.kernels):
+                with open(os.path.join(self.kernels, f"kernel_{i:03d}.cpp"), "w") as f:
+                    f.write(LIGHT_KERNEL.format(idx=i))
+        else:
+            subprocess.run([PY, GEN, self.kernels, str(self.a.kernels)], check=True, stdout=subprocess.DEVNULL)
         self.bad = os.path.join(self.work, "bad", "bad.cpp")
         os.makedirs(os.path.dirname(self.bad))
         with open(self.bad, "w") as f:
@@ -308,8 +322,26 @@ class Soak:
         self.note("fill_disk")
         if hit:
             self.note("enospc_hit")
-        time.sleep(self.a.hold_s)
+        # A new compile while the disk is full: the store must refuse it, the compile must not fail.
+        t0 = time.monotonic()
+        self.compile_while_full()
+        time.sleep(max(0.0, self.a.hold_s - (time.monotonic() - t0)))
         os.unlink(filler)
+
+    def compile_while_full(self):
+        n = self.faults["fill_disk"]
+        src = os.path.join(self.kernels, sorted(os.listdir(self.kernels))[0])
+        out = os.path.join(self.work, "full", f"{n}.so")
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        r = subprocess.run([self.ccpool, "exec", "--socket", self.sock, "--", "g++", src, "-O2", "-shared", "-fPIC",
+                            "-fopenmp", f"-DCCPOOL_SOAK_FULL={n}", "-o", out], env=self.env, capture_output=True,
+                           timeout=120)
+        ref = os.path.join(self.ref, os.path.basename(src)[:-4] + ".so")
+        if r.returncode != 0 or not filecmp.cmp(out, ref, shallow=False):
+            self.fail(f"a compile while the store's disk was full: exit {r.returncode}, "
+                      f"{r.stderr.decode(errors='replace')[-500:]}")
+        with self.lock:
+            self.compiles_while_full += 1
 
     def fault_stall(self):
         pid = self.service_pid()
@@ -554,7 +586,7 @@ class Soak:
             "max_wait_s": max(j["max_wait_s"] for j in jobs), "wait_bound_s": round(self.wait_bound_s, 1),
             "outputs_identical": sum(j["identical"] for j in jobs),
             "outputs_different_or_missing": sum(j["different"] + j["missing"] for j in jobs),
-            "store_writes_refused_enospc": self.store_writes_refused,
+            "store_writes_refused_enospc": self.store_writes_refused, "compiles_while_disk_full": self.compiles_while_full,
             "torch_runs": self.torch_runs, "services_seen": len(self.services_seen),
             "cache_verify": self.verify, "failures": self.failures, "fault_log": self.fault_log,
         }
@@ -564,12 +596,13 @@ class Soak:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--short", action="store_true", help="the CTest form: K=3, 12 s of faults, no torch")
+    ap.add_argument("--short", action="store_true", help="the CTest form: K=3 small kernels, 12 s of faults, no torch")
     ap.add_argument("--seconds", type=float, default=120)
     ap.add_argument("--every", type=float, default=4.0, help="seconds between faults")
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--kernels", type=int, default=16)
     ap.add_argument("--threads", type=int, default=4, help="compile threads per rank")
+    ap.add_argument("--light", action="store_true", help="small kernel sources instead of gen_kernels.py's")
     ap.add_argument("--miss-every", type=int, default=2,
                     help="every Nth kernel is a new compile in each job (the rest hit)")
     ap.add_argument("--torch", dest="torch", action="store_true", default=None)
@@ -600,7 +633,7 @@ def main():
         sys.exit(launch_main(args))
     if args.short:
         args.seconds, args.every, args.kernels, args.threads, args.stall_s, args.hold_s = 12, 0.8, 3, 2, 1.0, 2.0
-        args.down_s, args.client_timeout, args.miss_every = 0.3, 10, 3
+        args.down_s, args.client_timeout, args.miss_every, args.light = 0.3, 10, 3, True
         args.torch = False if args.torch is None else args.torch
     args.venv = args.venv or os.environ.get("CCPOOL_VENV") or os.path.join(args.build, "venv")
     if args.torch is None:

@@ -98,7 +98,11 @@ Result<void> check_socket_dir(const std::string& socket_path) {
 
 Result<void> check_peer_is_self(int fd, const std::string& socket_path) {
   CCPOOL_TRY_ASSIGN(PeerCred peer, peer_credentials(fd));
-  if (peer.uid == ::geteuid()) return ok();
+  // SO_PEERCRED names whoever called listen(): under a system unit that is
+  // systemd (root), which then hands the socket to the service it runs as
+  // the user (User=). Root is trusted anyway; the directory check above
+  // already ensures nobody else could have put a socket here.
+  if (peer.uid == ::geteuid() || peer.uid == 0) return ok();
   return make_error(ErrorCode::kPermission,
                     "refusing the ccpool socket '" + socket_path + "': the process listening on it (pid " +
                         std::to_string(peer.pid) + ") runs as uid " + std::to_string(peer.uid) +

@@ -40,8 +40,9 @@ Result<PeerCred> peer_credentials(int fd);  // SO_PEERCRED
 // without the sticky bit); a directory that does not exist yet is fine (nobody
 // can listen there). kPermission names the directory and the fix.
 Result<void> check_socket_dir(const std::string& socket_path);
-// kPermission unless the process listening on the connected `fd` runs under
-// our euid; the message names `socket_path`.
+// kPermission unless the process that listens on the connected `fd` ran
+// under our euid or root (a system unit's socket is systemd's) when it called
+// listen(); the message names `socket_path`.
 Result<void> check_peer_is_self(int fd, const std::string& socket_path);
 
 }  // namespace ccpool

@@ -5,6 +5,10 @@
 // A bad archive writes nothing in pass 1.
 #include <spdlog/spdlog.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -50,16 +54,33 @@ uint64_t max_packed_for(uint64_t max_size) {
   return max_size > (UINT64_MAX - kSlack) / 4 ? UINT64_MAX : 4 * max_size + kSlack;
 }
 
+// The archive's temporary file, created as write_file_atomic creates its own:
+// a name unique to this process and call, O_EXCL (a file already there is an
+// error, never reused) and O_NOFOLLOW (a planted symlink is never followed),
+// mode 0600 (the archive holds the store).
+Result<File> create_temporary(const std::string& tmp) {
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return make_error(errno == ENOSPC ? ErrorCode::kFull : ErrorCode::kIo,
+                      "cannot create '" + tmp + "': " + std::strerror(errno) +
+                          "; pick a path in a directory only you can write");
+  }
+  File f(::fdopen(fd, "wb"));
+  if (!f) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return make_error(ErrorCode::kIo, "cannot open '" + tmp + "': " + std::strerror(errno));
+  }
+  return f;
+}
+
 }  // namespace
 
 Result<ArchiveResult> Store::export_to(const std::string& path, const ProgressFn& progress) {
   flush();
-  std::string tmp = path + ".tmp";
-  File f(std::fopen(tmp.c_str(), "wb"));
-  if (!f) {
-    return make_error(ErrorCode::kIo, "cannot create '" + tmp + "': " + std::strerror(errno) +
-                                          "; pick a writable path");
-  }
+  static std::atomic<uint64_t> counter{0};
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++counter);
+  CCPOOL_TRY_ASSIGN(File f, create_temporary(tmp));
   ArchiveResult result;
   Hasher hasher;
   auto written = m_impl->run_read<uint64_t>([&](lmdb::Txn& txn) -> Result<uint64_t> {

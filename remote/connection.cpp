@@ -1,14 +1,22 @@
 #include "remote/connection.h"
 
 #include <hiredis/hiredis.h>
-#include <pthread.h>
-#include <signal.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 
+#include <cerrno>
 #include <cstring>
+
+#include "base/fs.h"
 
 namespace ccpool::remote {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kBytesPerSecondAllowed = 64ull << 20;  // deadline_for's transfer allowance
+constexpr size_t kReadChunk = 64 * 1024;
 
 timeval to_timeval(std::chrono::milliseconds ms) {
   timeval tv{};
@@ -16,40 +24,6 @@ timeval to_timeval(std::chrono::milliseconds ms) {
   tv.tv_usec = (ms.count() % 1000) * 1000;
   return tv;
 }
-
-// hiredis write()s to the socket; a peer that died raises SIGPIPE, which would
-// kill a process that did not ignore it. A library must not change the
-// process-wide disposition, so block it on this thread for the call and
-// consume a SIGPIPE that the call itself raised.
-class SigpipeBlock {
- public:
-  SigpipeBlock() {
-    sigemptyset(&m_pipe);
-    sigaddset(&m_pipe, SIGPIPE);
-    sigset_t pending;
-    sigpending(&pending);
-    m_was_pending = sigismember(&pending, SIGPIPE) == 1;
-    pthread_sigmask(SIG_BLOCK, &m_pipe, &m_old);
-  }
-  ~SigpipeBlock() {
-    if (!m_was_pending) {
-      sigset_t pending;
-      sigpending(&pending);
-      if (sigismember(&pending, SIGPIPE) == 1) {
-        timespec zero{};
-        sigtimedwait(&m_pipe, nullptr, &zero);
-      }
-    }
-    pthread_sigmask(SIG_SETMASK, &m_old, nullptr);
-  }
-  SigpipeBlock(const SigpipeBlock&) = delete;
-  SigpipeBlock& operator=(const SigpipeBlock&) = delete;
-
- private:
-  sigset_t m_pipe;
-  sigset_t m_old;
-  bool m_was_pending = false;
-};
 
 ErrorCode classify(int err, const char* errstr) {
   if (err == REDIS_ERR_PROTOCOL) return ErrorCode::kProtocol;
@@ -63,27 +37,6 @@ ErrorCode classify(int err, const char* errstr) {
   return ErrorCode::kIo;
 }
 
-Reply convert(const redisReply* r) {
-  Reply out;
-  switch (r->type) {
-    case REDIS_REPLY_STRING: out.type = Reply::Type::kString; break;
-    case REDIS_REPLY_STATUS: out.type = Reply::Type::kStatus; break;
-    case REDIS_REPLY_ERROR: out.type = Reply::Type::kError; break;
-    case REDIS_REPLY_INTEGER: out.type = Reply::Type::kInteger; break;
-    case REDIS_REPLY_ARRAY: out.type = Reply::Type::kArray; break;
-    default: out.type = Reply::Type::kNil; break;
-  }
-  if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||
-      r->type == REDIS_REPLY_ERROR) {
-    out.str.assign(r->str, r->len);
-  }
-  out.integer = r->integer;
-  for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; ++i) {
-    out.elements.push_back(convert(r->element[i]));
-  }
-  return out;
-}
-
 Result<void> expect_ok(Connection& conn, const std::vector<std::string_view>& args,
                        const std::string& what) {
   CCPOOL_TRY_ASSIGN(Reply reply, conn.command(args));
@@ -95,6 +48,19 @@ Result<void> expect_ok(Connection& conn, const std::vector<std::string_view>& ar
     return make_error(code, what + " refused by Redis: " + reply.str);
   }
   return ok();
+}
+
+// Waits until `fd` is ready for `events` or the deadline passes.
+Result<void> wait_ready(int fd, short events, Clock::time_point deadline, const std::string& what) {
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) break;
+    pollfd p{fd, events, 0};
+    int rc = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 60'000)));
+    if (rc > 0) return ok();
+    if (rc < 0 && errno != EINTR) return make_error(ErrorCode::kIo, what + ": poll: " + errno_text(errno));
+  }
+  return make_error(ErrorCode::kTimeout, what + " timed out (the operation's deadline passed)");
 }
 
 }  // namespace
@@ -116,10 +82,7 @@ Result<std::unique_ptr<Connection>> Connection::open(const Endpoint& endpoint,
     redisFree(ctx);
     return tl::unexpected<Error>(std::move(error));
   }
-  std::unique_ptr<Connection> conn(new Connection(ctx));
-  if (redisSetTimeout(ctx, to_timeval(op_timeout)) != REDIS_OK) {
-    return tl::unexpected<Error>(conn->transport_error("setting the operation timeout"));
-  }
+  std::unique_ptr<Connection> conn(new Connection(ctx, op_timeout));
   if (!password.empty()) CCPOOL_TRY(expect_ok(*conn, {"AUTH", password}, "AUTH"));
   if (endpoint.db != 0) {
     std::string db = std::to_string(endpoint.db);
@@ -130,13 +93,14 @@ Result<std::unique_ptr<Connection>> Connection::open(const Endpoint& endpoint,
 
 Connection::~Connection() { redisFree(m_context); }
 
-Error Connection::transport_error(const std::string& what) const {
-  return Error(classify(m_context->err, m_context->errstr),
-               "Redis " + what + " failed: " + m_context->errstr);
+std::chrono::milliseconds Connection::deadline_for(uint64_t command_bytes, const ReplyLimits& limits) const {
+  uint64_t bytes = command_bytes + limits.max_total;
+  return m_op_timeout + std::chrono::milliseconds(bytes * 1000 / kBytesPerSecondAllowed);
 }
 
-Result<Reply> Connection::command(const std::vector<std::string_view>& args) {
+Result<Reply> Connection::command(const std::vector<std::string_view>& args, const ReplyLimits& limits) {
   if (m_broken) return make_error(ErrorCode::kInternal, "Redis connection used after an error");
+  std::string name(args.empty() ? "" : args[0]);
   std::vector<const char*> argv;
   std::vector<size_t> lens;
   argv.reserve(args.size());
@@ -145,16 +109,51 @@ Result<Reply> Connection::command(const std::vector<std::string_view>& args) {
     argv.push_back(a.data());
     lens.push_back(a.size());
   }
-  SigpipeBlock block;
-  void* raw = redisCommandArgv(m_context, static_cast<int>(argv.size()), argv.data(), lens.data());
-  if (raw == nullptr) {
-    m_broken = true;
-    return tl::unexpected<Error>(transport_error(std::string(args.empty() ? "" : args[0])));
+  char* formatted = nullptr;
+  int length = redisFormatCommandArgv(&formatted, static_cast<int>(argv.size()), argv.data(), lens.data());
+  if (length < 0 || formatted == nullptr) {
+    return make_error(ErrorCode::kInternal, "cannot format the Redis " + name + " command (out of memory)");
   }
-  auto* reply = static_cast<redisReply*>(raw);
-  Reply out = convert(reply);
-  freeReplyObject(reply);
-  return out;
+  std::string_view wire(formatted, static_cast<size_t>(length));
+  auto reply = exchange(name, wire, limits);
+  redisFreeCommand(formatted);
+  if (!reply) m_broken = true;
+  return reply;
+}
+
+Result<Reply> Connection::exchange(const std::string& name, std::string_view wire, const ReplyLimits& limits) {
+  const int fd = m_context->fd;
+  const auto budget = deadline_for(wire.size(), limits);
+  const auto deadline = Clock::now() + budget;
+  auto failed = [&](const Error& e) {
+    return make_error(e.code, "Redis " + name + " failed: " + e.message + " (deadline " +
+                                  std::to_string(budget.count()) + " ms for the whole command)");
+  };
+  while (!wire.empty()) {
+    if (auto ready = wait_ready(fd, POLLOUT, deadline, "writing"); !ready) return failed(ready.error());
+    ssize_t n = ::send(fd, wire.data(), wire.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      wire.remove_prefix(static_cast<size_t>(n));
+    } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      ErrorCode code = errno == EPIPE || errno == ECONNRESET ? ErrorCode::kUnreachable : ErrorCode::kIo;
+      return failed(Error(code, "write: " + errno_text(errno)));
+    }
+  }
+  ReplyReader reader(limits);
+  char buffer[kReadChunk];
+  for (;;) {
+    if (auto ready = wait_ready(fd, POLLIN, deadline, "reading the reply"); !ready) return failed(ready.error());
+    ssize_t n = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n == 0) return failed(Error(ErrorCode::kUnreachable, "the server closed the connection"));
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
+      ErrorCode code = errno == ECONNRESET ? ErrorCode::kUnreachable : ErrorCode::kIo;
+      return failed(Error(code, "read: " + errno_text(errno)));
+    }
+    auto done = reader.feed(std::string_view(buffer, static_cast<size_t>(n)));
+    if (!done) return failed(done.error());
+    if (*done) return reader.take();
+  }
 }
 
 }  // namespace ccpool::remote

@@ -1,6 +1,9 @@
-// One blocking hiredis connection with connect and per-operation timeouts.
-// This is the only file pair that calls redis*; the rest of remote/ sees
-// Reply values and Result<> errors.
+// One Redis connection: hiredis connects (with its timeout) and formats each
+// command; the command's bytes are written and its reply is read here, under
+// one deadline for the whole operation, through a ReplyReader that refuses a
+// reply outside the caller's bounds before buffering it (hiredis 0.14 has no
+// reply limit). This is the only file pair that calls redis*; the rest of
+// remote/ sees Reply values and Result<> errors.
 #pragma once
 
 #include <chrono>
@@ -11,27 +14,18 @@
 
 #include "base/error.h"
 #include "remote/endpoint.h"
+#include "remote/reply.h"
+#include "remote/reply_reader.h"
 
 struct redisContext;
 
 namespace ccpool::remote {
 
-struct Reply {
-  enum class Type { kNil, kString, kInteger, kStatus, kError, kArray };
-  Type type = Type::kNil;
-  std::string str;        // kString, kStatus, kError
-  long long integer = 0;  // kInteger
-  std::vector<Reply> elements;  // kArray
-
-  bool is_error() const { return type == Type::kError; }
-};
-
 // Owned by one thread at a time (the pool hands it out). Move-less, copy-less.
 class Connection {
  public:
-  // Connects within connect_timeout, then sets op_timeout as SO_RCVTIMEO and
-  // SO_SNDTIMEO so no later call blocks longer per read/write. Sends AUTH
-  // (when password is non-empty) and SELECT (when endpoint.db != 0).
+  // Connects within connect_timeout, then sends AUTH (when password is
+  // non-empty) and SELECT (when endpoint.db != 0) as commands below.
   static Result<std::unique_ptr<Connection>> open(const Endpoint& endpoint,
                                                   const std::string& password,
                                                   std::chrono::milliseconds connect_timeout,
@@ -40,19 +34,29 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // One round trip. A transport failure (timeout, reset, refused, protocol)
-  // is an Error and leaves the connection broken(): throw it away. A Redis
-  // error reply (-ERR, -MOVED, -NOAUTH) is a Reply of type kError.
-  // SIGPIPE from a peer that went away is blocked and consumed on this thread.
-  Result<Reply> command(const std::vector<std::string_view>& args);
+  // One round trip, within deadline_for(command bytes, limits): the command
+  // is written and one reply read, bounded by `limits`. A transport failure
+  // (timeout, reset, refused), a malformed reply or one outside `limits` is
+  // an Error and leaves the connection broken(): throw it away. A Redis
+  // error reply (-ERR, -MOVED, -NOAUTH) is a Reply of type kError. Writes use
+  // MSG_NOSIGNAL: a peer that went away raises no SIGPIPE.
+  Result<Reply> command(const std::vector<std::string_view>& args,
+                        const ReplyLimits& limits = ReplyLimits::small());
+
+  // The whole operation's time: op_timeout, plus one second per 64 MiB the
+  // command and its reply may carry (a 256 MiB value: 4 s more), so a server
+  // that trickles bytes cannot hold a caller past it.
+  std::chrono::milliseconds deadline_for(uint64_t command_bytes, const ReplyLimits& limits) const;
 
   bool broken() const { return m_broken; }
 
  private:
-  explicit Connection(redisContext* context) : m_context(context) {}
-  Error transport_error(const std::string& what) const;
+  Connection(redisContext* context, std::chrono::milliseconds op_timeout)
+      : m_context(context), m_op_timeout(op_timeout) {}
+  Result<Reply> exchange(const std::string& name, std::string_view wire, const ReplyLimits& limits);
 
   redisContext* m_context;
+  const std::chrono::milliseconds m_op_timeout;
   bool m_broken = false;
 };
 

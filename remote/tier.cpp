@@ -146,7 +146,7 @@ void TierImpl::give_back(std::unique_ptr<Connection> conn) {
 }
 
 Result<Reply> TierImpl::call(const std::vector<std::string_view>& args,
-                             std::unique_ptr<Connection>* own) {
+                             std::unique_ptr<Connection>* own, const ReplyLimits& limits) {
   if (!m_breaker.allow()) {
     ++m_counters.breaker_rejected;
     return make_error(ErrorCode::kUnreachable,
@@ -164,7 +164,7 @@ Result<Reply> TierImpl::call(const std::vector<std::string_view>& args,
     }
     conn = std::move(*opened);
   }
-  auto reply = conn->command(args);
+  auto reply = conn->command(args, limits);
   if (!reply) {
     ++m_counters.errors;
     m_breaker.record_failure();
@@ -207,11 +207,11 @@ uint64_t TierImpl::max_sealed() const { return m_options.max_value + kEnvelopeHe
 
 std::optional<std::string> TierImpl::get(const Digest& key) {
   std::string name = value_key(key);
-  // hiredis 0.14 has no reply size limit and would read a whole GET reply:
-  // GETRANGE asks for one byte more than any acceptable value, so a larger
-  // one is seen (and refused) without being transferred.
+  // GETRANGE asks an honest server for one byte more than any acceptable
+  // value, so a larger one is seen (and refused) without being transferred;
+  // the reply's bounds refuse a dishonest server's larger reply unread.
   std::string last = std::to_string(max_sealed());
-  auto reply = call({"GETRANGE", name, "0", last}, nullptr);
+  auto reply = call({"GETRANGE", name, "0", last}, nullptr, value_limits(0));
   if (!reply) return std::nullopt;
   if (reply->type != Reply::Type::kString || reply->str.empty()) {  // GETRANGE of a missing key is ""
     ++m_counters.misses;

@@ -61,13 +61,18 @@ class TierImpl {
 
   // One command through the breaker. `own` is a thread's dedicated
   // connection (opened on demand, reset on failure); nullptr uses the pool.
-  // Transport failures and error replies are counted and returned as errors.
-  Result<Reply> call(const std::vector<std::string_view>& args, std::unique_ptr<Connection>* own);
+  // Transport failures, replies outside `limits` and error replies are
+  // counted and returned as errors.
+  Result<Reply> call(const std::vector<std::string_view>& args, std::unique_ptr<Connection>* own,
+                     const ReplyLimits& limits = ReplyLimits::small());
   Result<std::unique_ptr<Connection>> take_pooled();
   void give_back(std::unique_ptr<Connection> conn);
 
   // The largest value read back from Redis: max_value plus the envelope.
   uint64_t max_sealed() const;
+  // What a value read may return: GETRANGE's one byte more than max_sealed(),
+  // alone or (the lease poll) in an array of at most two elements.
+  ReplyLimits value_limits(size_t elements) const { return ReplyLimits::value(max_sealed() + 1, elements); }
   // Unwraps, verifies and validates a value read from Redis; counts the outcome.
   std::optional<std::string> accept_value(const Digest& key, std::string sealed);
 

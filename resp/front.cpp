@@ -107,8 +107,14 @@ Front::~Front() = default;
 
 FrontCounters Front::counters() const {
   const SharedState& s = m_impl->m_shared;
-  return FrontCounters{s.connections.load(), s.commands.load(), s.refused_peers.load(), s.protocol_errors.load(),
-                       s.connected.load()};
+  FrontCounters c;
+  c.connections = s.connections.load();
+  c.commands = s.commands.load();
+  c.refused_peers = s.refused_peers.load();
+  c.protocol_errors = s.protocol_errors.load();
+  c.cross_protocol = s.cross_protocol.load();
+  c.open_connections = s.connected.load();
+  return c;
 }
 
 LeaseStats Front::lease_stats() const { return m_impl->m_shared.leases.stats(); }

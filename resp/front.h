@@ -111,6 +111,7 @@ struct FrontCounters {
   uint64_t commands = 0;         // commands executed
   uint64_t refused_peers = 0;    // wrong uid, or over max_connections
   uint64_t protocol_errors = 0;  // connections closed for malformed RESP
+  uint64_t cross_protocol = 0;   // connections closed by the cross-protocol guard (HTTP and the like)
   uint64_t open_connections = 0;  // admitted and open right now
 };
 
@@ -154,6 +155,9 @@ class RespParser {
   void feed(std::string_view data);
   Result<std::optional<std::vector<std::string>>> next();
   size_t buffered() const { return m_buf.size() - m_pos; }  // bytes not yet consumed
+  // Whether the command next() returned last was an inline (text line)
+  // command rather than a RESP array: the front's cross-protocol guard.
+  bool last_was_inline() const { return m_last_inline; }
 
  private:
   Result<std::optional<std::string_view>> take_line(size_t limit, const char* what);
@@ -174,6 +178,7 @@ class RespParser {
   uint64_t m_command_bytes = 0;
   std::vector<std::string> m_args;
   bool m_poisoned = false;
+  bool m_last_inline = false;
 };
 
 }  // namespace ccpool::resp

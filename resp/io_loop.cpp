@@ -23,12 +23,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <deque>
 #include <optional>
 #include <unordered_set>
 #include <vector>
+
+#include <spdlog/spdlog.h>
 
 #include "base/thread_annotations.h"
 
@@ -47,6 +53,28 @@ constexpr size_t kDeferredOverhead = 64;      // backlog charged per waiting SET
 
 void send_best_effort(int fd, std::string_view text) {
   [[maybe_unused]] ssize_t n = send(fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// At most one warning per kWarnEveryMs for the whole process: a page that
+// keeps posting must not fill the log.
+constexpr int64_t kWarnEveryMs = 10'000;
+std::atomic<int64_t> g_last_cross_protocol_warning{INT64_MIN / 2};
+
+void warn_cross_protocol(const SharedState& shared, std::string_view first_word, bool tcp) {
+  int64_t now = unix_now_ms();
+  int64_t last = g_last_cross_protocol_warning.load();
+  if (now - last < kWarnEveryMs || !g_last_cross_protocol_warning.compare_exchange_strong(last, now)) return;
+  std::string word(first_word.substr(0, 16));
+  for (char& c : word) c = std::isprint(static_cast<unsigned char>(c)) ? c : '?';
+  spdlog::warn("resp: closed a {} connection that began '{}' without running it: possible cross-protocol attack "
+               "(an HTTP request from a browser or an SSRF); {} such connection(s) so far",
+               tcp ? "TCP" : "Unix-socket", word, shared.cross_protocol.load());
 }
 
 }  // namespace
@@ -110,6 +138,8 @@ struct Connection {
   std::string out;      // replies not yet written, from out_pos
   size_t out_pos = 0;
   bool pre_auth = false;  // counted in SharedState::unauthenticated, small parser bounds
+  bool tcp = false;       // accepted on the TCP listener
+  bool spoke_resp = false;  // sent a well-formed RESP array command (TCP: inline allowed from then on)
   bool read_eof = false;
   bool closing = false;  // QUIT or a protocol error: write what is queued, then close
   uint32_t events = 0;   // what epoll watches now
@@ -203,6 +233,7 @@ void IoLoop::accept_from(int listener) {
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
     auto conn = std::make_unique<Connection>(std::move(owned), m_shared, m_config, m_next_serial++);
+    conn->tcp = listener == m_config.tcp_listener;
     Connection* raw = conn.get();
     conn->session.set_deferral([this, raw](size_t value_bytes) { return defer(*raw, value_bytes); });
     if (!conn->session.authenticated()) {
@@ -313,6 +344,8 @@ bool IoLoop::process(Connection& conn) {
         }
       } else if (!*next) {
         return false;
+      } else if (refuse_cross_protocol(conn, **next, sink)) {
+        conn.closing = true;
       } else if (!conn.waiting.empty() && !Session::may_defer(**next)) {
         conn.held = std::move(**next);
         return false;
@@ -326,6 +359,31 @@ bool IoLoop::process(Connection& conn) {
     if (conn.session.quit_requested()) conn.closing = true;
   }
   return false;
+}
+
+// The cross-protocol guard: bytes that are not a Redis client's. An HTTP
+// request's first two lines are "POST ..." (or another method) and "Host:
+// ...": redis-server closes a connection whose command is POST or Host: with
+// no reply, and so does the front, on both listeners. That alone misses
+// other methods without a Host header (HTTP/1.0), so on TCP, where a browser
+// or an SSRF can reach the port, an inline command before the connection's
+// first RESP array is refused too: Redis clients send arrays, and a
+// cross-protocol sender cannot make its first line one. (A password on TCP
+// would not do: Triton's Redis settings carry no password.) true: close.
+bool IoLoop::refuse_cross_protocol(Connection& conn, const std::vector<std::string>& argv, std::string& sink) {
+  bool http = iequals(argv[0], "post") || iequals(argv[0], "host:");
+  bool inline_first = conn.tcp && !conn.spoke_resp && conn.parser.last_was_inline();
+  if (!http && !inline_first) {
+    if (!conn.parser.last_was_inline()) conn.spoke_resp = true;
+    return false;
+  }
+  if (!http) {
+    reply::error(sink, "ERR ccpool front: on TCP the first command must be a RESP array (a Redis client's); "
+                       "inline text first is refused as a possible cross-protocol request (docs/resp-front.md)");
+  }
+  m_shared.cross_protocol.fetch_add(1);
+  warn_cross_protocol(m_shared, argv[0], conn.tcp);
+  return true;
 }
 
 // Called by Session while it executes a deferrable SET on this loop's thread.

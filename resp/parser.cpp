@@ -210,6 +210,7 @@ Result<std::optional<std::vector<std::string>>> RespParser::next() {
         if (m_buf[m_pos] != '*') {
           CCPOOL_TRY_ASSIGN(auto args, parse_inline());
           if (args && args->empty()) continue;  // blank line: a keep-alive, ignored
+          m_last_inline = true;
           return args;
         }
         CCPOOL_TRY_ASSIGN(auto line, take_line(kHeaderMax, "mbulk count"));
@@ -234,6 +235,7 @@ Result<std::optional<std::vector<std::string>>> RespParser::next() {
         m_discarding = false;
         continue;
       }
+      m_last_inline = false;
       return std::optional<std::vector<std::string>>(std::move(m_args));
     }
   }();

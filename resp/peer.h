@@ -1,5 +1,5 @@
 // Who is on the other end of an accepted TCP connection (a Unix socket's peer
-// comes from base/unix_socket.h). Internal to ccpool_resp.
+// comes from base/unix_socket.h). Used by the front and by service/metrics_server.cpp.
 #pragma once
 
 #include <netinet/in.h>

@@ -272,18 +272,29 @@ struct Commands {
                           "ERR AUTH <password> called without any password configured for the default user. "
                           "Are you sure your configuration is correct?");
     }
-    if (!try_auth(s, argv.size() == 3 ? argv[1] : "default", argv.back())) {
-      return reply::error(out, "WRONGPASS invalid username-password pair or user is disabled.");
-    }
+    std::string refused = try_auth(s, argv.size() == 3 ? argv[1] : "default", argv.back());
+    if (!refused.empty()) return reply::error(out, refused);
     reply::ok(out);
   }
   // A wrong password counts; the kMaxAuthFailures-th closes the connection
-  // (after its reply), so guessing costs a reconnect every few tries.
-  static bool try_auth(Session& s, std::string_view user, std::string_view password) {
-    bool good = user == "default" && constant_time_equal(password, shared(s).password);
-    if (good) s.m_authenticated = true;
-    if (!good && ++s.m_auth_failures >= kMaxAuthFailures) s.m_quit = true;
-    return good;
+  // (after its reply), so guessing costs a reconnect every few tries, and the
+  // front-wide AuthBudget bounds the tries of all connections together.
+  // Returns the error reply, empty when authenticated.
+  static std::string try_auth(Session& s, std::string_view user, std::string_view password) {
+    SharedState& st = shared(s);
+    if (int64_t wait = st.auth_budget.locked_for(st.now()); wait > 0) {
+      if (++s.m_auth_failures >= kMaxAuthFailures) s.m_quit = true;
+      return "ERR too many wrong AUTH passwords on this ccpool front; AUTH is refused for " + std::to_string(wait) +
+             " ms more";
+    }
+    bool good = user == "default" && constant_time_equal(password, st.password);
+    if (good) {
+      s.m_authenticated = true;
+      return "";
+    }
+    st.auth_budget.failed(st.now());
+    if (++s.m_auth_failures >= kMaxAuthFailures) s.m_quit = true;
+    return "WRONGPASS invalid username-password pair or user is disabled.";
   }
 
   static void client(Session& s, Args& argv, std::string& out);
@@ -374,9 +385,8 @@ void Commands::hello(Session& s, Args& argv, std::string& out) {
   for (size_t i = 2; i < argv.size(); ++i) {
     bool more = argv.size() - i - 1;
     if (iequals(argv[i], "auth") && argv.size() - i - 1 >= 2) {
-      if (!try_auth(s, argv[i + 1], argv[i + 2])) {
-        return reply::error(out, "WRONGPASS invalid username-password pair or user is disabled.");
-      }
+      std::string refused = try_auth(s, argv[i + 1], argv[i + 2]);
+      if (!refused.empty()) return reply::error(out, refused);
       auth_given = true;
       i += 2;
     } else if (iequals(argv[i], "setname") && more) {
@@ -438,7 +448,8 @@ void Commands::info(Session& s, Args&, std::string& out) {
       "\r\ntotal_commands_processed:" + std::to_string(st.commands.load()) +
       "\r\nrejected_connections:" + std::to_string(st.refused_peers.load()) +
       "\r\nccpool_refused_peers:" + std::to_string(st.refused_peers.load()) +
-      "\r\nccpool_protocol_errors:" + std::to_string(st.protocol_errors.load()) + "\r\n";
+      "\r\nccpool_protocol_errors:" + std::to_string(st.protocol_errors.load()) +
+      "\r\nccpool_cross_protocol:" + std::to_string(st.cross_protocol.load()) + "\r\n";
   reply::bulk(out, text);
 }
 

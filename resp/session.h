@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "resp/auth_budget.h"
 #include "resp/front.h"
 #include "resp/lease_table.h"
 
@@ -33,6 +34,8 @@ struct SharedState {
   std::atomic<uint64_t> commands{0};
   std::atomic<uint64_t> refused_peers{0};
   std::atomic<uint64_t> protocol_errors{0};
+  std::atomic<uint64_t> cross_protocol{0};  // connections closed by IoLoop's cross-protocol guard
+  AuthBudget auth_budget;  // wrong passwords, front-wide
   // CCPOOL.LEASE: single-flight for values computed by the clients.
   LeaseTable leases;
   std::chrono::milliseconds max_lease_wait{kDefaultMaxLeaseWait};

@@ -7,12 +7,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <vector>
 
 #include <spdlog/spdlog.h>
+
+#include "resp/peer.h"
 
 namespace ccpool::service {
 namespace {
@@ -53,7 +56,34 @@ struct Connection {
   // destroys the reply in flight.
   bool draining = false;
   Clock::time_point deadline;
+  uid_t uid = 0;
 };
+
+void send_busy(int fd, uid_t uid) {
+  std::string busy = plain("503 Service Unavailable", "uid " + std::to_string(uid) + " has " +
+                                                          std::to_string(MetricsServer::kMaxPerUid) +
+                                                          " connections open here already");
+  [[maybe_unused]] ssize_t n = ::send(fd, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+// One more connection of `uid` may open: below its kMaxPerUid, or by closing
+// (503) its oldest connection still waiting for a request. false: every one
+// of its connections is being answered.
+bool make_room_for(std::vector<Connection>& conns, uid_t uid) {
+  size_t open = 0;
+  Connection* oldest_idle = nullptr;
+  for (Connection& c : conns) {
+    if (c.uid != uid || !c.fd) continue;
+    ++open;
+    if (!c.replying && (!oldest_idle || c.deadline < oldest_idle->deadline)) oldest_idle = &c;
+  }
+  if (open < MetricsServer::kMaxPerUid) return true;
+  if (!oldest_idle) return false;
+  send_busy(oldest_idle->fd.get(), uid);
+  oldest_idle->fd.reset();
+  std::erase_if(conns, [](const Connection& c) { return !c.fd; });
+  return true;
+}
 
 }  // namespace
 
@@ -99,7 +129,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(int port, Render ren
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::listen(fd.get(), 16) != 0) {
+      ::listen(fd.get(), 64) != 0) {
     return make_error(ErrorCode::kIo, "cannot listen on 127.0.0.1:" + std::to_string(port) +
                                           " for metrics: " + std::strerror(errno) +
                                           "; pick another --metrics-port");
@@ -190,8 +220,16 @@ void MetricsServer::run() {
       while (conns.size() < kMaxConnections) {
         int fd = ::accept4(m_listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;
+        UniqueFd accepted(fd);
+        auto uid = resp::tcp_peer_uid(fd);
+        if (!uid) continue;  // gone already, or unknowable: not worth a slot
+        if (!make_room_for(conns, *uid)) {
+          send_busy(fd, *uid);
+          continue;
+        }
         Connection c;
-        c.fd = UniqueFd(fd);
+        c.fd = std::move(accepted);
+        c.uid = *uid;
         c.deadline = Clock::now() + std::chrono::milliseconds(kIoTimeoutMs);
         conns.push_back(std::move(c));
       }

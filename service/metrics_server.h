@@ -1,9 +1,14 @@
 // `GET /metrics` on 127.0.0.1:PORT: a minimal HTTP/1.1 responder on a thread of
 // its own, so a slow or hostile scraper never touches the I/O thread or the
-// arena. Bounds: kMaxConnections open at once (more wait in the backlog), a
-// request of at most kMaxRequestBytes, kIoTimeout to read a request and to
-// write its reply; every reply closes its connection. Answers GET and HEAD of
-// /metrics (200), other paths (404), other methods (405), bad requests (400).
+// arena. Bounds: kMaxConnections open at once (more wait in the backlog), at
+// most kMaxPerUid of them from one local uid (the peer's uid comes from the
+// kernel, as for the Redis front's TCP port; one more closes, with a 503, that
+// uid's oldest connection still waiting for its request), a request of at
+// most kMaxRequestBytes, kIoTimeout to read a
+// request and to write its reply; every reply closes its connection. So any
+// local user may scrape, but no user can hold the endpoint away from the
+// others by keeping idle connections open. Answers GET and HEAD of /metrics
+// (200), other paths (404), other methods (405), bad requests (400).
 #pragma once
 
 #include <functional>
@@ -19,7 +24,8 @@ namespace ccpool::service {
 
 class MetricsServer {
  public:
-  static constexpr size_t kMaxConnections = 8;
+  static constexpr size_t kMaxConnections = 64;
+  static constexpr size_t kMaxPerUid = 4;
   static constexpr size_t kMaxRequestBytes = 8192;
   static constexpr int kIoTimeoutMs = 5000;
 

@@ -348,6 +348,29 @@ TEST(CacheCliTest, ExportImportBetweenTwoStores) {
   EXPECT_EQ(again["skipped"], 5);
 }
 
+// Issue 23: export wrote its temporary file at the predictable FILE.tmp with
+// fopen("wb"), following a symlink another user planted there (into a file
+// of the exporting user's choosing) or clobbering what was there. It must be
+// created the way write_file_atomic does: a fresh name, O_EXCL, O_NOFOLLOW.
+TEST(CacheCliTest, ExportFollowsNoPlantedTemporaryFile) {
+  std::string a = dir_of("a"), archive = dir_of("out.ccpool"), victim = dir_of("victim");
+  fill(a, 3);
+  ASSERT_TRUE(write_file_atomic(victim, "the victim's bytes\n", 0644));
+  ASSERT_EQ(::symlink(victim.c_str(), (archive + ".tmp").c_str()), 0);
+  CliRun exported = ccpool("cache export " + archive + " --json --dir " + a);
+  ASSERT_EQ(exported.code, 0) << exported.err;
+  EXPECT_EQ(parse(exported)["entries"], 3);
+  EXPECT_EQ(*read_file(victim), "the victim's bytes\n");
+  struct stat st{};
+  ASSERT_EQ(::lstat((archive + ".tmp").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the planted link was replaced";
+  ASSERT_EQ(::lstat(archive.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 077, 0u) << "an archive of the store is private";
+  std::string b = dir_of("b");
+  EXPECT_EQ(parse(ccpool("cache import " + archive + " --json --dir " + b))["entries"], 3);
+}
+
 // docs/cli.md: verify, gc, export and import draw a progress bar on stderr when it is a TTY,
 // and only then.
 TEST(CacheCliTest, ProgressBarsOnATerminalOnly) {

@@ -121,6 +121,56 @@ class MetricsTest(ServiceCase):
             for s in idle:
                 s.close()
 
+    def test_idle_connections_of_one_uid_cannot_starve_a_scraper(self):
+        """Issue 23: any local user could hold the endpoint's 8 connections (and
+        queue more behind them), so a scraper was answered only after idle ones
+        hit their deadline. Now one uid holds at most kMaxPerUid (4): another
+        uid's scrape is answered at once while uid 65534 keeps 64 idle
+        connections coming. Counted: none of the holder's connections may have
+        been closed by its deadline (EOF without a reply) before the scrape."""
+        if os.geteuid() != 0 or shutil.which("setpriv") is None or shutil.which("curl") is None:
+            self.skipTest("needs root, setpriv and curl to hold connections as uid 65534 and scrape as root")
+        self.start_service("--metrics-port", "0")
+        port = self.status()["metrics_port"]
+        holder_src = r"""
+import errno, json, select, socket, sys
+port = int(sys.argv[1])
+socks = []
+for _ in range(64):
+    s = socket.socket()
+    s.setblocking(False)
+    s.connect_ex(("127.0.0.1", port))
+    socks.append(s)
+select.select([], socks, [], 3)  # connected (or queued by the kernel)
+print("ready", flush=True)
+sys.stdin.readline()
+seen = {"open": 0, "refused_503": 0, "closed_silently": 0, "other": 0}
+for s in socks:
+    try:
+        data = s.recv(4096)
+        kind = "refused_503" if data.startswith(b"HTTP/1.1 503") else "closed_silently" if not data else "other"
+    except OSError as e:
+        kind = "open" if e.errno in (errno.EAGAIN, errno.EWOULDBLOCK) else "closed_silently"
+    seen[kind] += 1
+print(json.dumps(seen), flush=True)
+"""
+        holder = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                   "/usr/bin/python3", "-c", holder_src, str(port)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.clients.append(holder)
+        self.assertEqual(holder.stdout.readline().strip(), "ready")
+        scrape = subprocess.run(["curl", "-s", "-m", "120", "-o", "-", "-w", "\n%{http_code}",
+                                 f"http://127.0.0.1:{port}/metrics"], capture_output=True, text=True, timeout=150)
+        holder.stdin.write("report\n")
+        holder.stdin.flush()
+        seen = json.loads(holder.stdout.readline())
+        holder.wait(30)
+        self.assertTrue(scrape.stdout.endswith("\n200"), scrape.stdout[-300:])
+        self.assertIn("ccpool_requests_received_total", scrape.stdout)
+        self.assertEqual(seen["closed_silently"], 0, f"the scrape waited for idle connections to time out: {seen}")
+        self.assertEqual(seen["open"], 4, seen)
+        self.assertEqual(seen["refused_503"], 60, seen)
+
     def test_cluster_tier_series_and_latency_histogram(self):
         self.need("promtool")
         self.need("gcc")

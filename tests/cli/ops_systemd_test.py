@@ -4,6 +4,7 @@ compile through `ccpool exec` succeeds and is counted; after an idle exit the
 next connection on the same listening socket starts a new instance (what the
 socket unit does); journal-stream logging carries priorities. Exit 125 when
 systemd-socket-activate or gcc is absent."""
+import json
 import os
 import select
 import shutil
@@ -135,6 +136,68 @@ class SystemdTest(ServiceCase):
         self.assertIn(f"systemd passed a socket bound to '{other}' but the service's socket is '{self.sock}'",
                       r.stderr.decode())
         listener.close()
+
+    def test_system_unit_serves_its_user(self):
+        """docs/deploy.md's system unit per user (issue 23): systemd (root) owns
+        the listening socket (ListenStream=/run/ccpool-UID/sock, SocketUser=,
+        SocketMode=0600), the directory comes from tmpfiles.d (`d ... 0700 USER
+        USER`), and the service runs with User=. So SO_PEERCRED on the socket
+        names root, not the user: the user's clients must still be served
+        rather than fall back to local compiles. Here this process plays
+        systemd's part with the same calls, for uid 65534."""
+        if os.geteuid() != 0:
+            self.skipTest("playing systemd's part (a root-owned listener, a service started with User=) needs root")
+        for tool in ("setpriv", "gcc"):
+            if shutil.which(tool) is None:
+                self.skipTest(f"{tool} is not installed")
+        uid = gid = 65534
+        as_user = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
+        os.chmod(self.dir, 0o755)
+        run_dir = self.path("run-65534")  # d /run/ccpool-65534 0700 nobody nogroup -
+        store = self.path("store-65534")
+        work = self.path("work-65534")
+        for d in (run_dir, store, work):
+            os.makedirs(d, mode=0o700)
+            os.chown(d, uid, gid)
+        with open(os.path.join(work, "k.c"), "w") as f:
+            f.write(SOURCE)
+        os.chown(os.path.join(work, "k.c"), uid, gid)
+        sock = os.path.join(run_dir, "sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # systemd (pid 1, root) binds and listens
+        listener.bind(sock)
+        os.chown(sock, uid, gid)  # SocketUser=
+        os.chmod(sock, 0o600)     # SocketMode=0600
+        listener.listen(64)
+        listen_fd = listener.fileno()
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": work, "CCPOOL_NO_AUTOSTART": "1"}
+        service = subprocess.Popen(
+            [*as_user, "/bin/sh", "-c", 'LISTEN_PID=$$ exec "$@"', "sh",
+             CCPOOL, "serve", "--socket", sock, "--dir", store, "--no-resp", "--jobs", "2", "--idle-timeout", "10m"],
+            env=dict(env, LISTEN_FDS="1"), cwd=work, close_fds=False,
+            preexec_fn=lambda: (os.dup2(listen_fd, 3), os.set_inheritable(3, True)),
+            stdout=open(self.path("serve.out"), "wb"), stderr=subprocess.STDOUT)
+        self.extra.append(service)
+        listener.close()
+
+        def user_run(*args):
+            r = subprocess.run([*as_user, CCPOOL, *args], env=env, cwd=work, capture_output=True, timeout=120)
+            return r.returncode, r.stdout.decode(), r.stderr.decode()
+
+        def serving():
+            if service.poll() is not None:
+                raise AssertionError(f"ccpool serve exited {service.returncode}: {self.read('serve.out', '')}")
+            return "serving on" in self.read("serve.out", "")
+        wait_until(serving, "the service to serve")
+        rc, _, err = user_run("exec", "--socket", sock, "--", "gcc", "-c", "k.c", "-o", "k.o")
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("refusing", err)
+        rc, out, err = user_run("status", "--socket", sock, "--json")
+        self.assertEqual(rc, 0, f"the user cannot reach the service: {err}")
+        s = json.loads(out)
+        self.assertEqual((s["requests"], s["misses"], s["executions"], s["fallbacks"]), (1, 1, 1, 0))
+        self.assertEqual(os.stat(os.path.join(work, "k.o")).st_uid, uid)
+        service.send_signal(signal.SIGTERM)
+        self.assertEqual(service.wait(60), 0)
 
     def test_journal_stream_lines_carry_priorities(self):
         """With JOURNAL_STREAM naming its stderr, every log line is "<N>text"."""

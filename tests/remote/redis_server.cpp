@@ -123,7 +123,13 @@ Result<remote::Reply> RedisServer::command(const std::vector<std::string_view>& 
   ep.port = m_port;
   CCPOOL_TRY_ASSIGN(auto conn, remote::Connection::open(ep, password, std::chrono::seconds(2),
                                                         std::chrono::seconds(2)));
-  return conn->command(args);
+  // The test's own server: generous bounds (KEYS, large planted values).
+  remote::ReplyLimits limits;
+  limits.max_bulk = 1ull << 30;
+  limits.max_elements = 1u << 20;
+  limits.max_depth = 4;
+  limits.max_total = 2ull << 30;
+  return conn->command(args, limits);
 }
 
 }  // namespace ccpool::testing

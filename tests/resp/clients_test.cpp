@@ -170,6 +170,55 @@ TEST(RedisPy, InductorAndTritonRemoteCacheCalls) {
   EXPECT_NE(out.text.find("0 failure(s)"), std::string::npos) << out.text;
 }
 
+// Cross-protocol requests (issue 23): a web page in the user's own browser, or
+// any same-uid SSRF, can make an HTTP client send its request to the front's
+// TCP port. Its lines must never run as commands. Real curl, then a Redis
+// client checks that nothing was written.
+void require_curl() { require_tool("command -v curl", "curl is missing"); }
+
+std::string write_body(const std::string& dir, const std::string& keys_prefix) {
+  std::string path = dir + "/body.txt";
+  std::ofstream out(path, std::ios::binary);
+  out << "SET " << keys_prefix << "1 pwned\r\n"
+      << "*3\r\n$3\r\nSET\r\n$" << keys_prefix.size() + 1 << "\r\n" << keys_prefix << "2\r\n$5\r\npwned\r\n";
+  return path;
+}
+
+TEST(CrossProtocol, CurlPostToTheTcpPortRunsNothing) {
+  require_curl();
+  require_redis_cli();
+  std::string dir = ccpool::testing::scratch_dir();
+  ServerProcess server(dir);
+  ASSERT_TRUE(server.ready());
+  std::string body = write_body(dir, "post:");
+  // What a browser's form POST sends; curl gives up on the non-HTTP answer (or the close).
+  Output post = shell("curl -s -m 20 -o /dev/null --data-binary @" + body + " http://127.0.0.1:" +
+                      std::to_string(server.port()) + "/");
+  EXPECT_NE(post.status, 28) << "curl timed out: the front kept the connection open\n" << post.text;
+  EXPECT_EQ(shell(server.cli_unix() + "EXISTS post:1 post:2").text, "0\n");
+  // A Redis client still works on TCP.
+  EXPECT_EQ(shell(server.cli_tcp() + "SET after ok").text, "OK\n");
+  std::string stats = shell(server.cli_unix() + "INFO stats").text;
+  EXPECT_NE(stats.find("ccpool_cross_protocol:1"), std::string::npos) << stats;
+}
+
+TEST(CrossProtocol, CurlRequestWithoutPostOrHostRunsNothingOnTcp) {
+  // redis-server's guard looks for POST and Host: only. An HTTP/1.0 PUT with
+  // no Host header passes it; on TCP the front also refuses any inline
+  // command before the first RESP array, so the body still never runs.
+  require_curl();
+  require_redis_cli();
+  std::string dir = ccpool::testing::scratch_dir();
+  ServerProcess server(dir);
+  ASSERT_TRUE(server.ready());
+  std::string body = write_body(dir, "put:");
+  Output put = shell("curl -s -m 20 -o /dev/null -0 -X PUT -H 'Host:' --data-binary @" + body +
+                     " http://127.0.0.1:" + std::to_string(server.port()) + "/");
+  EXPECT_NE(put.status, 28) << "curl timed out: the front kept the connection open\n" << put.text;
+  EXPECT_EQ(shell(server.cli_unix() + "EXISTS put:1 put:2").text, "0\n");
+  EXPECT_EQ(shell(server.cli_tcp() + "SET after ok").text, "OK\n");
+}
+
 void require_root_and_setpriv() {
   if (geteuid() != 0) {
     std::fprintf(stderr, "SKIP: cross-uid tests need root to run clients as uid 65534\n");

@@ -88,6 +88,51 @@ TEST_F(FrontTest, ProtocolErrorClosesOnlyThatConnection) {
   EXPECT_EQ(m_front->counters().protocol_errors, 1u);
 }
 
+// The cross-protocol guard (issue 23). redis-server closes a connection whose
+// command is POST or Host: (an HTTP request), without a reply; so does the
+// front, on both listeners. On TCP the front also refuses an inline command
+// before the connection's first RESP array: a browser or an SSRF can send
+// text lines to a loopback port, never a well-formed array first.
+TEST_F(FrontTest, HttpRequestsCloseTheConnectionUnexecutedOnBothListeners) {
+  start();
+  const std::string http = "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 20\r\n\r\nSET http 1\r\n" +
+                           command({"SET", "http2", "1"});
+  UniqueFd tcp = connect_tcp(m_front->tcp_port());
+  UniqueFd local = connect_unix(m_front->unix_path());
+  ASSERT_TRUE(tcp && local);
+  ASSERT_TRUE(send_all(tcp.get(), http));
+  ASSERT_TRUE(send_all(local.get(), http));
+  EXPECT_EQ(read_to_close(tcp.get()), "");
+  EXPECT_EQ(read_to_close(local.get()), "");
+  // A Host: line after well-formed commands closes too (redis-server checks every command).
+  UniqueFd later = connect_tcp(m_front->tcp_port());
+  ASSERT_TRUE(send_all(later.get(), command({"PING"}) + "Host: example\r\n" + command({"SET", "http3", "1"})));
+  EXPECT_EQ(read_to_close(later.get()), "+PONG\r\n");
+  EXPECT_EQ(m_kv.size(), 0u);
+  EXPECT_EQ(m_front->counters().cross_protocol, 3u);
+  EXPECT_EQ(m_front->counters().commands, 1u);
+}
+
+TEST_F(FrontTest, OnTcpNoInlineCommandBeforeTheFirstArray) {
+  start();
+  UniqueFd first_inline = connect_tcp(m_front->tcp_port());
+  ASSERT_TRUE(first_inline);
+  ASSERT_TRUE(send_all(first_inline.get(), "PUT / HTTP/1.0\r\nSET put 1\r\n" + command({"SET", "put2", "1"})));
+  std::string refused = read_to_close(first_inline.get());
+  EXPECT_EQ(refused.rfind("-ERR ccpool front: ", 0), 0u) << refused;
+  EXPECT_EQ(m_kv.size(), 0u);
+  EXPECT_EQ(m_front->counters().cross_protocol, 1u);
+  // After an array command, inline commands are served (redis-cli typed by hand, keep-alives).
+  UniqueFd resp_first = connect_tcp(m_front->tcp_port());
+  ASSERT_TRUE(resp_first);
+  EXPECT_EQ(round_trip(resp_first.get(), command({"PING"}) + "SET ok 1\r\n", 12), "+PONG\r\n+OK\r\n");
+  // The Unix socket (mode 0600, same uid only, unreachable from a browser) takes inline commands first.
+  UniqueFd local = connect_unix(m_front->unix_path());
+  ASSERT_TRUE(local);
+  EXPECT_EQ(round_trip(local.get(), "PING\r\n", 7), "+PONG\r\n");
+  EXPECT_EQ(m_front->counters().cross_protocol, 1u);
+}
+
 TEST_F(FrontTest, HugeDeclaredLengthThenCloseLeavesTheFrontServing) {
   start();
   {
@@ -218,7 +263,7 @@ int ping_as_nobody(const sockaddr* addr, socklen_t len, int family, const char* 
     int fd = socket(family, SOCK_STREAM, 0);
     if (connect(fd, addr, len) != 0) _exit(2);
     if (extra) [[maybe_unused]] ssize_t w = send(fd, extra, strlen(extra), MSG_NOSIGNAL);
-    const char ping[] = "PING\r\n";
+    const char ping[] = "*1\r\n$4\r\nPING\r\n";  // an array, as Redis clients send (TCP refuses inline first)
     [[maybe_unused]] ssize_t w = send(fd, ping, sizeof(ping) - 1, MSG_NOSIGNAL);
     char reply[256] = {};
     size_t got = 0;
@@ -342,7 +387,7 @@ TEST(CrossUidTest, OtherUidOnTcpGetsInOnlyWithThePassword) {
   in.sin_port = htons(static_cast<uint16_t>((*front)->tcp_port()));
   in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   EXPECT_EQ(ping_as_nobody(reinterpret_cast<sockaddr*>(&in), sizeof(in), AF_INET, nullptr), 3);
-  EXPECT_EQ(ping_as_nobody(reinterpret_cast<sockaddr*>(&in), sizeof(in), AF_INET, "AUTH pw\r\n"), 0);
+  EXPECT_EQ(ping_as_nobody(reinterpret_cast<sockaddr*>(&in), sizeof(in), AF_INET, "*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n"), 0);
   EXPECT_EQ((*front)->counters().refused_peers, 0u);
 }
 

@@ -158,6 +158,56 @@ TEST_F(AuthSessionTest, HelloCanAuthenticate) {
   EXPECT_EQ(run({"CLIENT", "GETNAME"}), "$1\r\nx\r\n");
 }
 
+// Issue 23: wrong passwords were limited per connection only, so a client
+// that reconnects could guess thousands a second. The budget is front-wide:
+// 10 wrong passwords on any connections, then AUTH (even the right password,
+// so guessing learns nothing) is refused for 1 s, then 2 s, ... up to 60 s.
+TEST_F(AuthSessionTest, WrongPasswordsOnAnyConnectionsLockAuthFrontWide) {
+  const std::string wrong = "-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+  auto attempt = [&](const std::string& password) {
+    Session fresh(m_shared);  // a new connection for every try: the per-connection limit never bites
+    std::vector<std::string> argv{"AUTH", password};
+    std::string out;
+    fresh.execute(argv, out);
+    return out;
+  };
+  for (int i = 0; i < AuthBudget::kFailures; ++i) EXPECT_EQ(attempt("guess" + std::to_string(i)), wrong) << i;
+  EXPECT_EQ(attempt("s3cret"),
+            "-ERR too many wrong AUTH passwords on this ccpool front; AUTH is refused for 1000 ms more\r\n");
+  m_now += 999;
+  EXPECT_EQ(attempt("s3cret").substr(0, 40), "-ERR too many wrong AUTH passwords on th");
+  m_now += 1;
+  EXPECT_EQ(attempt("s3cret"), "+OK\r\n");
+  // The next lockout lasts twice as long; the ones after double up to 60 s.
+  for (int i = 0; i < AuthBudget::kFailures; ++i) EXPECT_EQ(attempt("again"), wrong);
+  EXPECT_EQ(attempt("s3cret"),
+            "-ERR too many wrong AUTH passwords on this ccpool front; AUTH is refused for 2000 ms more\r\n");
+  int64_t lockout = 2000;
+  for (int round = 0; round < 8; ++round) {
+    m_now += lockout;
+    for (int i = 0; i < AuthBudget::kFailures; ++i) EXPECT_EQ(attempt("again"), wrong);
+    lockout = std::min<int64_t>(lockout * 2, AuthBudget::kMaxLockoutMs);
+    EXPECT_EQ(attempt("s3cret"), "-ERR too many wrong AUTH passwords on this ccpool front; AUTH is refused for " +
+                                     std::to_string(lockout) + " ms more\r\n");
+  }
+  EXPECT_EQ(lockout, 60'000);
+  EXPECT_EQ(m_shared.auth_budget.lockouts(), 10u);
+  // A refusal during a lockout counts towards the connection's own limit (HELLO AUTH too).
+  Session one(m_shared);
+  for (int i = 0; i < kMaxAuthFailures; ++i) {
+    std::vector<std::string> argv{"HELLO", "2", "AUTH", "default", "s3cret"};
+    std::string out;
+    one.execute(argv, out);
+    EXPECT_EQ(out.substr(0, 40), "-ERR too many wrong AUTH passwords on th");
+  }
+  EXPECT_TRUE(one.quit_requested());
+  // Ten quiet minutes forget the history: the next lockout is 1 s again.
+  m_now += AuthBudget::kForgetMs + 60'000;
+  for (int i = 0; i < AuthBudget::kFailures; ++i) EXPECT_EQ(attempt("later"), wrong);
+  EXPECT_EQ(attempt("s3cret"),
+            "-ERR too many wrong AUTH passwords on this ccpool front; AUTH is refused for 1000 ms more\r\n");
+}
+
 TEST_F(SessionTest, AuthWithoutPasswordConfiguredIsAnError) {
   EXPECT_EQ(run({"AUTH", "x"}).substr(0, 51), "-ERR AUTH <password> called without any password co");
 }

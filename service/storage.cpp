@@ -25,12 +25,21 @@ std::optional<cache::Entry> Storage::read_local(const Digest& key, Bodies bodies
 }
 
 std::optional<Found> Storage::get(const Digest& key, Bodies bodies, Touch touch) {
+  if (auto local = get_local(key, bodies, touch)) return local;
+  return get_remote(key, bodies, touch);
+}
+
+std::optional<Found> Storage::get_local(const Digest& key, Bodies bodies, Touch touch) {
   auto started = std::chrono::steady_clock::now();
   std::optional<cache::Entry> local = read_local(key, bodies, touch);
   m_local_latency.observe_since(started);
   if (local) return Found{std::move(*local), Source::kLocal};
+  return std::nullopt;
+}
+
+std::optional<Found> Storage::get_remote(const Digest& key, Bodies bodies, Touch touch) {
   if (m_tier == nullptr) return std::nullopt;
-  started = std::chrono::steady_clock::now();
+  auto started = std::chrono::steady_clock::now();
   std::optional<std::string> packed = m_tier->get(key);
   m_tier_latency.observe_since(started);
   if (!packed || !adopt_packed(key, *packed)) return std::nullopt;

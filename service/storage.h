@@ -53,6 +53,11 @@ class Storage {
   // corrupt local entry was already evicted by the store).
   std::optional<Found> get(const Digest& key, Bodies bodies = Bodies::kWith,
                            Touch touch = Touch::kCount);
+  // get() in two halves, for callers that decide between them (the Redis
+  // front's DEL tombstones): the node store only; the tier only (its value is
+  // stored locally, then read back from the node store).
+  std::optional<Found> get_local(const Digest& key, Bodies bodies = Bodies::kWith, Touch touch = Touch::kCount);
+  std::optional<Found> get_remote(const Digest& key, Bodies bodies = Bodies::kWith, Touch touch = Touch::kCount);
   // Writes a value another node made (already verified by the tier's envelope)
   // into the node store. False when the store refused it.
   bool adopt_packed(const Digest& key, std::string_view packed);

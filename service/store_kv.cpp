@@ -30,13 +30,18 @@ bool StoreKv::deleted_here(const Digest& key) {
   return local && *local && (*local)->expires_ms == kDeletedExpiry;
 }
 
+// A value in the node store is served without more ado; only a key the node
+// store does not have is looked up in the tier, and then not when the node
+// store holds its DEL tombstone (so a GET hit is one store read).
 std::optional<cache::Entry> StoreKv::load(const Digest& key, bool with_bodies) {
-  if (m_storage.has_tier() && deleted_here(key)) return std::nullopt;
-  std::optional<Found> found = with_bodies
-                                   ? m_storage.get(key)
-                                   : m_storage.get(key, Bodies::kWithout, Touch::kPeek);
+  Bodies bodies = with_bodies ? Bodies::kWith : Bodies::kWithout;
+  Touch touch = with_bodies ? Touch::kCount : Touch::kPeek;
+  std::optional<Found> found = m_storage.get_local(key, bodies, touch);
+  if (!found && m_storage.has_tier() && !deleted_here(key)) {
+    found = m_storage.get_remote(key, bodies, touch);
+    if (found) ++m_remote_hits;
+  }
   if (!found || !live(found->entry)) return std::nullopt;
-  if (found->source == Source::kRemote) ++m_remote_hits;
   return std::move(found->entry);
 }
 

@@ -24,7 +24,7 @@ tsa=${build}-tsa
 cmake -S . -B "$tsa" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_CXX_FLAGS="-Wthread-safety -Werror=thread-safety" -DCCPOOL_BUILD_TESTS=OFF -DCCPOOL_BUILD_BENCH=OFF >/dev/null
 cmake --build "$tsa" -j "$jobs" --target ccpool_base ccpool_cache ccpool_pool ccpool_ipc ccpool_compiler \
-  ccpool_remote ccpool_resp ccpool_service ccpool_client ccpool_launch
+  ccpool_remote ccpool_resp ccpool_service ccpool_client ccpool_launch ccpool_workers
 
 export CCPOOL_TEST_TMP=${CCPOOL_TEST_TMP:-$(mktemp -d /tmp/ccpool-tests.XXXXXX)}
 # Cross-uid tests run a client as uid 65534: it must be able to traverse to

@@ -43,9 +43,9 @@ void WorkerSessions::on_submit(uint64_t conn, ipc::PoolSubmit submit) {
     MutexLock lock(&m_mutex);
     auto it = m_sessions.find(conn);
     if (it == m_sessions.end() || it->second.jobs.count(submit.job_id)) {
+      const char* why = it == m_sessions.end() ? "pool-submit before pool-open" : "pool-submit reuses a job id";
       lock.unlock();
-      return refuse(conn, ErrorCode::kProtocol,
-                    it == m_sessions.end() ? "pool-submit before pool-open" : "pool-submit reuses a job id");
+      return refuse(conn, ErrorCode::kProtocol, why);
     }
     env = it->second.env;
     bucket = it->second.bucket;

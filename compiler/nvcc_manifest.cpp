@@ -11,7 +11,7 @@
 #include <set>
 
 #include "base/fs.h"
-#include "compiler/cc_preprocessed.h"
+#include "compiler/preprocessed_output.h"
 #include "compiler/depfile.h"
 #include "compiler/planner_impl.h"
 

@@ -350,6 +350,16 @@ void ExecPipeline::start(const std::shared_ptr<Flight>& flight, pool::JobId job)
     fail_flight(flight, "ccpool cannot create its work dir '" + flight->work_dir + "'");
     return;
   }
+  if (!plan.trace_path.empty()) {
+    // The recorder opens it O_APPEND and never creates it (trace/trace.c).
+    int fd = ::open(plan.trace_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+      m_deps.scheduler.finish(job, 0);
+      fail_flight(flight, "ccpool cannot create the record file '" + plan.trace_path + "': " + std::strerror(errno));
+      return;
+    }
+    ::close(fd);
+  }
   pool::SpawnSpec spec;
   spec.program = plan.run_program.empty() ? flight->program : plan.run_program;
   spec.argv = plan.run_argv;
@@ -415,7 +425,7 @@ void ExecPipeline::finish_flight(const std::shared_ptr<Flight>& flight, pool::Pr
     return;
   }
   RunOutcome run = collect(*flight, std::move(result));
-  if (run.storable) store(*flight, run);
+  if (run.success && run.conclusion.finished.store) store(*flight, run);
   deliver_run(*flight, run, m_flights.complete(flight));
   retire(*flight);
 }
@@ -440,28 +450,29 @@ ExecPipeline::RunOutcome ExecPipeline::collect(const Flight& flight, pool::Proce
   entry.inputs = plan.inputs;
   if (plan.kind == compiler::PlanKind::kPassthrough) return run;
 
-  bool complete = run.success;
+  // Read the outputs, let the planner conclude, count why not stored.
+  compiler::RunFacts facts;
+  facts.started = flight.started;
+  facts.success = run.success;
   for (const auto& spec : plan.outputs) {
     if (!run.success) break;
     auto data = read_file(spec.run_path);
     if (!data) {
-      if (!spec.optional) complete = false;
+      if (!spec.optional) facts.outputs_complete = false;
       continue;
     }
     struct stat st {};
     ::stat(spec.run_path.c_str(), &st);
+    facts.outputs.emplace_back(spec.name, *data);
     entry.outputs.push_back(cache::Output{spec.name, static_cast<uint32_t>(st.st_mode & 0777), 0,
                                           {}, std::move(*data)});
   }
-  // finish() runs for failures too: a failure is shared only with joiners
-  // whose inputs match the leader's, which its manifest proves.
-  compiler::ManifestStorage capture = manifests();
-  capture.save = [this, &run, &flight](const Digest& key, const std::string& bytes) {
-    if (key == flight.key) {
-      run.manifest = bytes;
-      return;
-    }
-    // Not tied to this result (the preprocessor-mode marker): stored now.
+  facts.stdout_data = entry.stdout_data;
+  facts.stderr_data = entry.stderr_data;
+  compiler::ManifestStorage storage = manifests();
+  storage.save = [this](const Digest& key, const std::string& bytes) {
+    // A blob not tied to this result (nvcc's manifest under its
+    // preprocessor key): stored now.
     cache::Entry blob;
     blob.kind = cache::EntryKind::kBlob;
     blob.label = "manifest";
@@ -470,30 +481,15 @@ ExecPipeline::RunOutcome ExecPipeline::collect(const Flight& flight, pool::Proce
       spdlog::warn("cannot store a manifest: {}", put.error().message);
     }
   };
-  auto finished = m_deps.planner.finish(plan, flight.started, capture);
-  run.validated = finished && finished->store;
-  // Output that names a path the key leaves out (ptxas's temp input) would
-  // replay one requester's path to another: neither stored nor shared.
-  std::string unreplayable =
-      run.validated ? m_deps.planner.replay_blocker(plan, entry.stdout_data, entry.stderr_data) : "";
-  if (!unreplayable.empty()) run.validated = false;
-  if (run.validated) run.result_key = finished->result_key;
-  if (run.validated && finished->mode == compiler::KeyMode::kPreprocessor) {
+  run.conclusion = m_deps.planner.conclude(plan, facts, storage);
+  const compiler::Finished& finished = run.conclusion.finished;
+  if (finished.store && finished.mode == compiler::KeyMode::kPreprocessor) {
     entry.label = "preprocessor mode";  // which rule made the key (`ccpool cache ls/show`)
   }
-  run.storable = run.success && run.validated && complete;
-  if (run.success && !run.storable) {
+  if (run.success && !finished.store) {
     ++m_deps.counters.not_stored;
-    std::string why = !finished ? finished.error().message
-                      : !complete ? std::string("an output is missing")
-                      : !unreplayable.empty() ? unreplayable
-                                              : finished->why_not;
-    std::string code = !finished ? "internal_error"
-                       : !complete ? "output_missing"
-                       : !unreplayable.empty() ? "output_names_unkeyed_path"
-                                               : finished->why_not_code;
-    count_reason(m_deps, "not_stored", code);
-    spdlog::info("not stored {} {}: {}", code, plan.tool, why);
+    count_reason(m_deps, "not_stored", finished.why_not_code);
+    spdlog::info("not stored {} {}: {}", finished.why_not_code, plan.tool, finished.why_not);
   }
   return run;
 }
@@ -504,16 +500,16 @@ bool ExecPipeline::store(const Flight& flight, const RunOutcome& run) {
     ++m_deps.counters.store_errors;
     return false;
   }
-  if (auto put = m_deps.storage.put(run.result_key, run.entry); !put) {
+  if (auto put = m_deps.storage.put(run.conclusion.finished.result_key, run.entry); !put) {
     spdlog::warn("cannot store a result (carrying on without caching): {}", put.error().message);
     ++m_deps.counters.store_errors;
     return false;
   }
-  if (!run.manifest) return true;
+  if (!run.conclusion.manifest) return true;
   cache::Entry blob;
   blob.kind = cache::EntryKind::kBlob;
   blob.label = "manifest";
-  blob.outputs.push_back(cache::Output{"manifest", 0644, 0, {}, *run.manifest});
+  blob.outputs.push_back(cache::Output{"manifest", 0644, 0, {}, *run.conclusion.manifest});
   if (auto put = m_deps.storage.put(flight.key, blob); !put) {
     spdlog::warn("cannot store a manifest: {}", put.error().message);
     ++m_deps.counters.store_errors;
@@ -527,16 +523,7 @@ bool ExecPipeline::store(const Flight& flight, const RunOutcome& run) {
 // the leader's run produced; for content-keyed plans, the flight key is the
 // result key and finish() vouched that the inputs did not change.
 bool ExecPipeline::joiner_matches(const Waiter& waiter, const RunOutcome& run) {
-  if (!run.validated) return false;
-  if (!waiter.plan.direct_mode) return waiter.plan.flight_key == run.result_key;
-  if (!run.manifest) return false;
-  compiler::ManifestStorage leaders;
-  leaders.load = [&](const Digest& key) -> std::optional<std::string> {
-    if (key == waiter.plan.flight_key) return run.manifest;
-    return std::nullopt;
-  };
-  auto key = m_deps.planner.lookup(waiter.plan, leaders);
-  return key && *key && **key == run.result_key;
+  return m_deps.planner.accepts(waiter.plan, run.conclusion);
 }
 
 void ExecPipeline::deliver_run(const Flight& flight, const RunOutcome& run,

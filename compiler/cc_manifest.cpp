@@ -147,9 +147,7 @@ bool Planner::Impl::entry_holds(const ParsedEntry& pe, const ObservedView& view,
   // Environment and cwd first (no system call), then every file by content
   // (memoized by stat), absent paths one parent directory at a time
   // (compiler/dir_listing.h), then the other answers.
-  for (const ManifestCheck& c : e.checks) {
-    if ((c.kind == 'e' || c.kind == 'g') && !checks_hold(ManifestEntry{.checks = {c}}, view, listings)) return false;
-  }
+  if (!environment_holds(e, view)) return false;
   for (const auto& [path, digest] : e.files) {
     Result<HashedFile> f = hasher.hash(absolute_path(path, view.cwd));
     if (!f || f->content != digest) return false;

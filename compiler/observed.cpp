@@ -50,10 +50,39 @@ bool absent_errno(int64_t e) { return e == ENOENT || e == ENOTDIR; }
 
 std::string err(int e) { return "e" + std::to_string(e); }
 
+// realpath(3) for one validation: a path whose last component is not a
+// symlink resolves to its directory's real path plus that name, so the few
+// directories of a compile's headers are resolved once each, and each
+// header costs one lstat(2) instead of one per component.
+class RealPaths {
+ public:
+  std::optional<std::string> of(const std::string& abs) {
+    size_t slash = abs.rfind('/');
+    std::string name = slash == std::string::npos ? abs : abs.substr(slash + 1);
+    struct stat st {};
+    if (slash != std::string::npos && slash > 0 && !name.empty() && name != "." && name != ".." &&
+        ::lstat(abs.c_str(), &st) == 0 && !S_ISLNK(st.st_mode)) {
+      std::string dir = abs.substr(0, slash);
+      auto it = m_dirs.find(dir);
+      if (it == m_dirs.end()) it = m_dirs.emplace(dir, full(dir)).first;
+      if (it->second) return *it->second == "/" ? "/" + name : *it->second + "/" + name;
+    }
+    return full(abs);
+  }
+
+ private:
+  static std::optional<std::string> full(const std::string& path) {
+    char buf[PATH_MAX];
+    if (::realpath(path.c_str(), buf) == nullptr) return std::nullopt;
+    return std::string(buf);
+  }
+  std::map<std::string, std::optional<std::string>> m_dirs;
+};
+
 // The answer a check's lookup gives right now; the same function at record
 // time and at lookup time, so the two compare as strings.
 std::string answer_now(char kind, const std::string& abs, const std::string& recorded,
-                       const std::string& cwd, const std::vector<std::string>& env) {
+                       const std::string& cwd, const std::vector<std::string>& env, RealPaths* real = nullptr) {
   struct stat st {};
   switch (kind) {
     case 't':
@@ -74,6 +103,9 @@ std::string answer_now(char kind, const std::string& abs, const std::string& rec
       return n < 0 ? err(errno) : "=" + std::string(buf, static_cast<size_t>(n));
     }
     case 'k': {
+      if (real) {
+        if (std::optional<std::string> r = real->of(abs)) return "=" + *r;
+      }
       char buf[PATH_MAX];
       return ::realpath(abs.c_str(), buf) ? "=" + std::string(buf) : err(errno);
     }
@@ -312,7 +344,10 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
         b.add_check('r', e.text, ok ? "=" + e.text2 : err(static_cast<int>(e.a)));
         break;
       case 'K':
-        b.add_check('k', e.text, ok ? "=" + e.text2 : err(static_cast<int>(e.a)));
+        // realpath fails with ENOENT/ENOTDIR exactly when stat does: an
+        // absent path (checked by directory listing, not a realpath each).
+        if (absent_errno(e.a)) b.absent.insert(e.text);
+        else b.add_check('k', e.text, ok ? "=" + e.text2 : err(static_cast<int>(e.a)));
         break;
       case 'D':
         if (ok) {
@@ -354,10 +389,12 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
       b.refuse("input_changed_during_compile", "'" + abs + "' appeared during the run");
     }
   }
-  std::string recorded_cwd = run.cwd;
   std::map<std::pair<char, std::string>, std::string> final_checks;
   for (const auto& [key, answer] : b.checks) {
     const auto& [kind, path] = key;
+    // A regular file whose content is checked is a regular file: its stat
+    // type needs no check of its own.
+    if (kind == 't' && answer == std::to_string(S_IFREG >> 12) && b.files.count(path)) continue;
     std::string abs = is_path_check(kind) ? lexical_absolute(path, run.cwd) : path;
     std::string now = answer_now(kind, abs, answer, run.cwd, run.env);
     if (now != answer) {
@@ -397,16 +434,21 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
   return out;
 }
 
-bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListings& listings) {
-  // Environment and cwd first: no system call.
+bool environment_holds(const ManifestEntry& entry, const ObservedView& view) {
   for (const ManifestCheck& c : entry.checks) {
     if (c.kind != 'e' && c.kind != 'g') continue;
     if (answer_now(c.kind, c.path, c.answer, view.cwd, view.env) != expand_cwd(c.answer, view.cwd)) return false;
   }
+  return true;
+}
+
+bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListings& listings) {
+  RealPaths real;
+  if (!environment_holds(entry, view)) return false;
   for (const ManifestCheck& c : entry.checks) {
     if (c.kind == 'e' || c.kind == 'g') continue;
     std::string abs = is_path_check(c.kind) ? lexical_absolute(c.path, view.cwd) : c.path;
-    if (answer_now(c.kind, abs, c.answer, view.cwd, view.env) != expand_cwd(c.answer, view.cwd)) return false;
+    if (answer_now(c.kind, abs, c.answer, view.cwd, view.env, &real) != expand_cwd(c.answer, view.cwd)) return false;
   }
   for (const auto& [path, digest] : entry.dirs) {
     std::optional<Digest> names = listings.names_digest(lexical_absolute(path, view.cwd));

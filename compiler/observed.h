@@ -59,6 +59,10 @@ struct ObservedView {
   const std::vector<std::string>& env;  // the requester's run environment
 };
 
+// True when the environment and cwd checks of `entry` hold for `view` (no
+// system call: tried first).
+bool environment_holds(const ManifestEntry& entry, const ObservedView& view);
+
 // True when every check of `entry` other than its files and absent paths
 // (validated by the caller, memoized) gives the recorded answer for `view`.
 bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListings& listings);

@@ -388,6 +388,7 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   plan.kind = PlanKind::kCompiler;
   plan.flight_key = direct_key(request, tool, family, a, pch, dep_target, dep_env, native, source->content);
   plan.direct_mode = true;
+  plan.key_mode = KeyMode::kDirect;
   plan.tool = base_name(request.argv[0]);
   plan.job_class = job_class(plan.tool, a);
   plan.run_program = request.program;

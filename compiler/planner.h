@@ -29,6 +29,14 @@ struct Request {
 
 enum class PlanKind { kPassthrough, kGeneric, kCompiler };
 
+// Which rule made a stored result's key.
+enum class KeyMode {
+  kExact,         // the plan's key alone (generic jobs, ptxas)
+  kDirect,        // C/C++: the direct key plus the record of every lookup the run made
+  kPreprocessor,  // nvcc: the direct key plus the host compiler's -E output
+};
+
+
 struct OutputSpec {
   std::string name;          // stable name in the stored record ("out", "dep", "dwo", "gcno", "su", or the declared path for generic jobs)
   std::string run_path;      // absolute path where the tool writes it when this plan is executed (inside work_dir when redirected)
@@ -46,6 +54,7 @@ struct Plan {
   std::string reason_code;     // why pass-through, a stable code (docs/cache-keys.md), empty otherwise
   Digest flight_key;           // identical requests in flight share one execution iff equal (for direct mode: the manifest key)
   bool direct_mode = false;    // true: the result key comes from lookup()/finish(); false: result key == flight_key
+  KeyMode key_mode = KeyMode::kExact;  // the rule a stored result's key is made by (what `ccpool explain` says)
   std::string job_class;       // memory-estimate class, e.g. "g++ -O3 -shared" (tool basename + a few flags that drive memory)
   std::string tool;            // display name (basename)
   // What to execute. Filled for pass-through plans too (argv unchanged,
@@ -78,13 +87,6 @@ struct ManifestStorage {  // the service backs these with store blobs
 // its first ':' (what follows is for humans).
 inline constexpr std::string_view kReasonHasIncludeNonliteral = "has_include_nonliteral";
 inline constexpr std::string_view kReasonPchUnsupported = "pch_unsupported";
-
-// Which rule made a stored result's key.
-enum class KeyMode {
-  kExact,         // the plan's key alone (generic jobs, ptxas)
-  kDirect,        // C/C++: the direct key plus the record of every lookup the run made
-  kPreprocessor,  // nvcc: the direct key plus the host compiler's -E output
-};
 
 struct Finished {
   bool store = false;      // false: serve this run's outputs to the current waiters only

@@ -286,7 +286,7 @@ class CcServiceBase(E2ECase):
         self.assertEqual(r.returncode, 0, r.stderr)
         explained = json.loads(r.stdout)
         self.assertTrue(explained["cacheable"])
-        self.assertEqual(explained["mode"], "direct")
+        self.assertEqual(explained["mode"], "record")
         self.assertEqual(explained["store"], "miss")
         self.assertFalse(os.path.exists(self.wpath("never.o")))  # nothing ran
         r = subprocess.run([CCPOOL, "stop", "--socket", self.sock], env=self.env,

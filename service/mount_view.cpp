@@ -69,7 +69,10 @@ std::string switch_to(const MountView* view, bool& changed) {
 
 Result<std::shared_ptr<const MountView>> MountView::of_peer(pid_t pid) {
   const OwnView& own = own_view();
-  if (pid <= 0) return std::shared_ptr<const MountView>();
+  if (pid <= 0) {
+    return make_error(ErrorCode::kPermission, "the client's pid is not visible to the service (another PID namespace): "
+                                              "run the service in the host's PID namespace (docs/deploy.md)");
+  }
   std::string proc = "/proc/" + std::to_string(pid);
   UniqueFd ns(::open((proc + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC));
   UniqueFd root(::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));

@@ -148,15 +148,20 @@ bool Planner::Impl::entry_holds(const ParsedEntry& pe, const ObservedView& view,
   // (memoized by stat), absent paths one parent directory at a time
   // (compiler/dir_listing.h), then the other answers.
   if (!environment_holds(e, view)) return false;
+  // One lstat per file: when it is not a link, that is its stat too, and the
+  // real-path checks below reuse it.
+  LinkStats link_stats;
   for (const auto& [path, digest] : e.files) {
-    Result<HashedFile> f = hasher.hash(absolute_path(path, view.cwd));
+    std::string abs = absolute_path(path, view.cwd);
+    const std::optional<FileStat>& st = link_stats.of(abs);
+    Result<HashedFile> f = st && !S_ISLNK(st->mode) ? hasher.hash(abs, *st) : hasher.hash(abs);
     if (!f || f->content != digest) return false;
   }
   for (const NegativeGroup& g : pe.groups) {
     std::string dir = g.dir.empty() ? (view.cwd.empty() ? "." : view.cwd) : absolute_path(g.dir, view.cwd);
     if (!dirs.check(dir, g.names, g.absent)) return false;
   }
-  return checks_hold(e, view, listings);
+  return checks_hold(e, view, listings, &link_stats);
 }
 
 Result<Finished> Planner::Impl::finish_cc(const Plan& plan, const RunFacts& run,

@@ -34,6 +34,11 @@ size_t FileHasher::KeyHash::operator()(const Key& k) const noexcept {
 Result<HashedFile> FileHasher::hash(const std::string& path) {
   std::optional<FileStat> before = stat_path(path);
   if (!before) return make_error(ErrorCode::kNotFound, "'" + path + "' does not exist");
+  return hash(path, *before);
+}
+
+Result<HashedFile> FileHasher::hash(const std::string& path, const FileStat& now) {
+  std::optional<FileStat> before = now;
   if (!S_ISREG(before->mode)) {
     return make_error(ErrorCode::kUnsupported, "'" + path + "' is not a regular file");
   }

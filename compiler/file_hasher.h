@@ -37,6 +37,9 @@ class FileHasher {
   // Hashes a regular file's content (memoized). kNotFound when missing,
   // kUnsupported when not a regular file.
   Result<HashedFile> hash(const std::string& path);
+  // The same, given what stat(2) just said about `path` (a caller that
+  // lstat'ed a path that is not a link has its stat already).
+  Result<HashedFile> hash(const std::string& path, const FileStat& now);
 
   // Memo size bound: the table is cleared when it reaches this many entries.
   static constexpr size_t kMaxEntries = 200000;

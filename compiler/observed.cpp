@@ -50,44 +50,94 @@ bool absent_errno(int64_t e) { return e == ENOENT || e == ENOTDIR; }
 
 std::string err(int e) { return "e" + std::to_string(e); }
 
-// realpath(3) for one validation: a path whose last component is not a
-// symlink resolves to its directory's real path plus that name, so the few
-// directories of a compile's headers are resolved once each, and each
-// header costs one lstat(2) instead of one per component.
+// realpath(3) for one validation, memoized by path prefix: the headers of a
+// compile share a few directories, and glibc's realpath lstat's and
+// readlink's every component of every path. Here each distinct prefix is
+// resolved once per validation (one lstat, and a readlink only for a link),
+// with realpath's rules: "." dropped, ".." the resolved parent, a link's
+// target resolved against the resolved parent, at most 40 links.
 class RealPaths {
  public:
+  explicit RealPaths(LinkStats* stats) : m_stats(stats) {}
   std::optional<std::string> of(const std::string& abs) {
-    size_t slash = abs.rfind('/');
-    std::string name = slash == std::string::npos ? abs : abs.substr(slash + 1);
-    struct stat st {};
-    if (slash != std::string::npos && slash > 0 && !name.empty() && name != "." && name != ".." &&
-        ::lstat(abs.c_str(), &st) == 0 && !S_ISLNK(st.st_mode)) {
-      std::string dir = abs.substr(0, slash);
-      auto it = m_dirs.find(dir);
-      if (it == m_dirs.end()) it = m_dirs.emplace(dir, full(dir)).first;
-      if (it->second) return *it->second == "/" ? "/" + name : *it->second + "/" + name;
-    }
-    return full(abs);
+    if (abs.empty() || abs[0] != '/') return std::nullopt;
+    int links = 0;
+    return resolve(abs, links);
   }
 
  private:
-  static std::optional<std::string> full(const std::string& path) {
-    char buf[PATH_MAX];
-    if (::realpath(path.c_str(), buf) == nullptr) return std::nullopt;
-    return std::string(buf);
+  std::optional<std::string> resolve(const std::string& path, int& links) {
+    auto it = m_memo.find(path);
+    if (it != m_memo.end()) return it->second;
+    std::optional<std::string> out = resolve_uncached(path, links);
+    m_memo.emplace(path, out);
+    return out;
   }
-  std::map<std::string, std::optional<std::string>> m_dirs;
+
+  std::optional<std::string> resolve_uncached(const std::string& path, int& links) {
+    size_t slash = path.find_last_of('/');
+    std::string name = path.substr(slash + 1);
+    std::string parent_path = slash == 0 ? "/" : path.substr(0, slash);
+    if (path == "/") return std::string("/");
+    std::optional<std::string> parent = parent_path == "/" ? std::optional<std::string>("/")
+                                                           : resolve(parent_path, links);
+    if (!parent) return std::nullopt;
+    if (name.empty() || name == ".") return parent;
+    if (name == "..") return *parent == "/" ? "/" : parent->substr(0, std::max<size_t>(1, parent->rfind('/')));
+    std::string joined = *parent == "/" ? "/" + name : *parent + "/" + name;
+    uint32_t mode = 0;
+    if (m_stats) {
+      const std::optional<FileStat>& st = m_stats->of(joined);
+      if (!st) return std::nullopt;
+      mode = st->mode;
+    } else {
+      struct stat st {};
+      if (::lstat(joined.c_str(), &st) != 0) return std::nullopt;
+      mode = st.st_mode;
+    }
+    if (!S_ISLNK(mode)) return joined;
+    if (++links > 40) return std::nullopt;
+    char buf[PATH_MAX];
+    ssize_t n = ::readlink(joined.c_str(), buf, sizeof buf);
+    if (n <= 0) return std::nullopt;
+    std::string target(buf, static_cast<size_t>(n));
+    return resolve_uncached_target(target[0] == '/' ? target : *parent + "/" + target, links);
+  }
+
+  std::optional<std::string> resolve_uncached_target(const std::string& target, int& links) {
+    // Not memoized under the link's name: the caller memoizes the link.
+    std::string clean;
+    for (size_t i = 0; i < target.size(); ++i) {
+      if (target[i] == '/' && !clean.empty() && clean.back() == '/') continue;
+      clean += target[i];
+    }
+    if (clean.size() > 1 && clean.back() == '/') clean.pop_back();
+    return resolve(clean, links);
+  }
+
+  LinkStats* m_stats;
+  std::map<std::string, std::optional<std::string>> m_memo;
 };
 
 // The answer a check's lookup gives right now; the same function at record
 // time and at lookup time, so the two compare as strings.
 std::string answer_now(char kind, const std::string& abs, const std::string& recorded,
-                       const std::string& cwd, const std::vector<std::string>& env, RealPaths* real = nullptr) {
+                       const std::string& cwd, const std::vector<std::string>& env, RealPaths* real = nullptr,
+                       LinkStats* link_stats = nullptr) {
   struct stat st {};
   switch (kind) {
     case 't':
+      // Not a link: its lstat (shared with the other checks) is its stat.
+      if (link_stats) {
+        const std::optional<FileStat>& l = link_stats->of(abs);
+        if (l && !S_ISLNK(l->mode)) return std::to_string((l->mode & S_IFMT) >> 12);
+      }
       return ::stat(abs.c_str(), &st) == 0 ? std::to_string((st.st_mode & S_IFMT) >> 12) : err(errno);
     case 'l':
+      if (link_stats) {
+        const std::optional<FileStat>& l = link_stats->of(abs);
+        if (l) return std::to_string((l->mode & S_IFMT) >> 12);
+      }
       return ::lstat(abs.c_str(), &st) == 0 ? std::to_string((st.st_mode & S_IFMT) >> 12) : err(errno);
     case 'm':
       if (::stat(abs.c_str(), &st) != 0) return err(errno);
@@ -104,6 +154,7 @@ std::string answer_now(char kind, const std::string& abs, const std::string& rec
     }
     case 'k': {
       if (real) {
+        // A path it cannot resolve is answered by realpath(3) itself (the errno).
         if (std::optional<std::string> r = real->of(abs)) return "=" + *r;
       }
       char buf[PATH_MAX];
@@ -442,13 +493,32 @@ bool environment_holds(const ManifestEntry& entry, const ObservedView& view) {
   return true;
 }
 
-bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListings& listings) {
-  RealPaths real;
+const std::optional<FileStat>& LinkStats::of(const std::string& abs) {
+  auto it = m_memo.find(abs);
+  if (it != m_memo.end()) return it->second;
+  struct stat st {};
+  std::optional<FileStat> out;
+  if (::lstat(abs.c_str(), &st) == 0) {
+    out = FileStat{};
+    out->dev = st.st_dev;
+    out->ino = st.st_ino;
+    out->size = static_cast<uint64_t>(st.st_size);
+    out->mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+    out->ctime_ns = int64_t{st.st_ctim.tv_sec} * 1000000000 + st.st_ctim.tv_nsec;
+    out->mode = st.st_mode;
+  }
+  return m_memo.emplace(abs, out).first->second;
+}
+
+bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListings& listings, LinkStats* link_stats) {
+  RealPaths real(link_stats);
   if (!environment_holds(entry, view)) return false;
   for (const ManifestCheck& c : entry.checks) {
     if (c.kind == 'e' || c.kind == 'g') continue;
     std::string abs = is_path_check(c.kind) ? lexical_absolute(c.path, view.cwd) : c.path;
-    if (answer_now(c.kind, abs, c.answer, view.cwd, view.env, &real) != expand_cwd(c.answer, view.cwd)) return false;
+    if (answer_now(c.kind, abs, c.answer, view.cwd, view.env, &real, link_stats) != expand_cwd(c.answer, view.cwd)) {
+      return false;
+    }
   }
   for (const auto& [path, digest] : entry.dirs) {
     std::optional<Digest> names = listings.names_digest(lexical_absolute(path, view.cwd));

@@ -19,6 +19,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,9 +65,21 @@ struct ObservedView {
 // system call: tried first).
 bool environment_holds(const ManifestEntry& entry, const ObservedView& view);
 
+// lstat(2) answers of one validation, shared by its file and real-path
+// checks: a path that is not a link is stat'ed once for both.
+class LinkStats {
+ public:
+  // lstat(2) of `abs` (nullopt: it fails), memoized for this validation.
+  const std::optional<FileStat>& of(const std::string& abs);
+
+ private:
+  std::map<std::string, std::optional<FileStat>> m_memo;
+};
+
 // True when every check of `entry` other than its files and absent paths
 // (validated by the caller, memoized) gives the recorded answer for `view`.
-bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListings& listings);
+bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListings& listings,
+                 LinkStats* link_stats = nullptr);
 
 // "\x01" at the start of an answer stands for the job's cwd.
 inline constexpr char kCwdMark = '\x01';

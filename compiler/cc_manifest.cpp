@@ -82,7 +82,7 @@ Digest parsed_manifest_key(const Digest& direct, const Digest& content) {
 std::shared_ptr<const ParsedManifest> Planner::Impl::memoized_manifest(const Digest& direct,
                                                                        const Digest& content) {
   Digest key = parsed_manifest_key(direct, content);
-  std::lock_guard<std::mutex> lock(mutex);
+  MutexLock lock(&mutex);
   auto it = parsed_manifests.find(key);
   return it != parsed_manifests.end() ? it->second : nullptr;
 }
@@ -93,7 +93,7 @@ std::shared_ptr<const ParsedManifest> Planner::Impl::parsed_manifest(const Diges
   // read: the manifest may have been replaced in between).
   Digest key = parsed_manifest_key(direct, hash_bytes(blob));
   {
-    std::lock_guard<std::mutex> lock(mutex);
+    MutexLock lock(&mutex);
     auto it = parsed_manifests.find(key);
     if (it != parsed_manifests.end()) return it->second;
   }
@@ -110,7 +110,7 @@ std::shared_ptr<const ParsedManifest> Planner::Impl::parsed_manifest(const Diges
     pe.entry = std::move(e);
     parsed->entries.push_back(std::move(pe));
   }
-  std::lock_guard<std::mutex> lock(mutex);
+  MutexLock lock(&mutex);
   if (parsed_manifests.size() >= kMaxParsedManifests) parsed_manifests.clear();
   parsed_manifests.emplace(key, parsed);
   return parsed;

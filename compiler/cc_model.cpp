@@ -196,7 +196,7 @@ bool has_time_macro_piece(std::string_view text) {
 
 Result<ScanInfo> Planner::Impl::scan(const std::string& path, const Digest& content) {
   {
-    std::lock_guard<std::mutex> lock(mutex);
+    MutexLock lock(&mutex);
     auto it = scans.find(content);
     if (it != scans.end()) return it->second;
   }
@@ -214,7 +214,7 @@ Result<ScanInfo> Planner::Impl::scan(const std::string& path, const Digest& cont
   if (has_asm_directive(text, ".incbin")) flags |= kScanIncbin;
   if (has_asm_directive(text, ".include")) flags |= kScanAsmInclude;
   if (has_time_macro_piece(text)) flags |= kScanPastePiece;
-  std::lock_guard<std::mutex> lock(mutex);
+  MutexLock lock(&mutex);
   if (scans.size() >= 200000) scans.clear();
   scans.emplace(content, info);
   return info;

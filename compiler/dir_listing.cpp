@@ -32,7 +32,7 @@ std::optional<FileStat> DirListings::stat_dir(const std::string& dir) const {
 std::shared_ptr<const DirListings::Names> DirListings::listing(const std::string& dir, const FileStat& st) {
   Key key{st.dev, st.ino, st.mtime_ns, st.ctime_ns};
   {
-    std::lock_guard<std::mutex> lock(m_mutex);
+    MutexLock lock(&m_mutex);
     auto it = m_memo.find(key);
     if (it != m_memo.end()) return it->second;
   }
@@ -51,7 +51,7 @@ std::shared_ptr<const DirListings::Names> DirListings::listing(const std::string
   // Only a listing read in one piece from a directory untouched for 2 s is
   // remembered; otherwise it answers this check only (like one stat each).
   if (stable && st.mtime_ns <= now_ns - kRacyNs && st.ctime_ns <= now_ns - kRacyNs) {
-    std::lock_guard<std::mutex> lock(m_mutex);
+    MutexLock lock(&m_mutex);
     if (m_memo.size() >= kMaxEntries) m_memo.clear();
     m_memo.emplace(key, fresh);
   }

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "base/hash.h"
+#include "base/thread_annotations.h"
 
 namespace ccpool::compiler {
 
@@ -111,8 +112,8 @@ class DirListings {
                            const std::vector<std::string>& absent);
   std::optional<FileStat> stat_dir(const std::string& dir) const;
   StatFunction m_stat_dir;  // null: stat_path
-  std::mutex m_mutex;
-  std::map<Key, std::shared_ptr<const Names>> m_memo;  // guarded by m_mutex
+  Mutex m_mutex;
+  std::map<Key, std::shared_ptr<const Names>> m_memo GUARDED_BY(m_mutex);
   std::atomic<uint64_t> m_reads{0};
 };
 

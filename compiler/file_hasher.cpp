@@ -45,7 +45,7 @@ Result<HashedFile> FileHasher::hash(const std::string& path, const FileStat& now
   Key key{*before};
   key.stat.mode = 0;
   {
-    std::lock_guard<std::mutex> lock(m_mutex);
+    MutexLock lock(&m_mutex);
     auto it = m_memo.find(key);
     if (it != m_memo.end()) return HashedFile{it->second, *before};
   }
@@ -65,7 +65,7 @@ Result<HashedFile> FileHasher::hash(const std::string& path, const FileStat& now
   if (before->mtime_ns > now_ns - kRacyNs || before->ctime_ns > now_ns - kRacyNs) {
     return HashedFile{digest, *before};
   }
-  std::lock_guard<std::mutex> lock(m_mutex);
+  MutexLock lock(&m_mutex);
   if (m_memo.size() >= kMaxEntries) m_memo.clear();
   m_memo.emplace(key, digest);
   return HashedFile{digest, *before};

@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "base/hash.h"
+#include "base/thread_annotations.h"
 
 namespace ccpool::compiler {
 
@@ -52,8 +53,8 @@ class FileHasher {
   struct KeyHash {
     size_t operator()(const Key& k) const noexcept;
   };
-  std::mutex m_mutex;
-  std::unordered_map<Key, Digest, KeyHash> m_memo;  // guarded by m_mutex
+  Mutex m_mutex;
+  std::unordered_map<Key, Digest, KeyHash> m_memo GUARDED_BY(m_mutex);
 };
 
 }  // namespace ccpool::compiler

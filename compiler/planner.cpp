@@ -135,13 +135,13 @@ Result<HelperOutput> Planner::Impl::memo_helper(const Digest& key, const std::ve
                                                 const std::function<std::vector<std::string>()>& make_env,
                                                 const std::string& cwd, const std::string& program) {
   {
-    std::lock_guard<std::mutex> lock(mutex);
+    MutexLock lock(&mutex);
     auto it = helper_memo.find(key);
     if (it != helper_memo.end()) return it->second;
   }
   CCPOOL_TRY_ASSIGN(HelperOutput out, run_helper(argv, environment_without_shim(make_env()), cwd,
                                                  std::chrono::seconds(30), program));
-  std::lock_guard<std::mutex> lock(mutex);
+  MutexLock lock(&mutex);
   if (helper_memo.size() >= kMaxHelperMemo) helper_memo.clear();
   helper_memo.emplace(key, out);
   return out;
@@ -149,7 +149,7 @@ Result<HelperOutput> Planner::Impl::memo_helper(const Digest& key, const std::ve
 
 Family Planner::Impl::family(const ToolIdentity& tool, const std::vector<std::string>& env) {
   {
-    std::lock_guard<std::mutex> lock(mutex);
+    MutexLock lock(&mutex);
     auto it = families.find(tool.key);
     if (it != families.end()) return it->second;
   }
@@ -168,7 +168,7 @@ Family Planner::Impl::family(const ToolIdentity& tool, const std::vector<std::st
       result = Family::kGcc;
     }
   }
-  std::lock_guard<std::mutex> lock(mutex);
+  MutexLock lock(&mutex);
   families[tool.key] = result;
   return result;
 }

@@ -22,6 +22,7 @@
 #include "compiler/planner.h"
 #include "compiler/subprocess.h"
 #include "compiler/why_not.h"
+#include "base/thread_annotations.h"
 
 namespace ccpool::compiler {
 
@@ -100,10 +101,10 @@ struct ParsedManifest {
 // The nvcc preprocessor key lookup() computed before the run, for finish()
 // to compare with the one after it.
 struct PpMemo {
-  std::mutex mutex;
-  bool looked_up = false;        // guarded by mutex
-  std::optional<Digest> before;  // guarded by mutex
-  WhyNot why;                    // guarded by mutex; why `before` is empty
+  Mutex mutex;
+  bool looked_up GUARDED_BY(mutex) = false;
+  std::optional<Digest> before GUARDED_BY(mutex);
+  WhyNot why GUARDED_BY(mutex);  // why `before` is empty
 };
 
 // nvcc -c of one .cu source (nvcc_model.cpp): nvcc's own preprocessing
@@ -200,11 +201,14 @@ struct Planner::Impl {
   DirListings listings;
   std::atomic<uint64_t> manifest_parses{0};
 
-  std::mutex mutex;
-  std::map<Digest, ScanInfo> scans;                 // guarded by mutex
-  std::map<Digest, std::shared_ptr<const ParsedManifest>> parsed_manifests;  // guarded by mutex
-  std::map<Digest, Family> families;                // guarded by mutex
-  std::map<Digest, HelperOutput> helper_memo;   // guarded by mutex
+  // The memo tables: scans by content, parsed manifests by bytes, families
+  // and helper outputs by tool identity. Each lookup copies out under the
+  // lock; nothing is computed while it is held.
+  Mutex mutex;
+  std::map<Digest, ScanInfo> scans GUARDED_BY(mutex);
+  std::map<Digest, std::shared_ptr<const ParsedManifest>> parsed_manifests GUARDED_BY(mutex);
+  std::map<Digest, Family> families GUARDED_BY(mutex);
+  std::map<Digest, HelperOutput> helper_memo GUARDED_BY(mutex);
 };
 
 }  // namespace ccpool::compiler

@@ -20,6 +20,7 @@
 #include "compiler/manifest.h"
 #include "compiler/observed.h"
 #include "compiler/planner.h"
+#include "compiler/reason_code.h"
 #include "compiler/subprocess.h"
 #include "compiler/why_not.h"
 #include "base/thread_annotations.h"
@@ -135,10 +136,6 @@ struct PlanDetail {
 
 // Shared helpers of the models (planner.cpp).
 Plan passthrough_plan(const Request& request, std::string code, std::string reason);
-// "code:detail" with detail cut to a bounded, printable, space-free token
-// (detail comes from the command line: the counters keyed by codes must not
-// grow without bound or carry arbitrary bytes).
-std::string reason_code(std::string_view code, std::string_view detail);
 std::string absolute_path(const std::string& path, const std::string& cwd);  // lexical
 std::string base_name(const std::string& path);
 std::string dir_name(const std::string& path);  // lexical; "." without a slash

@@ -1,8 +1,9 @@
 // `ccpool explain -- COMMAND...`: what the service would do with COMMAND, run
 // from here, without running it: whether it is cacheable, the key inputs, the
 // reason code when not, and (when a store is there) whether it would hit.
-// Planning may run the compiler's own probes (`--version`, `-E -v`, `-###`)
-// and the lookup one `-E` (preprocessor mode), never the compile. JSON keys: docs/cli.md.
+// Planning may run the compiler's own probes (`--version`, `-###` for
+// -march=native; nvcc's `--dryrun`) and an nvcc lookup its `-E` steps, never
+// the compile. JSON keys: docs/cli.md.
 #include <unistd.h>
 
 #include <cstdio>
@@ -24,6 +25,16 @@ struct ExplainFlags {
   bool json = false;
   std::vector<std::string> command;
 };
+
+// The rule the result key is made by, as docs/cache-keys.md names it.
+const char* mode_text(compiler::KeyMode mode) {
+  switch (mode) {
+    case compiler::KeyMode::kDirect: return "record";
+    case compiler::KeyMode::kPreprocessor: return "preprocessor";
+    case compiler::KeyMode::kExact: break;
+  }
+  return "exact";
+}
 
 const char* kind_text(compiler::PlanKind kind) {
   switch (kind) {
@@ -51,7 +62,8 @@ std::string store_answer(compiler::Planner& planner, const compiler::Plan& plan,
   if (!key) return "unknown (" + key.error().message + ")";
   if (!*key) return "miss";
   auto entry = (*store)->peek(**key, false);
-  return entry && *entry ? "hit" : "miss";
+  if (!entry || !*entry) return "miss";
+  return (*entry)->label.empty() ? "hit" : "hit (" + (*entry)->label + ")";
 }
 
 void explain(const ExplainFlags& flags) {
@@ -81,7 +93,7 @@ void explain(const ExplainFlags& flags) {
   j["reason_code"] = plan->reason_code;
   j["reason"] = plan->reason;
   if (cacheable) {
-    j["mode"] = plan->direct_mode ? "direct" : "exact";
+    j["mode"] = mode_text(plan->key_mode);
     j["key"] = plan->flight_key.hex();
     j["tool"] = plan->tool;
     j["job_class"] = plan->job_class;
@@ -107,7 +119,7 @@ void explain(const ExplainFlags& flags) {
     std::printf("cacheable   no: %s\nreason      %s\n", plan->reason_code.c_str(), plan->reason.c_str());
     return;
   }
-  std::printf("cacheable   yes (%s, %s mode)\n", kind_text(plan->kind), plan->direct_mode ? "direct" : "exact");
+  std::printf("cacheable   yes (%s, %s mode)\n", kind_text(plan->kind), mode_text(plan->key_mode));
   std::printf("key         %s\n", plan->flight_key.hex().c_str());
   std::printf("job class   %s\n", plan->job_class.c_str());
   for (const auto& in : plan->inputs) std::printf("input       %s\n", in.c_str());
@@ -118,9 +130,12 @@ void explain(const ExplainFlags& flags) {
   for (const auto& a : j["run_argv"]) run += (run.empty() ? "" : " ") + a.get<std::string>();
   std::printf("runs        %s\n", run.c_str());
   std::printf("store       %s\n", j["store"].get<std::string>().c_str());
-  if (plan->direct_mode) {
-    std::printf("note        headers are keyed after the first run (manifest); whether a result is stored\n"
-                "            is decided then (see the not_stored reason codes in docs/cache-keys.md)\n");
+  if (plan->key_mode == compiler::KeyMode::kDirect) {
+    std::printf("note        the run is recorded (libccpool-trace.so): every file it reads, every lookup and\n"
+                "            variable; a hit needs each to answer the same here. Whether a result is stored is\n"
+                "            decided after the run (not_stored reason codes, docs/cache-keys.md)\n");
+  } else if (plan->key_mode == compiler::KeyMode::kPreprocessor) {
+    std::printf("note        nvcc: every lookup reruns the host compiler's -E steps (docs/cache-keys.md)\n");
   }
 }
 

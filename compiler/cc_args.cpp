@@ -5,7 +5,7 @@
 #include <set>
 
 #include "base/fs.h"
-#include "compiler/planner_impl.h"
+#include "compiler/reason_code.h"
 
 namespace ccpool::compiler {
 namespace {

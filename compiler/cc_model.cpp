@@ -1,8 +1,8 @@
 // The C/C++ model (gcc, g++, clang, clang++): plan() computes the direct key
-// from everything but header contents; the first run adds dependency output;
-// finish() records a manifest entry (headers with content hashes, negative
-// paths that would shadow them, date dependence); lookup() validates entries
-// newest first. Key material: docs/cache-keys.md.
+// from the command and the source and runs the compile with the recorder
+// preloaded; finish() (cc_manifest.cpp) turns the record of what the run
+// read into a manifest entry; lookup() validates entries newest first. Key
+// material: docs/cache-keys.md.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -12,7 +12,6 @@
 #include "base/fs.h"
 
 #include "compiler/cc_args.h"
-#include "compiler/cc_preprocessed.h"
 #include "compiler/cc_probe.h"
 #include "compiler/planner_impl.h"
 
@@ -58,43 +57,6 @@ void hash_mapped_cwd(Hasher& h, const std::string& cwd, const std::vector<std::s
     }
     h.add_field(mapped);
   }
-}
-
-// How the user's dependency file differs from the run's full -MD file. A
-// directory counts as system only when known to be one (the compiler's
-// defaults, -isystem, -idirafter, C/CPLUS_INCLUDE_PATH); any other is taken
-// as a user directory, which can only add prerequisites.
-DepfileView depfile_view(Family family, const CcArgs& a, const std::vector<std::string>& defaults,
-                         const std::vector<std::string>& env, bool user_only, bool drop_main) {
-  DepfileView view;
-  view.gcc_layout = family == Family::kGcc;
-  view.user_only = user_only;
-  view.drop_main = drop_main;
-  view.phony = a.dep_phony;
-  view.system_dirs = defaults;
-  for (size_t i = 0; i < a.args.size(); ++i) {
-    for (std::string_view opt : {"-isystem", "-idirafter"}) {
-      if (a.args[i] == opt && i + 1 < a.args.size()) {
-        view.system_dirs.push_back(a.args[i + 1]);
-      } else if (a.args[i].size() > opt.size() && a.args[i].compare(0, opt.size(), opt) == 0) {
-        view.system_dirs.push_back(a.args[i].substr(opt.size()));
-      }
-    }
-  }
-  for (const char* name : {"C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"}) {
-    // gcc and clang search C's variable for preprocessed assembly too.
-    bool c_like = a.language == "c" || a.language == "assembler-with-cpp";
-    if (std::string(name) == "C_INCLUDE_PATH" ? !c_like : a.language != "c++") continue;
-    std::optional<std::string> value = env_value(env, name);
-    size_t start = 0;
-    while (value && start <= value->size()) {
-      size_t colon = value->find(':', start);
-      if (colon == std::string::npos) colon = value->size();
-      if (colon > start) view.system_dirs.push_back(value->substr(start, colon - start));
-      start = colon + 1;
-    }
-  }
-  return view;
 }
 
 std::string job_class(const std::string& tool, const CcArgs& a) {
@@ -234,7 +196,7 @@ bool has_time_macro_piece(std::string_view text) {
 
 Result<ScanInfo> Planner::Impl::scan(const std::string& path, const Digest& content) {
   {
-    std::lock_guard<std::mutex> lock(mutex);
+    MutexLock lock(&mutex);
     auto it = scans.find(content);
     if (it != scans.end()) return it->second;
   }
@@ -252,92 +214,77 @@ Result<ScanInfo> Planner::Impl::scan(const std::string& path, const Digest& cont
   if (has_asm_directive(text, ".incbin")) flags |= kScanIncbin;
   if (has_asm_directive(text, ".include")) flags |= kScanAsmInclude;
   if (has_time_macro_piece(text)) flags |= kScanPastePiece;
-  std::lock_guard<std::mutex> lock(mutex);
+  MutexLock lock(&mutex);
   if (scans.size() >= 200000) scans.clear();
   scans.emplace(content, info);
   return info;
 }
 
-Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& tool, Family family,
-                                    const std::string& work_dir) {
-  bool pch = false;
-  CcArgs a = parse_cc_or_pch_args(request, pch);
-  if (!a.refused.empty()) return passthrough_plan(request, a.refused_code, a.refused);
+namespace {
+
+// gcc's environment forms of -MMD (DEPENDENCIES_OUTPUT) and of -MD without
+// the main file (SUNPRO_DEPENDENCIES): "FILE [TARGET]", appended to FILE.
+struct DepEnv {
+  bool set = false, sunpro = false;
+  std::string file, target;
+};
+
+DepEnv dep_env_of(const Request& request) {
+  DepEnv d;
+  std::optional<std::string> value = env_value(request.env, "DEPENDENCIES_OUTPUT");
+  if (!value) {
+    value = env_value(request.env, "SUNPRO_DEPENDENCIES");
+    d.sunpro = value.has_value();
+  }
+  if (!value) return d;
+  d.set = true;
+  size_t space = value->find(' ');
+  d.file = value->substr(0, space);
+  if (space != std::string::npos) d.target = value->substr(space + 1);
+  return d;
+}
+
+// Why this command cannot be cached as a compile, or "" (a header build and
+// the dependency-file forms the run cannot reproduce).
+WhyNot refuse_shape(Family family, const CcArgs& a, bool pch, const DepEnv& dep_env) {
   if (pch && family != Family::kGcc) {
     // clang records every input's path, size and mtime in a PCH and rejects
     // it when they differ: a stored copy would fail on another checkout.
-    return passthrough_plan(request, "pch_unsupported", "clang precompiled headers record input mtimes");
+    return {std::string(kReasonPchUnsupported), "clang precompiled headers record input mtimes"};
   }
-  if (pch && a.mode == CcMode::kAssemble) return passthrough_plan(request, "pch_unsupported", "-S of a header");
+  if (pch && a.mode == CcMode::kAssemble) return {std::string(kReasonPchUnsupported), "-S of a header"};
   if (pch && a.dep_md && a.output.empty()) {
-    return passthrough_plan(request, "pch_unsupported",
-                            "-MD without -o for a header (gcc names the .d after the cwd)");
+    return {std::string(kReasonPchUnsupported), "-MD without -o for a header (gcc names the .d after the cwd)"};
   }
-  if (pch) a.mode = CcMode::kCompile;  // nothing is linked: the output is the PCH itself
-  // gcc's environment form of -MMD (DEPENDENCIES_OUTPUT) and -MD without the
-  // main file (SUNPRO_DEPENDENCIES): "FILE [TARGET]", appended to FILE.
-  std::optional<std::string> dep_env = env_value(request.env, "DEPENDENCIES_OUTPUT");
-  bool sunpro = !dep_env && env_value(request.env, "SUNPRO_DEPENDENCIES").has_value();
-  if (sunpro) dep_env = env_value(request.env, "SUNPRO_DEPENDENCIES");
-  std::string dep_env_file, dep_env_target;
-  if (dep_env) {
-    dep_env_file = dep_env->substr(0, dep_env->find(' '));
-    if (dep_env->find(' ') != std::string::npos) dep_env_target = dep_env->substr(dep_env->find(' ') + 1);
-    if (pch || family != Family::kGcc || a.dep_md || dep_env_file.empty() || a.mode != CcMode::kCompile) {
-      return passthrough_plan(request, "depfile_env",
-                              "DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES with clang, -M flags, a header or outside -c");
-    }
+  if (dep_env.set && (pch || family != Family::kGcc || a.dep_md || dep_env.file.empty() || a.mode != CcMode::kCompile)) {
+    return {"depfile_env", "DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES with clang, -M flags, a header or outside -c"};
   }
-  ProbeContext ctx{*this, request, tool, a};
-  auto detail = std::make_shared<PlanDetail>();
-  detail->tools.emplace_back(tool.real_path, tool.stat);
-  CcDetail cc;
-  cc.family = family;
-  cc.cwd = request.cwd;
-  // gcc (>= 7) takes __DATE__/__TIME__ from SOURCE_DATE_EPOCH; clang only
-  // from version 16, and Debian 12 ships 14, so for clang nothing is pinned.
-  cc.sde_pinned =
-      family == Family::kGcc && env_value(request.env, "SOURCE_DATE_EPOCH").has_value();
-  cc.source = a.source;
-  cc.dep_source = depfile_spelling(a.source);
-  // Over-approximates: a value of another option spelled like -include...
-  // only adds negative paths.
-  for (size_t i = 0; i < a.args.size(); ++i) {
-    const std::string& arg = a.args[i];
-    for (std::string_view opt : {"-include", "-imacros"}) {
-      if (arg == opt && i + 1 < a.args.size()) {
-        cc.forced_includes.push_back(a.args[i + 1]);
-      } else if (arg.size() > opt.size() && arg.compare(0, opt.size(), opt) == 0) {
-        cc.forced_includes.push_back(arg.substr(opt.size()));
-      }
-    }
-  }
-  Result<SearchDirs> dirs = probe_search_dirs(ctx);
-  if (!dirs) return passthrough_plan(request, "search_dirs_probe_failed", dirs.error().message);
-  cc.dirs = std::move(*dirs);
-  {
-    CcArgs defaults = a;
-    defaults.include_args.clear();
-    Result<SearchDirs> system = probe_search_dirs(ProbeContext{*this, request, tool, defaults});
-    if (!system) return passthrough_plan(request, "search_dirs_probe_failed", system.error().message);
-    cc.dirs.system = system->bracket;
-  }
+  return {};
+}
 
-  // Outputs: redirect -o into work_dir when the path cannot reach the bytes.
-  bool redirect = !(a.split_dwarf || a.coverage || a.stack_usage || a.output_sensitive);
-  std::string out_written = a.output;
-  if (out_written.empty() && pch) {
-    out_written = a.source + ".gch";  // gcc writes NAME.gch beside the header
-  } else if (out_written.empty()) {
-    out_written = a.mode == CcMode::kLink ? "a.out"
-                  : strip_extension(base_name(a.source)) + (a.mode == CcMode::kCompile ? ".o" : ".s");
-  }
-  std::string out_abs = absolute_path(out_written, request.cwd);
-  std::string run_out = work_dir + "/out" + (pch ? ".gch" : a.mode == CcMode::kCompile ? ".o" : a.mode == CcMode::kAssemble ? ".s" : "");
-  std::string dep_target = a.dep_md && !a.dep_target ? out_written : "";
+// Where the compiler writes its output when nobody says (-o absent).
+std::string default_output(const CcArgs& a, bool pch) {
+  if (!a.output.empty()) return a.output;
+  if (pch) return a.source + ".gch";  // gcc writes NAME.gch beside the header
+  if (a.mode == CcMode::kLink) return "a.out";
+  return strip_extension(base_name(a.source)) + (a.mode == CcMode::kCompile ? ".o" : ".s");
+}
 
+// -o leaves the key (and the run writes into the work dir) only where the
+// output's path cannot reach the bytes.
+bool redirects_output(const CcArgs& a) {
+  return !(a.split_dwarf || a.coverage || a.stack_usage || a.output_sensitive);
+}
+
+// The flight key: everything of the command that may reach the output
+// bytes and is known before the run (docs/cache-keys.md, "The direct key").
+// What the run then reads is the record's.
+Digest direct_key(const Request& request, const ToolIdentity& tool, Family family, const CcArgs& a, bool pch,
+                  const std::string& dep_target, const DepEnv& dep_env, const std::string& native,
+                  const Digest& source) {
+  bool redirect = redirects_output(a);
   Hasher h;
-  h.add_field("ccpool-cc-v1");
+  h.add_field("ccpool-cc-v2");
   if (pch) h.add_field("precompiled-header");
   hash_digest(h, tool.key);
   h.add_field(request.program);
@@ -349,11 +296,7 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   for (size_t i = 0; i < a.args.size(); ++i) {
     bool is_output = !a.output.empty() && i == a.output_index;
     bool is_mf = std::find(a.dep_mf_indices.begin(), a.dep_mf_indices.end(), i) != a.dep_mf_indices.end();
-    if ((is_output && redirect) || is_mf) {
-      h.add_field("<path>");
-      continue;
-    }
-    h.add_field(a.args[i]);
+    h.add_field((is_output && redirect) || is_mf ? std::string("<path>") : a.args[i]);
   }
   h.add_field(dep_target);
   bool cwd_in_key = !redirect || a.coverage || a.output_sensitive || (a.debug && a.prefix_maps.empty());
@@ -361,87 +304,125 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   if (cwd_in_key) h.add_field(request.cwd);
   if (a.debug && !a.prefix_maps.empty()) hash_mapped_cwd(h, request.cwd, a.prefix_maps);
   hash_env(h, request.env, kCcEnv);
-  h.add_u64(dep_env ? (sunpro ? 2 : 1) : 0);
-  if (dep_env) h.add_field(dep_env_target);
+  h.add_u64(dep_env.set ? (dep_env.sunpro ? 2 : 1) : 0);
+  if (dep_env.set) h.add_field(dep_env.target);
+  h.add_field(native);
+  hash_digest(h, source);
+  return h.digest();
+}
+
+// The environment the compile runs with: the requester's, without the shim
+// and the dependency variables (replaced by the work dir's file), with the
+// recorder preloaded before anything the requester preloads.
+std::vector<std::string> run_environment(const Request& request, const std::string& trace_library,
+                                         const std::string& trace_path, const DepEnv& dep_env,
+                                         const std::string& dep_path, const std::string& dep_target) {
+  std::vector<std::string> env = environment_without_shim(request.env);
+  std::string preload = trace_library;
+  std::erase_if(env, [&](const std::string& e) {
+    if (e.rfind("LD_PRELOAD=", 0) == 0) {
+      if (e.size() > 11) preload += ":" + e.substr(11);
+      return true;
+    }
+    return e.rfind("CCPOOL_TRACE=", 0) == 0 || e.rfind("DEPENDENCIES_OUTPUT=", 0) == 0 ||
+           e.rfind("SUNPRO_DEPENDENCIES=", 0) == 0;
+  });
+  env.push_back("LD_PRELOAD=" + preload);
+  env.push_back("CCPOOL_TRACE=" + trace_path);
+  if (dep_env.set) {
+    env.push_back(std::string(dep_env.sunpro ? "SUNPRO_DEPENDENCIES=" : "DEPENDENCIES_OUTPUT=") + dep_path + " " +
+                  dep_target);
+  }
+  return env;
+}
+
+}  // namespace
+
+Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& tool, Family family,
+                                    const std::string& work_dir) {
+  bool pch = false;
+  CcArgs a = parse_cc_or_pch_args(request, pch);
+  if (!a.refused.empty()) return passthrough_plan(request, a.refused_code, a.refused);
+  DepEnv dep_env = dep_env_of(request);
+  if (WhyNot why = refuse_shape(family, a, pch, dep_env); !why.empty()) {
+    return passthrough_plan(request, why.code, why.text);
+  }
+  if (trace_library.empty()) {
+    return passthrough_plan(request, "trace_unavailable",
+                            "libccpool-trace.so not found (set CCPOOL_TRACE_LIBRARY or install it beside ccpool)");
+  }
+  if (pch) a.mode = CcMode::kCompile;  // nothing is linked: the output is the PCH itself
+  ProbeContext ctx{*this, request, tool, a};
+  std::string native;
   if (a.native) {
-    Result<std::string> native = probe_native(ctx);
-    if (!native) return passthrough_plan(request, "native_probe_failed", native.error().message);
-    h.add_field(*native);
+    Result<std::string> probed = probe_native(ctx);
+    if (!probed) return passthrough_plan(request, "native_probe_failed", probed.error().message);
+    native = *probed;
   }
   std::string source_abs = absolute_path(a.source, request.cwd);
   Result<HashedFile> source = hasher.hash(source_abs);
-  if (!source) {
-    return passthrough_plan(request, "source_unreadable", "source: " + source.error().message);
-  }
-  hash_digest(h, source->content);
+  if (!source) return passthrough_plan(request, "source_unreadable", "source: " + source.error().message);
+
+  bool redirect = redirects_output(a);
+  std::string out_written = default_output(a, pch);
+  std::string out_abs = absolute_path(out_written, request.cwd);
+  std::string run_out = work_dir + "/out" + (pch ? ".gch" : a.mode == CcMode::kCompile ? ".o" : a.mode == CcMode::kAssemble ? ".s" : "");
+  // The .d target: what gcc's driver itself passes (-MQ <the -o text>).
+  std::string dep_target = a.dep_md && !a.dep_target ? out_written : "";
+  std::string dep_env_target = dep_env.target.empty() ? strip_extension(base_name(a.source)) + ".o" : dep_env.target;
+  std::string dep_path = work_dir + "/dep.d";
+
+  auto detail = std::make_shared<PlanDetail>();
+  detail->tools.emplace_back(tool.real_path, tool.stat);
   detail->inputs.push_back({source_abs, source->content});
-  if (a.mode == CcMode::kLink) {
-    Result<void> linked = hash_link_inputs(ctx, h, detail->inputs, detail->tools);
-    if (!linked) return passthrough_plan(request, "link_probe_failed", linked.error().message);
-  }
+  CcDetail cc;
+  cc.family = family;
+  cc.cwd = request.cwd;
+  cc.work_dir = work_dir;
+  // gcc (>= 7) takes __DATE__/__TIME__ from SOURCE_DATE_EPOCH (through
+  // gmtime); clang only from version 16: Debian 12's 14 calls localtime.
+  cc.sde_pinned = family == Family::kGcc && env_value(request.env, "SOURCE_DATE_EPOCH").has_value();
+  cc.dep_append = dep_env.set;
 
   Plan plan;
   plan.kind = PlanKind::kCompiler;
-  plan.flight_key = h.digest();
+  plan.flight_key = direct_key(request, tool, family, a, pch, dep_target, dep_env, native, source->content);
   plan.direct_mode = true;
+  plan.key_mode = KeyMode::kDirect;
   plan.tool = base_name(request.argv[0]);
   plan.job_class = job_class(plan.tool, a);
   plan.run_program = request.program;
   plan.run_cwd = request.cwd;
-  plan.run_env = environment_without_shim(request.env);
-  if (dep_env) {
-    std::erase_if(plan.run_env, [](const std::string& e) {
-      return e.rfind("DEPENDENCIES_OUTPUT=", 0) == 0 || e.rfind("SUNPRO_DEPENDENCIES=", 0) == 0;
-    });
-  }
+  plan.trace_path = work_dir + "/trace";
+  plan.run_env = run_environment(request, trace_library, plan.trace_path, dep_env, dep_path, dep_env_target);
   plan.uses_work_dir = true;
   plan.inputs.push_back(source_abs);
+  // The command as given, with -o and -MF pointed into the work dir: the
+  // compiler writes exactly the files it would write for the requester.
   plan.run_argv.push_back(request.argv[0]);
   for (size_t i = 0; i < a.args.size(); ++i) {
     if (std::find(a.dep_mf_indices.begin(), a.dep_mf_indices.end(), i) != a.dep_mf_indices.end()) continue;
-    if (std::find(a.dep_mmd_indices.begin(), a.dep_mmd_indices.end(), i) != a.dep_mmd_indices.end()) {
-      plan.run_argv.push_back("-MD");  // the manifest needs system headers too
-      continue;
-    }
     if (redirect && !a.output.empty() && i == a.output_index) {
       plan.run_argv.push_back(a.output_joined ? "-o" + run_out : run_out);
       continue;
     }
     plan.run_argv.push_back(a.args[i]);
   }
-  if (redirect && a.output.empty()) {
-    plan.run_argv.push_back("-o");
-    plan.run_argv.push_back(run_out);
-  }
+  if (redirect && a.output.empty()) plan.run_argv.insert(plan.run_argv.end(), {"-o", run_out});
   plan.outputs.push_back({"out", redirect ? run_out : out_abs, out_abs, false});
   if (a.dep_md) {
-    cc.dep_path = work_dir + "/dep.d";
-    plan.run_argv.insert(plan.run_argv.end(), {"-MF", cc.dep_path});
+    plan.run_argv.insert(plan.run_argv.end(), {"-MF", dep_path});
     if (!dep_target.empty()) plan.run_argv.insert(plan.run_argv.end(), {"-MQ", dep_target});
     std::string dep_deliver = absolute_path(a.dep_mf.empty() ? strip_extension(out_written) + ".d" : a.dep_mf,
                                             request.cwd);
-    plan.outputs.push_back({"dep", cc.dep_path, dep_deliver, false});
-    if (a.dep_user_only) cc.dep_view = depfile_view(family, a, cc.dirs.system, request.env, true, false);
-  } else if (dep_env) {
-    cc.dep_path = work_dir + "/dep.d";
-    plan.run_argv.insert(plan.run_argv.end(), {"-MD", "-MF", cc.dep_path});
-    if (dep_env_target.empty()) {
-      plan.run_argv.insert(plan.run_argv.end(), {"-MQ", strip_extension(base_name(a.source)) + ".o"});
-    } else {
-      plan.run_argv.insert(plan.run_argv.end(), {"-MT", dep_env_target});
-    }
-    plan.outputs.push_back({"dep", cc.dep_path, absolute_path(dep_env_file, request.cwd), false});
-    cc.dep_view = depfile_view(family, a, cc.dirs.system, request.env, !sunpro, sunpro);
-    cc.dep_append = true;
-  } else {
-    cc.dep_path = work_dir + "/ccpool.d";
-    plan.run_argv.insert(plan.run_argv.end(), {"-MD", "-MF", cc.dep_path});
+    plan.outputs.push_back({"dep", dep_path, dep_deliver, false});
+  } else if (dep_env.set) {
+    plan.outputs.push_back({"dep", dep_path, absolute_path(dep_env.file, request.cwd), false});
   }
   std::string stem = strip_extension(out_abs);
   if (a.split_dwarf) plan.outputs.push_back({"dwo", stem + ".dwo", stem + ".dwo", true});
   if (a.coverage) plan.outputs.push_back({"gcno", stem + ".gcno", stem + ".gcno", true});
   if (a.stack_usage) plan.outputs.push_back({"su", stem + ".su", stem + ".su", true});
-  set_up_preprocessor_mode(cc, a, request, tool);
   detail->cc = std::move(cc);
   plan.detail = std::move(detail);
   return plan;
@@ -449,18 +430,12 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
 
 std::string Planner::deliver_bytes(const Plan& requester, const OutputSpec& output,
                                    std::string_view stored) const {
-  // The .d target is pinned in the key (-MQ <the requester's -o as written>),
-  // so stored bytes are already what this requester's own compile writes,
-  // unless the user asked for less than the full -MD file.
+  // The run wrote exactly the requester's file (the .d target is pinned in
+  // the key); the environment forms append to FILE, as gcc does.
   const PlanDetail* detail = requester.detail.get();
-  if (output.name != "dep" || !detail || !detail->cc || !detail->cc->dep_view) return std::string(stored);
-  // finish() refuses to store a file the model cannot derive; if this one is
-  // such a run's own, the full file is a superset the build can still use.
-  std::optional<std::string> derived = derive_depfile(stored, *detail->cc->dep_view);
-  std::string bytes = derived ? std::move(*derived) : std::string(stored);
-  if (!detail->cc->dep_append) return bytes;
+  if (output.name != "dep" || !detail || !detail->cc || !detail->cc->dep_append) return std::string(stored);
   Result<std::string> existing = read_file(output.deliver_path);
-  return (existing ? *existing : std::string()) + bytes;
+  return (existing ? *existing : std::string()) + std::string(stored);
 }
 
 }  // namespace ccpool::compiler

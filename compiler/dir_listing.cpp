@@ -25,10 +25,14 @@ std::string join(const std::string& dir, const std::string& name) {
 
 }  // namespace
 
+std::optional<FileStat> DirListings::stat_dir(const std::string& dir) const {
+  return m_stat_dir ? m_stat_dir(dir) : stat_path(dir);
+}
+
 std::shared_ptr<const DirListings::Names> DirListings::listing(const std::string& dir, const FileStat& st) {
   Key key{st.dev, st.ino, st.mtime_ns, st.ctime_ns};
   {
-    std::lock_guard<std::mutex> lock(m_mutex);
+    MutexLock lock(&m_mutex);
     auto it = m_memo.find(key);
     if (it != m_memo.end()) return it->second;
   }
@@ -36,12 +40,10 @@ std::shared_ptr<const DirListings::Names> DirListings::listing(const std::string
   if (d == nullptr) return nullptr;
   auto fresh = std::make_shared<Names>();
   while (struct dirent* e = ::readdir(d)) fresh->insert(e->d_name);
-  struct stat after;
-  bool stable = ::fstat(::dirfd(d), &after) == 0 && static_cast<uint64_t>(after.st_dev) == st.dev &&
-                static_cast<uint64_t>(after.st_ino) == st.ino &&
-                int64_t{after.st_mtim.tv_sec} * 1000000000 + after.st_mtim.tv_nsec == st.mtime_ns &&
-                int64_t{after.st_ctim.tv_sec} * 1000000000 + after.st_ctim.tv_nsec == st.ctime_ns;
   ::closedir(d);
+  std::optional<FileStat> after = stat_dir(dir);
+  bool stable = after && after->dev == st.dev && after->ino == st.ino && after->mtime_ns == st.mtime_ns &&
+                after->ctime_ns == st.ctime_ns;
   m_reads.fetch_add(1);
   int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                        std::chrono::system_clock::now().time_since_epoch())
@@ -49,7 +51,7 @@ std::shared_ptr<const DirListings::Names> DirListings::listing(const std::string
   // Only a listing read in one piece from a directory untouched for 2 s is
   // remembered; otherwise it answers this check only (like one stat each).
   if (stable && st.mtime_ns <= now_ns - kRacyNs && st.ctime_ns <= now_ns - kRacyNs) {
-    std::lock_guard<std::mutex> lock(m_mutex);
+    MutexLock lock(&m_mutex);
     if (m_memo.size() >= kMaxEntries) m_memo.clear();
     m_memo.emplace(key, fresh);
   }
@@ -58,7 +60,7 @@ std::shared_ptr<const DirListings::Names> DirListings::listing(const std::string
 
 bool DirListings::check(const std::string& dir, const std::vector<std::string>& not_regular,
                         const std::vector<std::string>& absent) {
-  std::optional<FileStat> st = stat_path(dir);
+  std::optional<FileStat> st = stat_dir(dir);
   // A path whose parent does not exist (or is not a directory) does not
   // exist: stat(2) fails with ENOENT/ENOTDIR.
   if (!st || !S_ISDIR(st->mode)) return true;
@@ -125,7 +127,7 @@ bool DirListings::Scope::known_missing(std::string_view dir) const {
 
 DirListings::Listing DirListings::list(const std::string& dir) {
   Listing out;
-  std::optional<FileStat> st = stat_path(dir);
+  std::optional<FileStat> st = stat_dir(dir);
   if (!st || !S_ISDIR(st->mode)) return out;
   out.is_dir = true;
   out.names = listing(dir, *st);
@@ -133,7 +135,7 @@ DirListings::Listing DirListings::list(const std::string& dir) {
 }
 
 std::optional<Digest> DirListings::names_digest(const std::string& dir) {
-  std::optional<FileStat> st = stat_path(dir);
+  std::optional<FileStat> st = stat_dir(dir);
   if (!st || !S_ISDIR(st->mode)) return std::nullopt;
   std::shared_ptr<const Names> names = listing(dir, *st);
   if (!names) return std::nullopt;

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "base/hash.h"
+#include "base/thread_annotations.h"
 
 namespace ccpool::compiler {
 
@@ -39,6 +40,11 @@ struct FileStat;
 
 class DirListings {
  public:
+  // How a directory is stat'ed (a test seam: a frozen stat stands for a
+  // filesystem whose timestamps did not move within one tick).
+  using StatFunction = std::optional<FileStat> (*)(const std::string& path);
+  explicit DirListings(StatFunction stat_dir = nullptr) : m_stat_dir(stat_dir) {}
+
   // True when, right now, no dir/name (for each name) is a regular file
   // (stat(2) following symlinks). Names contain no '/'.
   bool none_regular(const std::string& dir, const std::vector<std::string>& names) {
@@ -104,8 +110,10 @@ class DirListings {
   static bool none_present(const std::string& dir, const Names* names,
                            const std::vector<std::string>& not_regular,
                            const std::vector<std::string>& absent);
-  std::mutex m_mutex;
-  std::map<Key, std::shared_ptr<const Names>> m_memo;  // guarded by m_mutex
+  std::optional<FileStat> stat_dir(const std::string& dir) const;
+  StatFunction m_stat_dir;  // null: stat_path
+  Mutex m_mutex;
+  std::map<Key, std::shared_ptr<const Names>> m_memo GUARDED_BY(m_mutex);
   std::atomic<uint64_t> m_reads{0};
 };
 

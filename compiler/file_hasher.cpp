@@ -34,13 +34,18 @@ size_t FileHasher::KeyHash::operator()(const Key& k) const noexcept {
 Result<HashedFile> FileHasher::hash(const std::string& path) {
   std::optional<FileStat> before = stat_path(path);
   if (!before) return make_error(ErrorCode::kNotFound, "'" + path + "' does not exist");
+  return hash(path, *before);
+}
+
+Result<HashedFile> FileHasher::hash(const std::string& path, const FileStat& now) {
+  std::optional<FileStat> before = now;
   if (!S_ISREG(before->mode)) {
     return make_error(ErrorCode::kUnsupported, "'" + path + "' is not a regular file");
   }
   Key key{*before};
   key.stat.mode = 0;
   {
-    std::lock_guard<std::mutex> lock(m_mutex);
+    MutexLock lock(&m_mutex);
     auto it = m_memo.find(key);
     if (it != m_memo.end()) return HashedFile{it->second, *before};
   }
@@ -60,7 +65,7 @@ Result<HashedFile> FileHasher::hash(const std::string& path) {
   if (before->mtime_ns > now_ns - kRacyNs || before->ctime_ns > now_ns - kRacyNs) {
     return HashedFile{digest, *before};
   }
-  std::lock_guard<std::mutex> lock(m_mutex);
+  MutexLock lock(&m_mutex);
   if (m_memo.size() >= kMaxEntries) m_memo.clear();
   m_memo.emplace(key, digest);
   return HashedFile{digest, *before};

@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "base/hash.h"
+#include "base/thread_annotations.h"
 
 namespace ccpool::compiler {
 
@@ -37,6 +38,9 @@ class FileHasher {
   // Hashes a regular file's content (memoized). kNotFound when missing,
   // kUnsupported when not a regular file.
   Result<HashedFile> hash(const std::string& path);
+  // The same, given what stat(2) just said about `path` (a caller that
+  // lstat'ed a path that is not a link has its stat already).
+  Result<HashedFile> hash(const std::string& path, const FileStat& now);
 
   // Memo size bound: the table is cleared when it reaches this many entries.
   static constexpr size_t kMaxEntries = 200000;
@@ -49,8 +53,8 @@ class FileHasher {
   struct KeyHash {
     size_t operator()(const Key& k) const noexcept;
   };
-  std::mutex m_mutex;
-  std::unordered_map<Key, Digest, KeyHash> m_memo;  // guarded by m_mutex
+  Mutex m_mutex;
+  std::unordered_map<Key, Digest, KeyHash> m_memo GUARDED_BY(m_mutex);
 };
 
 }  // namespace ccpool::compiler

@@ -6,7 +6,7 @@
 namespace ccpool::compiler {
 namespace {
 
-constexpr std::string_view kVersionLine = "ccpool-manifest v2\n";
+constexpr std::string_view kVersionLine = "ccpool-manifest v3\n";
 
 class Reader {
  public:
@@ -39,6 +39,11 @@ class Reader {
     m_pos += len;
     return true;
   }
+  bool kind(char& out) {
+    if (m_pos >= m_text.size()) return false;
+    out = m_text[m_pos++];
+    return out > ' ';
+  }
   bool done() const { return m_pos == m_text.size(); }
 
  private:
@@ -53,7 +58,8 @@ std::string serialize_manifest(const Manifest& manifest) {
   for (const ManifestEntry& e : manifest.entries) {
     out += "entry " + e.result_key.hex() + " " + std::to_string(e.date_bucket) + " " +
            std::to_string(e.files.size()) + " " + std::to_string(e.negatives.size()) + " " +
-           std::to_string(e.absent.size()) + " " + std::to_string(e.dirs.size()) + "\n";
+           std::to_string(e.absent.size()) + " " + std::to_string(e.dirs.size()) + " " +
+           std::to_string(e.checks.size()) + "\n";
     for (const auto& [path, digest] : e.files) {
       out += "f " + digest.hex() + " " + std::to_string(path.size()) + ":" + path + "\n";
     }
@@ -66,6 +72,10 @@ std::string serialize_manifest(const Manifest& manifest) {
     for (const auto& [path, digest] : e.dirs) {
       out += "d " + digest.hex() + " " + std::to_string(path.size()) + ":" + path + "\n";
     }
+    for (const ManifestCheck& c : e.checks) {
+      out += std::string("c ") + c.kind + " " + std::to_string(c.path.size()) + ":" + c.path + " " +
+             std::to_string(c.answer.size()) + ":" + c.answer + "\n";
+    }
   }
   return out;
 }
@@ -76,15 +86,15 @@ std::optional<Manifest> parse_manifest(const std::string& text) {
   Manifest m;
   while (!r.done()) {
     ManifestEntry e;
-    size_t files = 0, negatives = 0, absent = 0, dirs = 0;
+    size_t files = 0, negatives = 0, absent = 0, dirs = 0, checks = 0;
     if (!r.literal("entry ") || !r.digest(e.result_key) || !r.literal(" ") ||
         !r.number(e.date_bucket) || !r.literal(" ") || !r.number(files) || !r.literal(" ") ||
         !r.number(negatives) || !r.literal(" ") || !r.number(absent) || !r.literal(" ") ||
-        !r.number(dirs) || !r.literal("\n")) {
+        !r.number(dirs) || !r.literal(" ") || !r.number(checks) || !r.literal("\n")) {
       return std::nullopt;
     }
     if (files > kMaxManifestFiles || negatives > kMaxManifestNegatives ||
-        absent > kMaxManifestNegatives - negatives || dirs > kMaxManifestDirs ||
+        absent > kMaxManifestNegatives - negatives || dirs > kMaxManifestDirs || checks > kMaxManifestChecks ||
         m.entries.size() >= kMaxManifestEntries) {
       return std::nullopt;
     }
@@ -113,6 +123,14 @@ std::optional<Manifest> parse_manifest(const std::string& text) {
         return std::nullopt;
       }
       e.dirs.push_back(std::move(d));
+    }
+    for (size_t i = 0; i < checks; ++i) {
+      ManifestCheck c;
+      if (!r.literal("c ") || !r.kind(c.kind) || !r.literal(" ") || !r.path(c.path) || !r.literal(" ") ||
+          !r.path(c.answer) || !r.literal("\n")) {
+        return std::nullopt;
+      }
+      e.checks.push_back(std::move(c));
     }
     m.entries.push_back(std::move(e));
   }

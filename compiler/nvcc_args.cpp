@@ -2,7 +2,7 @@
 
 #include <optional>
 
-#include "compiler/planner_impl.h"
+#include "compiler/reason_code.h"
 
 namespace ccpool::compiler {
 namespace {

@@ -11,7 +11,7 @@
 #include <set>
 
 #include "base/fs.h"
-#include "compiler/cc_preprocessed.h"
+#include "compiler/preprocessed_output.h"
 #include "compiler/depfile.h"
 #include "compiler/planner_impl.h"
 
@@ -141,7 +141,7 @@ Digest nvcc_result_key(const Digest& pp, std::string_view manifest) {
 std::optional<Digest> Planner::Impl::lookup_nvcc(const Plan& plan, const ManifestStorage& manifests) {
   PpResult pp = nvcc_pp_key(*this, plan);
   {
-    std::lock_guard<std::mutex> lock(plan.detail->pp->mutex);
+    MutexLock lock(&plan.detail->pp->mutex);
     plan.detail->pp->looked_up = true;
     plan.detail->pp->before = pp.key;
     plan.detail->pp->why = pp.why;
@@ -180,7 +180,7 @@ Finished Planner::Impl::finish_nvcc(const Plan& plan, std::chrono::system_clock:
   if (!changed.empty()) return no(changed.code, changed.text);
   std::optional<Digest> before;
   {
-    std::lock_guard<std::mutex> lock(plan.detail->pp->mutex);
+    MutexLock lock(&plan.detail->pp->mutex);
     if (!plan.detail->pp->looked_up) return no("nvcc_not_looked_up", "finish() without lookup()");
     if (!plan.detail->pp->before) return no(plan.detail->pp->why.code, plan.detail->pp->why.text);
     before = plan.detail->pp->before;

@@ -216,6 +216,7 @@ Result<Plan> Planner::Impl::plan_nvcc(const Request& request, const ToolIdentity
   Plan plan;
   plan.kind = PlanKind::kCompiler;
   plan.direct_mode = true;  // the result key comes from lookup()/finish()
+  plan.key_mode = KeyMode::kPreprocessor;
   plan.flight_key = h.digest();
   plan.tool = "nvcc";
   plan.job_class = "nvcc";

@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 
 #include <climits>
+#include <unistd.h>
+
 #include <cstdlib>
 
 #include "compiler/cc_name.h"
@@ -133,34 +135,21 @@ Result<HelperOutput> Planner::Impl::memo_helper(const Digest& key, const std::ve
                                                 const std::function<std::vector<std::string>()>& make_env,
                                                 const std::string& cwd, const std::string& program) {
   {
-    std::lock_guard<std::mutex> lock(mutex);
+    MutexLock lock(&mutex);
     auto it = helper_memo.find(key);
     if (it != helper_memo.end()) return it->second;
   }
   CCPOOL_TRY_ASSIGN(HelperOutput out, run_helper(argv, environment_without_shim(make_env()), cwd,
                                                  std::chrono::seconds(30), program));
-  std::lock_guard<std::mutex> lock(mutex);
+  MutexLock lock(&mutex);
   if (helper_memo.size() >= kMaxHelperMemo) helper_memo.clear();
   helper_memo.emplace(key, out);
   return out;
 }
 
-std::optional<std::vector<std::string>> Planner::Impl::linker_script_targets(const Digest& content) {
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = linker_scripts.find(content);
-  if (it == linker_scripts.end()) return std::nullopt;
-  return it->second;
-}
-
-void Planner::Impl::remember_linker_script(const Digest& content, std::vector<std::string> targets) {
-  std::lock_guard<std::mutex> lock(mutex);
-  if (linker_scripts.size() >= kMaxHelperMemo) linker_scripts.clear();
-  linker_scripts[content] = std::move(targets);
-}
-
 Family Planner::Impl::family(const ToolIdentity& tool, const std::vector<std::string>& env) {
   {
-    std::lock_guard<std::mutex> lock(mutex);
+    MutexLock lock(&mutex);
     auto it = families.find(tool.key);
     if (it != families.end()) return it->second;
   }
@@ -179,12 +168,33 @@ Family Planner::Impl::family(const ToolIdentity& tool, const std::vector<std::st
       result = Family::kGcc;
     }
   }
-  std::lock_guard<std::mutex> lock(mutex);
+  MutexLock lock(&mutex);
   families[tool.key] = result;
   return result;
 }
 
-Planner::Planner() : m_impl(std::make_unique<Impl>()) {}
+namespace {
+
+std::string find_trace_library(std::string configured) {
+  if (!configured.empty()) return configured;
+  if (const char* env = std::getenv("CCPOOL_TRACE_LIBRARY"); env && *env) return env;
+  char exe[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return "";
+  exe[n] = '\0';
+  std::string candidate = dir_name(exe) + "/../lib/libccpool-trace.so";
+  char resolved[PATH_MAX];
+  if (::realpath(candidate.c_str(), resolved) == nullptr) return "";
+  return resolved;
+}
+
+}  // namespace
+
+Planner::Planner() : Planner(PlannerOptions{}) {}
+
+Planner::Planner(PlannerOptions options) : m_impl(std::make_unique<Impl>()) {
+  m_impl->trace_library = find_trace_library(std::move(options.trace_library));
+}
 Planner::~Planner() = default;
 
 Planner::Counters Planner::counters() const {
@@ -213,15 +223,19 @@ Result<std::optional<Digest>> Planner::lookup(const Plan& plan, const ManifestSt
   if (plan.kind == PlanKind::kPassthrough) return std::optional<Digest>();
   if (!plan.direct_mode) return std::optional<Digest>(plan.flight_key);
   if (plan.detail && plan.detail->nvcc) return m_impl->lookup_nvcc(plan, manifests);
-  Result<std::optional<Digest>> direct = m_impl->lookup_cc(plan, manifests);
-  if (direct && !*direct && plan.detail && plan.detail->cc) {
-    if (std::optional<Digest> pp = m_impl->lookup_pp(plan, manifests)) return pp;
-  }
-  return direct;
+  return m_impl->lookup_cc(plan, manifests);
 }
 
 Result<Finished> Planner::finish(const Plan& plan, std::chrono::system_clock::time_point started,
                                  const ManifestStorage& manifests) {
+  RunFacts run;
+  run.started = started;
+  run.success = true;
+  return finish(plan, run, manifests);
+}
+
+Result<Finished> Planner::finish(const Plan& plan, const RunFacts& run, const ManifestStorage& manifests) {
+  std::chrono::system_clock::time_point started = run.started;
   Finished done;
   if (plan.kind == PlanKind::kPassthrough || !plan.detail) {
     done.why_not = "pass-through";
@@ -229,21 +243,69 @@ Result<Finished> Planner::finish(const Plan& plan, std::chrono::system_clock::ti
     return done;
   }
   if (plan.detail->nvcc) return m_impl->finish_nvcc(plan, started, manifests);
-  if (plan.direct_mode) {
-    Result<Finished> direct = m_impl->finish_cc(plan, started, manifests);
-    if (!direct) return direct;
-    if (direct->store) {
-      direct->mode = KeyMode::kDirect;
-      return direct;
-    }
-    return m_impl->finish_pp(plan, started, std::move(*direct), manifests);
-  }
+  if (plan.detail->cc) return m_impl->finish_cc(plan, run, manifests);
   WhyNot why = verify_plan_inputs(*m_impl, *plan.detail, started);
   done.why_not = std::move(why.text);
   done.why_not_code = std::move(why.code);
   done.store = done.why_not_code.empty();
   if (done.store) done.result_key = plan.flight_key;
   return done;
+}
+
+Conclusion Planner::conclude(const Plan& plan, const RunFacts& run, const ManifestStorage& manifests) {
+  Conclusion out;
+  if (plan.kind == PlanKind::kPassthrough) {
+    out.finished.why_not = "pass-through";
+    out.finished.why_not_code = "passthrough";
+    return out;
+  }
+  // The manifest under the flight key is returned, to be stored after the
+  // result it names; any other blob (nvcc's) is saved as finish() makes it.
+  ManifestStorage capture = manifests;
+  capture.save = [&](const Digest& key, const std::string& bytes) {
+    if (key == plan.flight_key) {
+      out.manifest = bytes;
+    } else if (manifests.save) {
+      manifests.save(key, bytes);
+    }
+  };
+  Result<Finished> finished = finish(plan, run, capture);
+  if (!finished) {
+    out.finished.why_not_code = "internal_error";
+    out.finished.why_not = finished.error().message;
+    return out;
+  }
+  out.finished = std::move(*finished);
+  out.validated = out.finished.store;
+  if (out.validated) {
+    std::string blocker = replay_blocker(plan, run.stdout_data, run.stderr_data);
+    if (!blocker.empty()) {
+      out.validated = false;
+      out.finished = Finished{};
+      out.finished.why_not_code = "output_names_unkeyed_path";
+      out.finished.why_not = blocker;
+    }
+  }
+  if (out.finished.store && run.success && !run.outputs_complete) {
+    out.finished.store = false;
+    out.finished.why_not_code = "output_missing";
+    out.finished.why_not = "an output is missing";
+  }
+  if (!run.success) out.finished.store = false;  // failures are never stored, only shared with joiners
+  return out;
+}
+
+bool Planner::accepts(const Plan& joiner, const Conclusion& run) {
+  if (!run.validated) return false;
+  if (!joiner.direct_mode) return joiner.flight_key == run.finished.result_key;
+  if (!run.manifest) return false;
+  ManifestStorage leaders;
+  leaders.load = [&](const Digest& key) -> std::optional<std::string> {
+    if (key == joiner.flight_key) return run.manifest;
+    return std::nullopt;
+  };
+  Result<std::optional<Digest>> key = lookup(joiner, leaders);
+  return key && *key && **key == run.finished.result_key;
 }
 
 }  // namespace ccpool::compiler

@@ -29,6 +29,14 @@ struct Request {
 
 enum class PlanKind { kPassthrough, kGeneric, kCompiler };
 
+// Which rule made a stored result's key.
+enum class KeyMode {
+  kExact,         // the plan's key alone (generic jobs, ptxas)
+  kDirect,        // C/C++: the direct key plus the record of every lookup the run made
+  kPreprocessor,  // nvcc: the direct key plus the host compiler's -E output
+};
+
+
 struct OutputSpec {
   std::string name;          // stable name in the stored record ("out", "dep", "dwo", "gcno", "su", or the declared path for generic jobs)
   std::string run_path;      // absolute path where the tool writes it when this plan is executed (inside work_dir when redirected)
@@ -46,6 +54,7 @@ struct Plan {
   std::string reason_code;     // why pass-through, a stable code (docs/cache-keys.md), empty otherwise
   Digest flight_key;           // identical requests in flight share one execution iff equal (for direct mode: the manifest key)
   bool direct_mode = false;    // true: the result key comes from lookup()/finish(); false: result key == flight_key
+  KeyMode key_mode = KeyMode::kExact;  // the rule a stored result's key is made by (what `ccpool explain` says)
   std::string job_class;       // memory-estimate class, e.g. "g++ -O3 -shared" (tool basename + a few flags that drive memory)
   std::string tool;            // display name (basename)
   // What to execute. Filled for pass-through plans too (argv unchanged,
@@ -55,6 +64,10 @@ struct Plan {
   std::string run_cwd;
   std::vector<std::string> run_env;    // environment for the tool (shim removed)
   bool uses_work_dir = false;          // run_argv/run_path reference work_dir: the service must create it before running and delete it after
+  // Non-empty: the record file the tool's recorder appends to
+  // (libccpool-trace.so, named by run_env). The runner creates it empty,
+  // mode 0600, inside the work dir before starting the tool.
+  std::string trace_path;
   std::vector<OutputSpec> outputs;
   std::vector<std::string> inputs;     // for metadata (source, declared inputs)
   std::shared_ptr<const PlanDetail> detail;  // opaque; null for pass-through plans
@@ -75,13 +88,6 @@ struct ManifestStorage {  // the service backs these with store blobs
 inline constexpr std::string_view kReasonHasIncludeNonliteral = "has_include_nonliteral";
 inline constexpr std::string_view kReasonPchUnsupported = "pch_unsupported";
 
-// Which rule made a stored result's key.
-enum class KeyMode {
-  kExact,         // the plan's key alone (generic jobs, ptxas)
-  kDirect,        // C/C++ direct mode: the direct key plus a manifest of every header
-  kPreprocessor,  // C/C++ preprocessor mode: the direct key plus the compiler's -E output
-};
-
 struct Finished {
   bool store = false;      // false: serve this run's outputs to the current waiters only
   KeyMode mode = KeyMode::kExact;  // when store: how result_key was made
@@ -90,9 +96,38 @@ struct Finished {
   Digest result_key;       // valid when store
 };
 
+// What one execution produced, as the runner saw it. Outputs are read by the
+// runner (at their run_path); conclude() does not touch the filesystem for
+// them.
+struct RunFacts {
+  std::chrono::system_clock::time_point started;  // taken before the tool was spawned
+  bool success = false;                           // exit 0, no signal, no timeout, output not truncated
+  std::vector<std::pair<std::string, std::string>> outputs;  // OutputSpec::name -> bytes, as read
+  bool outputs_complete = true;                   // every non-optional output was read
+  std::string stdout_data, stderr_data;
+};
+
+// What the run proves: whether to store it, under which result key, the
+// manifest blob to store under plan.flight_key after the result (direct
+// mode), and, when not stored, why (a stable code).
+struct Conclusion {
+  Finished finished;
+  std::optional<std::string> manifest;
+  bool validated = false;  // the inputs did not change during the run: joiners may compare with it
+};
+
+struct PlannerOptions {
+  // libccpool-trace.so: preloaded into every C/C++ compile the planner caches.
+  // Empty: CCPOOL_TRACE_LIBRARY, else ../lib/libccpool-trace.so beside the
+  // running executable; when none exists, C/C++ compiles pass through
+  // (trace_unavailable).
+  std::string trace_library;
+};
+
 class Planner {
  public:
   Planner();
+  explicit Planner(PlannerOptions options);
   ~Planner();
   Planner(const Planner&) = delete;
   Planner& operator=(const Planner&) = delete;
@@ -114,6 +149,19 @@ class Planner {
   // or after it makes store=false. Direct mode: records the manifest entry.
   Result<Finished> finish(const Plan& plan, std::chrono::system_clock::time_point started,
                           const ManifestStorage& manifests);
+  Result<Finished> finish(const Plan& plan, const RunFacts& run, const ManifestStorage& manifests);
+
+  // The one way a run ends, for the service and for tests alike: checks that
+  // every required output came back, runs finish(), refuses replays that
+  // would name an unkeyed path, and returns the manifest to store (direct
+  // mode) instead of saving it. For failed runs too: a failure is shared only
+  // with joiners whose view validates against its manifest.
+  Conclusion conclude(const Plan& plan, const RunFacts& run, const ManifestStorage& manifests);
+
+  // Whether `joiner` (same flight key) may take the run that `run` concluded:
+  // its own view validates against the run's manifest entry exactly like a
+  // hit (content-keyed plans: the flight key is the result key).
+  bool accepts(const Plan& joiner, const Conclusion& run);
 
   // After finish() said store: "" when this run's stdout/stderr may be
   // replayed to every requester with the same result key, else why not (the

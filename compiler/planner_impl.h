@@ -18,19 +18,16 @@
 #include "compiler/file_hasher.h"
 #include "compiler/include_scan.h"
 #include "compiler/manifest.h"
+#include "compiler/observed.h"
 #include "compiler/planner.h"
+#include "compiler/reason_code.h"
 #include "compiler/subprocess.h"
+#include "compiler/why_not.h"
+#include "base/thread_annotations.h"
 
 namespace ccpool::compiler {
 
 enum class Family { kUnknown, kGcc, kClang };
-
-// Why a result is not cached: a stable code (docs/cache-keys.md) and text
-// for humans.
-struct WhyNot {
-  std::string code, text;
-  bool empty() const { return code.empty(); }
-};
 
 struct ToolIdentity {
   std::string real_path;
@@ -47,31 +44,11 @@ struct CheckedInput {
   Digest content;
 };
 
-// Include search order for one compile, as the compiler itself reported it
-// (`-E -v`), strings exactly as the compiler forms paths.
-struct SearchDirs {
-  std::vector<std::string> quote;    // "#include "..." search starts here" (only -iquote)
-  std::vector<std::string> bracket;  // "#include <...> search starts here"
-  std::vector<std::string> system;   // the subset of bracket from the compiler's defaults
-};
-
 struct CcDetail {
   Family family = Family::kUnknown;
   std::string cwd;
-  std::string dep_path;           // the .d file to parse after the run (absolute)
-  SearchDirs dirs;
-  bool sde_pinned = false;        // gcc with SOURCE_DATE_EPOCH: __DATE__/__TIME__ fixed
-  std::string source;             // as written on the command line
-  std::string dep_source;         // as the .d file spells it (depfile_spelling)
-  std::vector<std::string> forced_includes;  // -include/-imacros values: quote includes from the cwd
-  // Set when the user's dependency file is not the run's full -MD file
-  // (-MMD, DEPENDENCIES_OUTPUT, SUNPRO_DEPENDENCIES): "dep" holds the full
-  // file and deliver_bytes() derives the user's from it.
-  std::optional<DepfileView> dep_view;
-  // Preprocessor-mode fallback (cc_preprocessed.cpp); pp_argv empty when the
-  // command is not eligible.
-  std::vector<std::string> pp_argv;  // the compile's arguments as a -E run (environment: pp_env())
-  Digest pp_marker;                  // "preprocessor mode needed here": tool, language, search dirs
+  std::string work_dir;
+  bool sde_pinned = false;        // gcc with SOURCE_DATE_EPOCH: __DATE__/__TIME__ from gmtime
   bool dep_append = false;        // DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES append to the file
 };
 
@@ -105,7 +82,7 @@ struct ScanInfo {
 };
 
 // A manifest as lookup() uses it: parsed once per (direct key, bytes), with
-// each entry's negative paths grouped by parent directory (as written; a
+// each entry's absent paths grouped by parent directory (as written; a
 // relative one resolves against the requester's cwd) and its result key
 // already checked against the direct key.
 struct NegativeGroup {
@@ -122,13 +99,13 @@ struct ParsedManifest {
   std::vector<ParsedEntry> entries;
 };
 
-// The preprocessor-mode key lookup() computed before the run, for finish()
+// The nvcc preprocessor key lookup() computed before the run, for finish()
 // to compare with the one after it.
 struct PpMemo {
-  std::mutex mutex;
-  bool looked_up = false;        // guarded by mutex
-  std::optional<Digest> before;  // guarded by mutex
-  WhyNot why;                    // guarded by mutex; why `before` is empty
+  Mutex mutex;
+  bool looked_up GUARDED_BY(mutex) = false;
+  std::optional<Digest> before GUARDED_BY(mutex);
+  WhyNot why GUARDED_BY(mutex);  // why `before` is empty
 };
 
 // nvcc -c of one .cu source (nvcc_model.cpp): nvcc's own preprocessing
@@ -146,10 +123,10 @@ struct NvccDetail {
 };
 
 struct PlanDetail {
-  std::shared_ptr<PpMemo> pp = std::make_shared<PpMemo>();
+  std::shared_ptr<PpMemo> pp = std::make_shared<PpMemo>();  // nvcc
   std::vector<CheckedInput> inputs;
   std::vector<std::pair<std::string, FileStat>> tools;  // binaries whose identity is keyed
-  std::optional<CcDetail> cc;                           // set for direct-mode C/C++ plans
+  std::optional<CcDetail> cc;                           // set for traced C/C++ plans
   std::optional<NvccDetail> nvcc;                       // set for nvcc plans
   // Strings the key leaves out (ptxas: its input and output paths) that the
   // tool may still print; a run whose stdout/stderr holds one is not stored
@@ -159,10 +136,6 @@ struct PlanDetail {
 
 // Shared helpers of the models (planner.cpp).
 Plan passthrough_plan(const Request& request, std::string code, std::string reason);
-// "code:detail" with detail cut to a bounded, printable, space-free token
-// (detail comes from the command line: the counters keyed by codes must not
-// grow without bound or carry arbitrary bytes).
-std::string reason_code(std::string_view code, std::string_view detail);
 std::string absolute_path(const std::string& path, const std::string& cwd);  // lexical
 std::string base_name(const std::string& path);
 std::string dir_name(const std::string& path);  // lexical; "." without a slash
@@ -184,6 +157,7 @@ int64_t to_ns(std::chrono::system_clock::time_point t);
 
 struct Planner::Impl {
   FileHasher hasher;
+  std::string trace_library;  // libccpool-trace.so; empty: C/C++ compiles pass through
 
   Result<ToolIdentity> tool_identity(const std::string& path);
   // `tool --version` family, memoized by identity.
@@ -192,9 +166,6 @@ struct Planner::Impl {
   Result<HelperOutput> memo_helper(const Digest& key, const std::vector<std::string>& argv,
                                        const std::vector<std::string>& env, const std::string& cwd,
                                        const std::string& program = "");
-  // The names a GNU ld script with this content lists (empty: not a script), if known.
-  std::optional<std::vector<std::string>> linker_script_targets(const Digest& content);
-  void remember_linker_script(const Digest& content, std::vector<std::string> targets);
   // The same, building the helper's environment only when the helper runs
   // (a memo hit, every compile after the first, needs none).
   Result<HelperOutput> memo_helper(const Digest& key, const std::vector<std::string>& argv,
@@ -210,15 +181,9 @@ struct Planner::Impl {
   Finished finish_nvcc(const Plan& plan, std::chrono::system_clock::time_point started,
                        const ManifestStorage& manifests);
   Result<std::optional<Digest>> lookup_cc(const Plan& plan, const ManifestStorage& manifests);
-  Result<Finished> finish_cc(const Plan& plan, std::chrono::system_clock::time_point started,
-                             const ManifestStorage& manifests);
-  // Preprocessor mode (cc_preprocessed.cpp): after a direct-mode miss, and
-  // after direct mode refused to store with a code it applies to.
-  std::optional<Digest> lookup_pp(const Plan& plan, const ManifestStorage& manifests);
-  Finished finish_pp(const Plan& plan, std::chrono::system_clock::time_point started, Finished refused,
-                     const ManifestStorage& manifests);
-  // Runs the -E; nullopt with `why` when the output does not determine the result.
-  std::optional<Digest> pp_key(const Plan& plan, WhyNot& why);
+  // Whether every recorded lookup of `pe` gives the same answer for `view`.
+  bool entry_holds(const ParsedEntry& pe, const ObservedView& view, DirListings::Scope& dirs);
+  Result<Finished> finish_cc(const Plan& plan, const RunFacts& run, const ManifestStorage& manifests);
 
   // Scan flags and include spellings of a file's content, memoized by
   // content digest.
@@ -233,13 +198,14 @@ struct Planner::Impl {
   DirListings listings;
   std::atomic<uint64_t> manifest_parses{0};
 
-  std::mutex mutex;
-  std::map<Digest, ScanInfo> scans;                 // guarded by mutex
-  std::map<Digest, std::shared_ptr<const ParsedManifest>> parsed_manifests;  // guarded by mutex
-  std::map<Digest, Family> families;                // guarded by mutex
-  std::map<Digest, HelperOutput> helper_memo;   // guarded by mutex
-  // GNU ld scripts by content: the absolute names they list (empty: not a script).
-  std::map<Digest, std::vector<std::string>> linker_scripts;  // guarded by mutex
+  // The memo tables: scans by content, parsed manifests by bytes, families
+  // and helper outputs by tool identity. Each lookup copies out under the
+  // lock; nothing is computed while it is held.
+  Mutex mutex;
+  std::map<Digest, ScanInfo> scans GUARDED_BY(mutex);
+  std::map<Digest, std::shared_ptr<const ParsedManifest>> parsed_manifests GUARDED_BY(mutex);
+  std::map<Digest, Family> families GUARDED_BY(mutex);
+  std::map<Digest, HelperOutput> helper_memo GUARDED_BY(mutex);
 };
 
 }  // namespace ccpool::compiler

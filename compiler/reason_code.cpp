@@ -1,6 +1,5 @@
 // Kept apart from planner.cpp so the argument-parser fuzz target links it alone.
-#include <string>
-#include <string_view>
+#include "compiler/reason_code.h"
 
 namespace ccpool::compiler {
 

@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -37,8 +39,23 @@ bool written_in_place(const compiler::Plan* leader, const std::string& name,
 // Writes every output of `entry` that `plan` asks for at the plan's deliver
 // paths (delivery.h says how). Where the leader's tool already wrote the file
 // in place, only a regular file's mode is fixed.
+// /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/... name the
+// requester's own process: the service's would be its own (its stdout is
+// /dev/null). Rewritten to /proc/<client pid>/..., opened in the service's
+// view, whose /proc shows the client by that pid. "" when `path` is not one.
+std::string requester_special_path(const std::string& path, pid_t client_pid) {
+  if (client_pid <= 0) return "";
+  std::string proc = "/proc/" + std::to_string(client_pid);
+  if (path == "/dev/stdout") return proc + "/fd/1";
+  if (path == "/dev/stderr") return proc + "/fd/2";
+  if (path.rfind("/dev/fd/", 0) == 0) return proc + "/fd/" + path.substr(8);
+  if (path.rfind("/proc/self/", 0) == 0) return proc + path.substr(10);
+  if (path.rfind("/proc/thread-self/", 0) == 0) return "";
+  return "";
+}
+
 Result<void> deliver(const compiler::Planner& planner, const compiler::Plan& plan,
-                     uint32_t umask, const cache::Entry& entry,
+                     uint32_t umask, const cache::Entry& entry, pid_t client_pid,
                      const compiler::Plan* leader = nullptr) {
   for (const auto& spec : plan.outputs) {
     const cache::Output* out = find_output(entry, spec.name);
@@ -53,6 +70,22 @@ Result<void> deliver(const compiler::Planner& planner, const compiler::Plan& pla
       if (::stat(spec.deliver_path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
           ::chmod(spec.deliver_path.c_str(), mode) != 0) {
         return make_error(ErrorCode::kIo, "cannot chmod '" + spec.deliver_path + "'");
+      }
+      continue;
+    }
+    if (std::string special = requester_special_path(spec.deliver_path, client_pid); !special.empty()) {
+      InView own(nullptr);
+      if (!own.error().empty()) return make_error(ErrorCode::kIo, own.error());
+      // As the compiler writes /dev/stdout: open (truncating a regular
+      // file, as fopen "w" does) and write, whatever it is.
+      UniqueFd fd(::open(special.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY));
+      if (!fd) return make_error(ErrorCode::kIo, "cannot open '" + spec.deliver_path + "' of the requester (" +
+                                                     special + "): " + std::strerror(errno));
+      for (size_t off = 0; off < bytes.size();) {
+        ssize_t n = ::write(fd.get(), bytes.data() + off, bytes.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return make_error(ErrorCode::kIo, "cannot write '" + spec.deliver_path + "': " + std::strerror(errno));
+        off += static_cast<size_t>(n);
       }
       continue;
     }
@@ -164,8 +197,29 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   creq.declared_inputs = std::move(request.inputs);
   creq.declared_outputs = std::move(request.outputs);
 
-  std::string work_dir = m_deps.work_root + "/j" + std::to_string(++m_work_seq);
-  auto plan = m_deps.planner.plan(creq, work_dir);
+  // A requester in another mount namespace (or root) is served inside its
+  // own view, or told to run the tool itself (service/mount_view.h).
+  Result<std::shared_ptr<const MountView>> view = MountView::of_peer(peer_pid);
+  if (!view) {
+    ++m_deps.counters.passthrough;
+    count_reason(m_deps, "passthrough", "foreign_view_unavailable");
+    spdlog::info("pass-through foreign_view_unavailable: {}", view.error().message);
+    m_deps.reply(conn_id, failed_reply("ccpool cannot serve this request in its own view: " + view.error().message +
+                                       "; the tool runs locally"));
+    return;
+  }
+  // The work dir must exist where the tool runs: in a foreign view, under
+  // its /tmp (created at start, mode 0700, never reused).
+  std::string work_dir = *view ? "/tmp/.ccpool-" + std::to_string(::getpid()) + "-" +
+                                     std::to_string(::getuid()) + "-j" + std::to_string(++m_work_seq)
+                               : m_deps.work_root + "/j" + std::to_string(++m_work_seq);
+  // Inside a view only filesystem work runs (no call that may start a
+  // thread: a new thread would share this thread's view).
+  Result<compiler::Plan> plan = make_error(ErrorCode::kInternal, "not planned");
+  {
+    InView in_view(view->get());
+    plan = m_deps.planner.plan(creq, work_dir);
+  }
   if (!plan) {
     ++m_deps.counters.service_errors;
     spdlog::warn("cannot plan '{}': {}", creq.program, plan.error().message);
@@ -181,6 +235,7 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   waiter.program = std::move(creq.program);
   waiter.work_dir = std::move(work_dir);
   waiter.argv = std::move(creq.argv);
+  waiter.view = std::move(*view);
   bool cacheable = waiter.plan.kind != compiler::PlanKind::kPassthrough;
   if (!cacheable) {
     ++m_deps.counters.passthrough;
@@ -199,6 +254,8 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
 // the entry from the node store or, through it, the cluster tier.
 // `made_remotely`: the caller knows another node made the entry (a lease wait).
 ExecPipeline::Served ExecPipeline::serve_from_store(const Waiter& waiter, bool made_remotely) {
+  InView in_view(waiter.view.get());
+  if (!in_view.error().empty()) return Served::kNothing;
   auto key = m_deps.planner.lookup(waiter.plan, manifests());
   if (!key) {
     spdlog::warn("manifest lookup failed: {}", key.error().message);
@@ -208,7 +265,7 @@ ExecPipeline::Served ExecPipeline::serve_from_store(const Waiter& waiter, bool m
   std::optional<Found> found = m_deps.storage.get(**key);
   if (!found || found->entry.kind != cache::EntryKind::kCompile) return Served::kNothing;
   bool remote = made_remotely || found->source == Source::kRemote;
-  auto delivered = deliver(m_deps.planner, waiter.plan, waiter.umask, found->entry);
+  auto delivered = deliver(m_deps.planner, waiter.plan, waiter.umask, found->entry, waiter.client_pid);
   if (!delivered) {
     ++m_deps.counters.service_errors;
     spdlog::warn("cannot deliver a hit: {}", delivered.error().message);
@@ -229,6 +286,7 @@ std::shared_ptr<Flight> flight_for(const Waiter& waiter) {
   flight->plan = waiter.plan;
   flight->program = waiter.program;
   flight->work_dir = waiter.work_dir;
+  flight->view = waiter.view;
   flight->waiters_argv = waiter.argv;
   flight->fairness_id = waiter.fairness_id;
   return flight;
@@ -307,7 +365,13 @@ void ExecPipeline::lease_then_schedule(const std::shared_ptr<Flight>& flight) {
 // only if the leader's own view validates; then every waiter is served like a
 // hit, and one whose view does not validate runs its own compile.
 bool ExecPipeline::complete_from_store(const std::shared_ptr<Flight>& flight) {
-  auto key = m_deps.planner.lookup(flight->plan, manifests());
+  std::optional<Result<std::optional<Digest>>> looked;
+  {
+    InView in_view(flight->view.get());
+    if (!in_view.error().empty()) return false;
+    looked = m_deps.planner.lookup(flight->plan, manifests());
+  }
+  auto& key = *looked;
   if (!key || !*key) return false;
   std::optional<Found> found = m_deps.storage.get(**key, Bodies::kWithout, Touch::kPeek);
   if (!found || found->entry.kind != cache::EntryKind::kCompile) return false;
@@ -345,11 +409,11 @@ void ExecPipeline::start(const std::shared_ptr<Flight>& flight, pool::JobId job)
     return;
   }
   const compiler::Plan& plan = flight->plan;
-  if (plan.uses_work_dir && ::mkdir(flight->work_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    m_deps.scheduler.finish(job, 0);
-    fail_flight(flight, "ccpool cannot create its work dir '" + flight->work_dir + "'");
-    return;
-  }
+  // The tool starts in the leader's view; its work dir and record are there.
+  // Only filesystem work and the spawn run inside it (no call that may start
+  // a thread): failures are answered after leaving it.
+  std::string failure;
+  Result<pid_t> pid = make_error(ErrorCode::kInternal, "not started");
   pool::SpawnSpec spec;
   spec.program = plan.run_program.empty() ? flight->program : plan.run_program;
   spec.argv = plan.run_argv;
@@ -357,27 +421,48 @@ void ExecPipeline::start(const std::shared_ptr<Flight>& flight, pool::JobId job)
   spec.cwd = plan.run_cwd;
   spec.timeout = m_deps.job_timeout;
   if (flight->stdin_fd && *flight->stdin_fd) spec.stdin_fd = flight->stdin_fd->get();
-  flight->started = std::chrono::system_clock::now();
-  auto pid = m_deps.runner.spawn(spec, flight->id, [this, flight, job](pool::ProcessResult result) {
-    m_deps.scheduler.finish(job, result.max_rss_kb);
-    auto post = [this, flight, result = std::move(result)]() mutable {
-      m_deps.scheduler.run_in_arena(
-          [this, flight, result = std::move(result)]() mutable { finish_flight(flight, std::move(result)); },
-          [this, flight](const std::string& what) { fail_flight(flight, "ccpool internal error: " + what); });
-    };
-    int64_t delay = FaultInjector::instance().finish_delay_ms();
-    if (delay <= 0) {
-      post();
-      return;
+  {
+    InView in_view(flight->view.get());
+    if (!in_view.error().empty()) {
+      failure = "ccpool cannot enter the requester's view: " + in_view.error();
+    } else if (plan.uses_work_dir && ::mkdir(flight->work_dir.c_str(), 0700) != 0 &&
+               (errno != EEXIST || flight->view)) {
+      failure = "ccpool cannot create its work dir '" + flight->work_dir + "': " + std::strerror(errno);
+    } else if (!plan.trace_path.empty()) {
+      // The recorder opens it O_APPEND and never creates it (trace/trace.c).
+      int fd = ::open(plan.trace_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+      if (fd < 0) failure = "ccpool cannot create the record file '" + plan.trace_path + "': " + std::strerror(errno);
+      if (fd >= 0) ::close(fd);
     }
-    spdlog::warn("fault injection: holding a finished job for {} ms", delay);
-    ++m_lease_threads;  // counted as pending work until it is posted
-    std::thread([this, delay, post = std::move(post)]() mutable {
-      std::this_thread::sleep_for(std::chrono::milliseconds(delay));
-      post();
-      --m_lease_threads;
-    }).detach();
-  });
+    if (failure.empty()) {
+      flight->started = std::chrono::system_clock::now();
+      pid = m_deps.runner.spawn(spec, flight->id, [this, flight, job](pool::ProcessResult result) {
+        m_deps.scheduler.finish(job, result.max_rss_kb);
+        auto post = [this, flight, result = std::move(result)]() mutable {
+          m_deps.scheduler.run_in_arena(
+              [this, flight, result = std::move(result)]() mutable { finish_flight(flight, std::move(result)); },
+              [this, flight](const std::string& what) { fail_flight(flight, "ccpool internal error: " + what); });
+        };
+        int64_t delay = FaultInjector::instance().finish_delay_ms();
+        if (delay <= 0) {
+          post();
+          return;
+        }
+        spdlog::warn("fault injection: holding a finished job for {} ms", delay);
+        ++m_lease_threads;  // counted as pending work until it is posted
+        std::thread([this, delay, post = std::move(post)]() mutable {
+          std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+          post();
+          --m_lease_threads;
+        }).detach();
+      });
+    }
+  }
+  if (!failure.empty()) {
+    m_deps.scheduler.finish(job, 0);
+    fail_flight(flight, failure);
+    return;
+  }
   if (!pid) {
     m_deps.scheduler.finish(job, 0);
     fail_flight(flight, "ccpool could not start '" + spec.program + "': " + pid.error().message);
@@ -398,7 +483,10 @@ void ExecPipeline::fail_flight(const std::shared_ptr<Flight>& flight, const std:
 // lease. Idempotent.
 void ExecPipeline::retire(Flight& flight) {
   if (flight.retired.exchange(true)) return;
-  if (flight.plan.uses_work_dir && !flight.work_dir.empty()) remove_tree(flight.work_dir);
+  if (flight.plan.uses_work_dir && !flight.work_dir.empty()) {
+    InView in_view(flight.view.get());
+    if (in_view.error().empty()) remove_tree(flight.work_dir);
+  }
   if (flight.lease_held.exchange(false)) m_deps.tier->release_lease(flight.key);
 }
 
@@ -414,8 +502,12 @@ void ExecPipeline::finish_flight(const std::shared_ptr<Flight>& flight, pool::Pr
     retire(*flight);
     return;
   }
-  RunOutcome run = collect(*flight, std::move(result));
-  if (run.storable) store(*flight, run);
+  RunOutcome run;
+  {
+    InView in_view(flight->view.get());  // the outputs and the record are in the leader's view
+    run = collect(*flight, std::move(result));
+  }
+  if (run.success && run.conclusion.finished.store) store(*flight, run);
   deliver_run(*flight, run, m_flights.complete(flight));
   retire(*flight);
 }
@@ -440,28 +532,29 @@ ExecPipeline::RunOutcome ExecPipeline::collect(const Flight& flight, pool::Proce
   entry.inputs = plan.inputs;
   if (plan.kind == compiler::PlanKind::kPassthrough) return run;
 
-  bool complete = run.success;
+  // Read the outputs, let the planner conclude, count why not stored.
+  compiler::RunFacts facts;
+  facts.started = flight.started;
+  facts.success = run.success;
   for (const auto& spec : plan.outputs) {
     if (!run.success) break;
     auto data = read_file(spec.run_path);
     if (!data) {
-      if (!spec.optional) complete = false;
+      if (!spec.optional) facts.outputs_complete = false;
       continue;
     }
     struct stat st {};
     ::stat(spec.run_path.c_str(), &st);
+    facts.outputs.emplace_back(spec.name, *data);
     entry.outputs.push_back(cache::Output{spec.name, static_cast<uint32_t>(st.st_mode & 0777), 0,
                                           {}, std::move(*data)});
   }
-  // finish() runs for failures too: a failure is shared only with joiners
-  // whose inputs match the leader's, which its manifest proves.
-  compiler::ManifestStorage capture = manifests();
-  capture.save = [this, &run, &flight](const Digest& key, const std::string& bytes) {
-    if (key == flight.key) {
-      run.manifest = bytes;
-      return;
-    }
-    // Not tied to this result (the preprocessor-mode marker): stored now.
+  facts.stdout_data = entry.stdout_data;
+  facts.stderr_data = entry.stderr_data;
+  compiler::ManifestStorage storage = manifests();
+  storage.save = [this](const Digest& key, const std::string& bytes) {
+    // A blob not tied to this result (nvcc's manifest under its
+    // preprocessor key): stored now.
     cache::Entry blob;
     blob.kind = cache::EntryKind::kBlob;
     blob.label = "manifest";
@@ -470,30 +563,15 @@ ExecPipeline::RunOutcome ExecPipeline::collect(const Flight& flight, pool::Proce
       spdlog::warn("cannot store a manifest: {}", put.error().message);
     }
   };
-  auto finished = m_deps.planner.finish(plan, flight.started, capture);
-  run.validated = finished && finished->store;
-  // Output that names a path the key leaves out (ptxas's temp input) would
-  // replay one requester's path to another: neither stored nor shared.
-  std::string unreplayable =
-      run.validated ? m_deps.planner.replay_blocker(plan, entry.stdout_data, entry.stderr_data) : "";
-  if (!unreplayable.empty()) run.validated = false;
-  if (run.validated) run.result_key = finished->result_key;
-  if (run.validated && finished->mode == compiler::KeyMode::kPreprocessor) {
+  run.conclusion = m_deps.planner.conclude(plan, facts, storage);
+  const compiler::Finished& finished = run.conclusion.finished;
+  if (finished.store && finished.mode == compiler::KeyMode::kPreprocessor) {
     entry.label = "preprocessor mode";  // which rule made the key (`ccpool cache ls/show`)
   }
-  run.storable = run.success && run.validated && complete;
-  if (run.success && !run.storable) {
+  if (run.success && !finished.store) {
     ++m_deps.counters.not_stored;
-    std::string why = !finished ? finished.error().message
-                      : !complete ? std::string("an output is missing")
-                      : !unreplayable.empty() ? unreplayable
-                                              : finished->why_not;
-    std::string code = !finished ? "internal_error"
-                       : !complete ? "output_missing"
-                       : !unreplayable.empty() ? "output_names_unkeyed_path"
-                                               : finished->why_not_code;
-    count_reason(m_deps, "not_stored", code);
-    spdlog::info("not stored {} {}: {}", code, plan.tool, why);
+    count_reason(m_deps, "not_stored", finished.why_not_code);
+    spdlog::info("not stored {} {}: {}", finished.why_not_code, plan.tool, finished.why_not);
   }
   return run;
 }
@@ -504,16 +582,16 @@ bool ExecPipeline::store(const Flight& flight, const RunOutcome& run) {
     ++m_deps.counters.store_errors;
     return false;
   }
-  if (auto put = m_deps.storage.put(run.result_key, run.entry); !put) {
+  if (auto put = m_deps.storage.put(run.conclusion.finished.result_key, run.entry); !put) {
     spdlog::warn("cannot store a result (carrying on without caching): {}", put.error().message);
     ++m_deps.counters.store_errors;
     return false;
   }
-  if (!run.manifest) return true;
+  if (!run.conclusion.manifest) return true;
   cache::Entry blob;
   blob.kind = cache::EntryKind::kBlob;
   blob.label = "manifest";
-  blob.outputs.push_back(cache::Output{"manifest", 0644, 0, {}, *run.manifest});
+  blob.outputs.push_back(cache::Output{"manifest", 0644, 0, {}, *run.conclusion.manifest});
   if (auto put = m_deps.storage.put(flight.key, blob); !put) {
     spdlog::warn("cannot store a manifest: {}", put.error().message);
     ++m_deps.counters.store_errors;
@@ -527,23 +605,19 @@ bool ExecPipeline::store(const Flight& flight, const RunOutcome& run) {
 // the leader's run produced; for content-keyed plans, the flight key is the
 // result key and finish() vouched that the inputs did not change.
 bool ExecPipeline::joiner_matches(const Waiter& waiter, const RunOutcome& run) {
-  if (!run.validated) return false;
-  if (!waiter.plan.direct_mode) return waiter.plan.flight_key == run.result_key;
-  if (!run.manifest) return false;
-  compiler::ManifestStorage leaders;
-  leaders.load = [&](const Digest& key) -> std::optional<std::string> {
-    if (key == waiter.plan.flight_key) return run.manifest;
-    return std::nullopt;
-  };
-  auto key = m_deps.planner.lookup(waiter.plan, leaders);
-  return key && *key && **key == run.result_key;
+  return m_deps.planner.accepts(waiter.plan, run.conclusion);
 }
 
 void ExecPipeline::deliver_run(const Flight& flight, const RunOutcome& run,
                                std::vector<Waiter> waiters) {
   bool cacheable = flight.plan.kind != compiler::PlanKind::kPassthrough;
   for (auto& w : waiters) {
-    if (!w.leader && !joiner_matches(w, run)) {
+    bool matches = w.leader;
+    if (!matches) {
+      InView in_view(w.view.get());  // each joiner validates in its own view
+      matches = in_view.error().empty() && joiner_matches(w, run);
+    }
+    if (!matches) {
       // Its inputs differ, or the run proved nothing (inputs changed during
       // it): a hit if the store has its result, else its own compile.
       if (!cacheable || serve_from_store(w) == Served::kNothing) rerun(std::move(w));
@@ -553,7 +627,15 @@ void ExecPipeline::deliver_run(const Flight& flight, const RunOutcome& run,
                    : cacheable ? ipc::CacheOutcome::kMiss
                                : ipc::CacheOutcome::kPassthrough;
     if (run.success && cacheable) {
-      auto delivered = deliver(m_deps.planner, w.plan, w.umask, run.entry, &flight.plan);
+      bool same_view = w.view == flight.view || (w.view && flight.view && w.view->id() == flight.view->id());
+      Result<void> delivered = make_error(ErrorCode::kInternal, "not delivered");
+      {
+        InView in_view(w.view.get());  // delivered in the waiter's own view
+        delivered = in_view.error().empty()
+                        ? deliver(m_deps.planner, w.plan, w.umask, run.entry, w.client_pid,
+                                  same_view ? &flight.plan : nullptr)
+                        : make_error(ErrorCode::kPermission, in_view.error());
+      }
       if (!delivered) {
         ++m_deps.counters.service_errors;
         send(w, failed_reply("ccpool could not write the outputs: " + delivered.error().message));

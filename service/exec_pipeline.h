@@ -74,10 +74,7 @@ class ExecPipeline {
   struct RunOutcome {
     cache::Entry entry;
     bool success = false;      // exit 0, no timeout, no truncated output
-    bool validated = false;    // finish() vouched for the inputs (unchanged during the run)
-    bool storable = false;     // success && validated && every required output present
-    Digest result_key;         // valid when validated
-    std::optional<std::string> manifest;  // direct mode: the manifest naming result_key
+    compiler::Conclusion conclusion;  // what the planner concluded (store or not, key, manifest)
   };
 
   // What serve_from_store() did: nothing (not in the store, or the manifest

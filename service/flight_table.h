@@ -22,6 +22,7 @@
 #include "base/fs.h"
 #include "base/hash.h"
 #include "compiler/planner.h"
+#include "service/mount_view.h"
 #include "pool/scheduler.h"
 
 namespace ccpool::service {
@@ -39,6 +40,9 @@ struct Waiter {
   std::string work_dir;     // private dir its plan's redirected outputs point into
   std::vector<std::string> argv;  // the requester's original argv (record metadata)
   uint64_t fairness_id = 0;
+  // The requester's filesystem view when it is not the service's (null):
+  // its plan, lookup and delivery run inside it (service/mount_view.h).
+  std::shared_ptr<const MountView> view;
 };
 
 // The flight table's lock: it guards the table's maps and the GUARDED_BY
@@ -58,6 +62,7 @@ struct Flight {
   compiler::Plan plan;      // the leader's plan: what runs
   std::string program;      // resolved tool path
   std::string work_dir;     // private dir for redirected outputs (when plan.uses_work_dir)
+  std::shared_ptr<const MountView> view;  // the leader's view: where the tool runs (null: the service's)
   std::vector<std::string> waiters_argv;  // the leader's original argv (record metadata)
   std::shared_ptr<UniqueFd> stdin_fd;     // pass-through only: the leader's stdin
   uint64_t fairness_id = 0;

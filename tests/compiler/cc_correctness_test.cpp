@@ -95,14 +95,16 @@ TEST_P(CcCorrectness, AngleIncludeIgnoresTheIncludersDir) {
   EXPECT_EQ(manifest.find("src/h.h"), std::string::npos) << manifest;
 }
 
-TEST_P(CcCorrectness, MacroIncludeFallsBackToEveryIncluderDir) {
+TEST_P(CcCorrectness, MacroIncludeIsResolvedAsTheCompilerDid) {
   write_text(dir + "/inc/h.h", "#define V 2\n");
   write_text(dir + "/src/k.cpp", "#define HDR <h.h>\n#include HDR\nint f() { return V; }\n");
   auto r = request({"-c", "src/k.cpp", "-Iinc", "-o", "k.o"});
   EXPECT_TRUE(check(r, "k.o", "ref.o").stored);
-  // Harmless here (HDR is an angle include), but the scan cannot know.
+  // HDR is an angle include: the includer's directory is never searched, and
+  // the record (not a scan of the text) says so.
   write_text(dir + "/src/h.h", "#define V 1\n");
-  EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
+  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
+  EXPECT_EQ(store.executions, 1);
 }
 
 TEST_P(CcCorrectness, ForcedIncludeShadowedInCwdMisses) {
@@ -124,7 +126,9 @@ TEST_P(CcCorrectness, NewHeaderAfterMemoizedListingMisses) {
   EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
   uint64_t reads = planner.counters().directory_reads;
   EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
-  EXPECT_EQ(planner.counters().directory_reads, reads);  // served from the memo
+  // inc1 comes from the memo; only the cwd, which each check writes k.o
+  // into (changed within the racy window), may be read again.
+  EXPECT_LE(planner.counters().directory_reads, reads + 1);
   write_text(dir + "/inc1/h.h", "#define V 1\n");  // shadows inc2/h.h
   EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
 }
@@ -201,17 +205,20 @@ TEST_P(CcCorrectness, SameSourceInTwoDirsWithDifferentHeaders) {
   EXPECT_TRUE(check(rb, "k.o", "ref.o").hit);
 }
 
-TEST_P(CcCorrectness, DateIsKeyedAndTimeIsNotStored) {
+// Both compilers make __DATE__/__TIME__ from localtime() on their first
+// expansion (and nothing else calls it): the record shows it, and such a
+// compile is stored only when SOURCE_DATE_EPOCH pins it (gcc: gmtime).
+TEST_P(CcCorrectness, DateAndTimeAreStoredOnlyWhenPinned) {
   write_text(dir + "/d.cpp", "const char* d() { return __DATE__; }\n");
   auto rd = request({"-c", "d.cpp", "-o", "d.o"});
-  EXPECT_TRUE(check(rd, "d.o", "ref.o").stored);
-  EXPECT_TRUE(check(rd, "d.o", "ref.o").hit);
+  Outcome od = execute(planner, store, rd);
+  EXPECT_FALSE(od.stored);
+  EXPECT_EQ(od.why_not_code, "time_macro") << od.why_not;
   write_text(dir + "/t.cpp", "const char* t() { return __TIME__; }\n");
   auto rt = request({"-c", "t.cpp", "-o", "t.o"});
   Outcome o = execute(planner, store, rt);
   EXPECT_FALSE(o.stored);
-  EXPECT_NE(o.why_not.find("__TIME__"), std::string::npos) << o.why_not;
-  EXPECT_EQ(o.why_not_code, "time_macro");
+  EXPECT_EQ(o.why_not_code, "time_macro") << o.why_not;
   rt.env.push_back("SOURCE_DATE_EPOCH=1700000000");
   if (GetParam().find("clang") != std::string::npos) {
     // clang 14 ignores SOURCE_DATE_EPOCH: __TIME__ is never pinned, never stored.
@@ -232,7 +239,7 @@ TEST_P(CcCorrectness, PastedTimeMacroIsNotStored) {
     Outcome o = execute(planner, store, r);
     EXPECT_FALSE(o.stored) << o.why_not;
     EXPECT_FALSE(o.hit);
-    EXPECT_EQ(o.why_not_code, "pasted_macro") << o.why_not;
+    EXPECT_EQ(o.why_not_code, "time_macro") << o.why_not;
   }
   // Pasting that cannot form those names stays cacheable.
   write_text(dir + "/q.cpp", "#include \"cat.h\"\nint CAT(fo, o)() { return 1; }\n");
@@ -529,20 +536,19 @@ TEST_P(CcCorrectness, DependencyFlagTableMatchesDirectCompile) {
 // The assembler's `.include` reads a file that no dependency file lists:
 // an object assembled from it must not be stored (a changed included file
 // would be a false hit), whether the directive sits in inline asm or in a .S.
-TEST_P(CcCorrectness, AssemblerIncludeDirectiveIsNotStored) {
+// The assembler's .include reads a file no .d lists; the record sees the
+// assembler open it, however the directive was spelled.
+TEST_P(CcCorrectness, AssemblerIncludeIsRecorded) {
   write_text(dir + "/v.s", ".globl v\n.data\nv: .long 1\n");
   write_text(dir + "/i.cpp", "asm(\".include \\\"v.s\\\"\");\nint f() { return 2; }\n");
   auto r = request({"-c", "i.cpp", "-o", "i.o"});
-  Outcome o = execute(planner, store, r);
-  EXPECT_FALSE(o.stored);
-  EXPECT_EQ(o.why_not_code, "asm_include") << o.why_not;
+  Outcome o = check(r, "i.o", "ref.o");
+  EXPECT_TRUE(o.stored) << o.why_not;
+  EXPECT_TRUE(check(r, "i.o", "ref.o").hit);
   write_text(dir + "/v.s", ".globl v\n.data\nv: .long 7\n");
-  o = execute(planner, store, r);
+  o = check(r, "i.o", "ref.o");
   EXPECT_FALSE(o.hit) << "a changed .include file was served from the store";
-  // "included()" and "include_last_offset" (PyTorch's headers) are not the directive.
-  write_text(dir + "/n.cpp", "struct S { bool included(); int include_last_offset; };\nint g() { return 3; }\n");
-  auto n = request({"-c", "n.cpp", "-o", "n.o"});
-  EXPECT_TRUE(execute(planner, store, n).stored);
+  EXPECT_EQ(store.executions, 2);
 }
 
 // Assembly with C preprocessing (`.S`, `-x assembler-with-cpp`; zstd's
@@ -565,9 +571,10 @@ TEST_P(CcCorrectness, PreprocessedAssemblyIsCachedAndHeaderChangeMisses) {
   write_text(dir + "/p.s", ".globl p\n.data\np: .long 1\n");
   EXPECT_EQ(execute(planner, store, request({"-c", "p.s", "-o", "p.o"})).plan.kind, PlanKind::kPassthrough);
   write_text(dir + "/q.S", ".include \"p.s\"\n");
-  Outcome q = execute(planner, store, request({"-c", "q.S", "-o", "q.o"}));
-  EXPECT_FALSE(q.stored);
-  EXPECT_EQ(q.why_not_code, "asm_include") << q.why_not;
+  auto rq = request({"-c", "q.S", "-o", "q.o"});
+  EXPECT_TRUE(check(rq, "q.o", "refq.o").stored);
+  write_text(dir + "/p.s", ".globl p\n.data\np: .long 2\n");
+  EXPECT_FALSE(check(rq, "q.o", "refq.o").hit);
 }
 
 // zstd's Makefile compiles `.//common/xxhash.c`; gcc's .d names it
@@ -593,92 +600,6 @@ TEST_P(CcCorrectness, SourceSpelledWithLeadingDotSlashIsStored) {
         EXPECT_TRUE(o.stored) << src << ": " << o.why_not;
       }
       EXPECT_EQ(read_text(dir + "/k.d"), want) << src;
-    }
-  }
-}
-
-// Issue 13 item 3: preprocessor mode takes over where direct mode cannot
-// prove the result (a __has_include probe outside the system directories).
-// The first compile of a context arms it; from then on a direct miss runs -E.
-TEST_P(CcCorrectness, PreprocessorModeHitsAndMissesWhenAnyIncludedFileChanges) {
-  // A probe named by a macro: direct mode cannot resolve it (has_include_nonliteral).
-  write_text(dir + "/inc/probe.h",
-             "#define OPT_H <ccpool_optional_zz.h>\n#if __has_include(OPT_H)\n#include OPT_H\n#else\n#define OPT 1\n#endif\n");
-  write_text(dir + "/inc/plain.h", "#define P 2 /* a comment */\n");
-  write_text(dir + "/k.cpp", "#include \"probe.h\"\n#include \"plain.h\"\nint f() { return OPT + P; }\n");
-  write_text(dir + "/j.cpp", "#include \"probe.h\"\nint g() { return OPT * 5; }\n");
-  std::filesystem::create_directories(dir + "/first");
-  auto r = request({"-c", "k.cpp", "-Iinc", "-Ifirst", "-O2", "-o", "k.o"});
-  Outcome armed = check(r, "k.o", "ref.o");
-  EXPECT_FALSE(armed.stored);
-  EXPECT_EQ(armed.why_not_code.rfind("has_include", 0), 0u) << armed.why_not_code;
-  Outcome stored = check(r, "k.o", "ref.o");
-  EXPECT_FALSE(stored.hit);
-  EXPECT_TRUE(stored.stored) << stored.why_not_code << ": " << stored.why_not;
-  EXPECT_EQ(stored.mode, KeyMode::kPreprocessor);
-  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
-  // Another source of the same context is stored on its first compile.
-  auto rj = request({"-c", "j.cpp", "-Iinc", "-Ifirst", "-O2", "-o", "j.o"});
-  EXPECT_TRUE(check(rj, "j.o", "refj.o").stored);
-  EXPECT_TRUE(check(rj, "j.o", "refj.o").hit);
-  // The probed header appears: the -E output changes, a miss, right bytes.
-  write_text(dir + "/first/ccpool_optional_zz.h", "#define OPT 40\n");
-  Outcome appeared = check(r, "k.o", "ref.o");
-  EXPECT_FALSE(appeared.hit);
-  EXPECT_TRUE(appeared.stored);
-  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);
-  // Any included file's content, even a comment -E drops, is keyed.
-  write_text(dir + "/inc/plain.h", "#define P 2 /* another comment */\n");
-  EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
-  write_text(dir + "/first/ccpool_optional_zz.h", "#define OPT 41\n");
-  EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
-  write_text(dir + "/first/ccpool_optional_zz.h", "#define OPT 40\n");
-  EXPECT_TRUE(check(r, "k.o", "ref.o").hit);  // the state of a stored entry again
-  std::filesystem::remove(dir + "/first/ccpool_optional_zz.h");
-  EXPECT_FALSE(check(r, "k.o", "ref.o").hit);
-  EXPECT_EQ(store.executions, 7);
-}
-
-// -E output does not determine __TIME__, __DATE__ or __TIMESTAMP__ (nor a
-// __TIME__ built by token pasting): preprocessor mode never stores them,
-// except gcc's SOURCE_DATE_EPOCH-pinned __TIME__/__DATE__.
-TEST_P(CcCorrectness, PreprocessorModeRefusesDateAndTimeMacros) {
-  write_text(dir + "/inc/probe.h",
-             "#define OPT_H <ccpool_optional_zz.h>\n#if __has_include(OPT_H)\n#define OPT 2\n#else\n#define OPT 1\n#endif\n");
-  write_text(dir + "/arm.cpp", "#include \"probe.h\"\nint a() { return OPT; }\n");
-  EXPECT_FALSE(execute(planner, store, request({"-c", "arm.cpp", "-Iinc", "-o", "arm.o"})).stored);
-  struct Case {
-    std::string name, body;
-    bool pinnable;
-  };
-  const std::vector<Case> cases = {
-      {"time", "const char* t() { return __TIME__; }", true},
-      {"date", "const char* t() { return __DATE__; }", true},
-      {"stamp", "const char* t() { return __TIMESTAMP__; }", false},
-      {"pasted", "#define CAT(a, b) a##b\nconst char* t() { return CAT(__TI, ME__); }", true},
-  };
-  for (const Case& c : cases) {
-    write_text(dir + "/" + c.name + ".cpp", "#include \"probe.h\"\n" + c.body + "\nint o() { return OPT; }\n");
-    auto r = request({"-c", c.name + ".cpp", "-Iinc", "-o", c.name + ".o"});
-    for (int i = 0; i < 2; ++i) {
-      Outcome o = execute(planner, store, r);
-      EXPECT_FALSE(o.stored) << c.name;
-      EXPECT_FALSE(o.hit) << c.name;
-    }
-    // Direct mode sees the literal macros first; the pasted one only -E finds.
-    std::string code = execute(planner, store, r).why_not_code;
-    EXPECT_TRUE(code == "date_time_macro" || code == "time_macro" || code == "timestamp_macro")
-        << c.name << ": " << code;
-    if (c.name == "pasted" || c.name == "date") {
-      EXPECT_EQ(code, "date_time_macro") << c.name;
-    }
-    r.env.push_back("SOURCE_DATE_EPOCH=1700000000");
-    bool pinned = c.pinnable && GetParam() == "g++";  // clang 14 ignores SOURCE_DATE_EPOCH
-    Outcome first = execute(planner, store, r);
-    if (!first.stored) first = execute(planner, store, r);
-    EXPECT_EQ(first.stored, pinned) << c.name << ": " << first.why_not_code;
-    if (pinned) {
-      EXPECT_TRUE(check(r, c.name + ".o", "ref.o").hit) << c.name;
     }
   }
 }

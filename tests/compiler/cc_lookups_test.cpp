@@ -110,16 +110,20 @@ TEST_P(CcLookups, HasIncludeNextChains) {
   EXPECT_TRUE(check(r, "k.o").hit);
 }
 
-TEST_P(CcLookups, NonLiteralProbeIsNotStored) {
+TEST_P(CcLookups, NonLiteralProbeIsRecorded) {
   write_text(dir + "/inc/port.h",
              "#define FEATURE_HEADER <feature.h>\n"
              "#if __has_include(FEATURE_HEADER)\n#define F 1\n#else\n#define F 0\n#endif\n");
   write_text(dir + "/k.cpp", "#include <port.h>\nint f() { return F; }\n");
-  Outcome o = check(request({"-c", "k.cpp", "-Iinc", "-o", "k.o"}), "k.o");
+  std::filesystem::create_directories(dir + "/inc0");
+  auto r = request({"-c", "k.cpp", "-Iinc0", "-Iinc", "-o", "k.o"});
+  Outcome o = check(r, "k.o");
   ASSERT_EQ(o.plan.kind, PlanKind::kCompiler) << o.plan.reason;
-  EXPECT_FALSE(o.stored);
-  EXPECT_EQ(o.why_not_code, kReasonHasIncludeNonliteral) << o.why_not;
-  EXPECT_TRUE(store.results.empty());
+  EXPECT_TRUE(o.stored) << o.why_not;
+  EXPECT_TRUE(check(r, "k.o").hit);
+  write_text(dir + "/inc0/feature.h", "\n");  // the macro-named probe now says yes
+  EXPECT_FALSE(check(r, "k.o").hit);
+  EXPECT_EQ(store.executions, 2);
 }
 
 TEST_P(CcLookups, GoogletestTranslationUnitIsStoredAndHits) {
@@ -279,10 +283,9 @@ TEST_P(GccLookups, GchAppearingBesideTheFirstIncludeMisses) {
   EXPECT_EQ(call_k(dir + "/k.so", 10), 14.0);
 }
 
-TEST_P(GccLookups, MacroFirstIncludeTakingAPchIsNotStored) {
-  // `#include HDR` cannot be read by the scan, and when gcc takes big.h.gch
-  // for it the .d names neither big.h nor the PCH: nothing would cover a
-  // later change of the .gch.
+TEST_P(GccLookups, MacroFirstIncludeTakingAPchIsRecorded) {
+  // `#include HDR` taking big.h.gch: the .d names neither big.h nor the PCH,
+  // the record has the PCH's content.
   write_text(dir + "/big.h", "#define V 2\n");
   write_text(dir + "/other.h", "#define V 7\n");
   write_text(dir + "/k.cpp", "#define HDR \"big.h\"\n#include HDR\nextern \"C\" double k(double x) { return x + V; }\n");
@@ -290,14 +293,15 @@ TEST_P(GccLookups, MacroFirstIncludeTakingAPchIsNotStored) {
   auto r = request({"-shared", "-fPIC", "k.cpp", "-o", "k.so"});
   Outcome o = check(r, "k.so", "ref.so");
   EXPECT_EQ(call_k(dir + "/k.so", 10), 17.0);
-  EXPECT_FALSE(o.stored);
-  EXPECT_EQ(o.why_not_code, kReasonPchUnsupported) << o.why_not;
-  std::filesystem::remove(dir + "/big.h.gch");  // no PCH: stored, and a .gch appearing later misses
-  EXPECT_TRUE(check(r, "k.so", "ref.so").stored);
+  EXPECT_TRUE(o.stored) << o.why_not;
   EXPECT_TRUE(check(r, "k.so", "ref.so").hit);
+  write_text(dir + "/other.h", "#define V 4\n");  // the PCH is rebuilt from other text
   ASSERT_EQ(run_direct({compiler(), "-fPIC", "-x", "c++-header", "other.h", "-o", "big.h.gch"}, dir, base_env()), 0);
   EXPECT_FALSE(check(r, "k.so", "ref.so").hit);
-  EXPECT_EQ(call_k(dir + "/k.so", 10), 17.0);
+  EXPECT_EQ(call_k(dir + "/k.so", 10), 14.0);
+  std::filesystem::remove(dir + "/big.h.gch");
+  EXPECT_FALSE(check(r, "k.so", "ref.so").hit);
+  EXPECT_EQ(call_k(dir + "/k.so", 10), 12.0);
 }
 
 TEST_P(GccLookups, GchDirectoryIsRecordedFileByFile) {

@@ -92,6 +92,7 @@ Outcome execute(Planner& planner, MemoryStore& store, const Request& request,
     ++store.passthroughs;
   }
   if (plan->uses_work_dir) std::filesystem::create_directories(work);
+  if (!plan->trace_path.empty()) write_text(plan->trace_path, "");
   auto started = std::chrono::system_clock::now();
   Result<HelperOutput> ran = run_helper(plan->run_argv, plan->run_env, plan->run_cwd,
                                         std::chrono::seconds(120), plan->run_program);
@@ -102,33 +103,45 @@ Outcome execute(Planner& planner, MemoryStore& store, const Request& request,
   }
   o.exit_code = ran->exit_code;
   o.stderr_text = ran->err;
-  if (ran->exit_code == 0 && plan->kind != PlanKind::kPassthrough) {
+  if (!plan->trace_path.empty()) o.trace = read_text(plan->trace_path);
+  if (plan->kind != PlanKind::kPassthrough) {
     if (before_finish) before_finish();
-    Result<Finished> done = planner.finish(*plan, started, manifests);
-    EXPECT_TRUE(done.has_value());
+    // What the service's collect does: read the outputs, conclude, store
+    // (result, then manifest), deliver.
+    RunFacts facts;
+    facts.started = started;
+    facts.success = ran->exit_code == 0;
+    facts.stdout_data = ran->out;
+    facts.stderr_data = ran->err;
     Record rec;
     rec.stderr_text = ran->err;
     for (const OutputSpec& out : plan->outputs) {
+      if (!facts.success) break;
       if (!path_exists(out.run_path)) {
+        if (!out.optional) facts.outputs_complete = false;
         EXPECT_TRUE(out.optional) << "missing output " << out.run_path;
         continue;
       }
       rec.files[out.name] = read_text(out.run_path);
-      if (out.run_path != out.deliver_path) {
+      facts.outputs.emplace_back(out.name, rec.files[out.name]);
+    }
+    Conclusion done = planner.conclude(*plan, facts, manifests);
+    o.conclusion = done;
+    if (facts.success) {
+      for (const OutputSpec& out : plan->outputs) {
+        if (!rec.files.count(out.name) || out.run_path == out.deliver_path) continue;
         write_text(out.deliver_path, planner.deliver_bytes(*plan, out, rec.files[out.name]));
         ::chmod(out.deliver_path.c_str(), 0755);
       }
     }
-    std::string blocker = planner.replay_blocker(*plan, ran->out, ran->err);
-    if (done && done->store && !blocker.empty()) {
-      o.why_not = blocker;
-    } else if (done && done->store) {
-      store.results[done->result_key] = rec;
+    if (done.finished.store) {
+      store.results[done.finished.result_key] = rec;
+      if (done.manifest) store.manifests[plan->flight_key] = *done.manifest;
       o.stored = true;
-      o.mode = done->mode;
-    } else if (done) {
-      o.why_not = done->why_not;
-      o.why_not_code = done->why_not_code;
+      o.mode = done.finished.mode;
+    } else {
+      o.why_not = done.finished.why_not;
+      o.why_not_code = done.finished.why_not_code;
     }
   }
   if (plan->uses_work_dir) remove_tree(work);

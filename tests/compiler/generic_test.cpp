@@ -158,7 +158,7 @@ TEST(Manifest, RoundTripsAndRejectsGarbage) {
   EXPECT_EQ(back->entries[0].negatives, e.negatives);
   EXPECT_EQ(back->entries[0].date_bucket, 42);
   EXPECT_FALSE(parse_manifest(text.substr(0, text.size() - 3)));
-  EXPECT_FALSE(parse_manifest("ccpool-manifest v3\n"));
+  EXPECT_FALSE(parse_manifest("ccpool-manifest v4\n"));
 }
 
 TEST(CcKeys, OutputPathLeavesTheKeyOnlyWhenHarmless) {

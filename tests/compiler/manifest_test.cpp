@@ -1,6 +1,6 @@
-// The manifest text format (compiler/manifest.h): v2 round trip, bounds,
-// and that a v1 manifest (which recorded neither PCH candidates nor
-// __has_include probes) is never trusted.
+// The manifest text format (compiler/manifest.h): v3 round trip, bounds,
+// and that v1/v2 manifests (made from a model of the compiler's reads, not a
+// record of them) are never trusted.
 #include <gtest/gtest.h>
 
 #include "compiler/manifest.h"
@@ -17,14 +17,15 @@ ManifestEntry sample_entry() {
   e.negatives = {"inc1/h.h"};
   e.absent = {"prefix.h.gch", "/usr/include/x y.h.gch"};
   e.dirs = {{"pch/prefix.h.gch", hash_bytes("names")}};
+  e.checks = {{'e', "PWD", "=\x01/sub"}, {'k', "a b", "=/x\ny"}, {'a', "/usr/bin/as", "1:0"}};
   return e;
 }
 
-TEST(Manifest, V2RoundTripsAbsentPathsAndDirectories) {
+TEST(Manifest, V3RoundTripsAbsentPathsDirectoriesAndChecks) {
   Manifest m;
   m.entries = {sample_entry()};
   std::string text = serialize_manifest(m);
-  EXPECT_EQ(text.rfind("ccpool-manifest v2\n", 0), 0u) << text;
+  EXPECT_EQ(text.rfind("ccpool-manifest v3\n", 0), 0u) << text;
   std::optional<Manifest> back = parse_manifest(text);
   ASSERT_TRUE(back);
   ASSERT_EQ(back->entries.size(), 1u);
@@ -33,13 +34,17 @@ TEST(Manifest, V2RoundTripsAbsentPathsAndDirectories) {
   EXPECT_EQ(e.negatives, m.entries[0].negatives);
   EXPECT_EQ(e.absent, m.entries[0].absent);
   EXPECT_EQ(e.dirs, m.entries[0].dirs);
+  EXPECT_EQ(e.checks, m.entries[0].checks);
   EXPECT_EQ(serialize_manifest(*back), text);
 }
 
-TEST(Manifest, V1IsNotTrusted) {
+TEST(Manifest, V1AndV2AreNotTrusted) {
   std::string v1 = "ccpool-manifest v1\nentry " + hash_bytes("r").hex() + " -1 1 0\nf " +
                    hash_bytes("k").hex() + " 5:k.cpp\n";
   EXPECT_FALSE(parse_manifest(v1));
+  std::string v2 = "ccpool-manifest v2\nentry " + hash_bytes("r").hex() + " -1 1 0 0 0\nf " +
+                   hash_bytes("k").hex() + " 5:k.cpp\n";
+  EXPECT_FALSE(parse_manifest(v2));
 }
 
 TEST(Manifest, RejectsTruncationAndHugeLengths) {
@@ -50,10 +55,10 @@ TEST(Manifest, RejectsTruncationAndHugeLengths) {
     std::optional<Manifest> parsed = parse_manifest(text.substr(0, text.size() - cut));
     EXPECT_FALSE(parsed && parsed->entries.size() == 1) << "cut " << cut;
   }
-  std::string head = "ccpool-manifest v2\nentry " + hash_bytes("r").hex() + " -1 0 0 1 0\na ";
+  std::string head = "ccpool-manifest v3\nentry " + hash_bytes("r").hex() + " -1 0 0 1 0 0\na ";
   EXPECT_FALSE(parse_manifest(head + "18446744073709551615:x\n"));  // len would wrap pos + len
   EXPECT_FALSE(parse_manifest(head + "99:x\n"));
-  std::string too_many = "ccpool-manifest v2\nentry " + hash_bytes("r").hex() + " -1 0 0 0 1001\n";
+  std::string too_many = "ccpool-manifest v3\nentry " + hash_bytes("r").hex() + " -1 0 0 0 1001 0\n";
   EXPECT_FALSE(parse_manifest(too_many));
 }
 
@@ -61,7 +66,7 @@ TEST(Manifest, RejectsTruncationAndHugeLengths) {
 // bounds were written as len > size - pos, each of the 2,000 negatives copied
 // the 100 KB rest of the blob and jumped back (issue 12: 100 KB cost 980 MB).
 TEST(Manifest, ALengthThatWrapsIsRefusedAtOnce) {
-  std::string head = "ccpool-manifest v2\nentry " + hash_bytes("r").hex() + " -1 0 2000 0 0\n";
+  std::string head = "ccpool-manifest v3\nentry " + hash_bytes("r").hex() + " -1 0 2000 0 0 0\n";
   uint64_t len = 0 - uint64_t{24};  // "n " + 20 digits + ":" = 23 bytes, back to the '\n'
   std::string line = "n " + std::to_string(len) + ":";
   ASSERT_EQ(line.size(), 23u);
@@ -74,7 +79,7 @@ TEST(Manifest, ALengthThatWrapsIsRefusedAtOnce) {
 }
 
 TEST(Manifest, DigestsAndLengthsPastTheEndAreRefused) {
-  std::string head = "ccpool-manifest v2\nentry " + hash_bytes("r").hex() + " -1 1 0 0 0\n";
+  std::string head = "ccpool-manifest v3\nentry " + hash_bytes("r").hex() + " -1 1 0 0 0 0\n";
   EXPECT_FALSE(parse_manifest(head + "f " + hash_bytes("a").hex() + " 5:ab\n"));
   EXPECT_FALSE(parse_manifest(head + "f " + hash_bytes("a").hex().substr(0, 20)));
   EXPECT_FALSE(parse_manifest(head + "f " + hash_bytes("a").hex() + " 18446744073709551615:ab\n"));

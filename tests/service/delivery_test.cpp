@@ -7,7 +7,10 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "base/fs.h"
 #include "tests/support/scratch.h"
@@ -94,6 +97,35 @@ TEST(DeliveredMode, FollowsTheUmaskAndNeverSetsSpecialBits) {
   EXPECT_EQ(delivered_mode(0755, 022), 0755u);
   EXPECT_EQ(delivered_mode(0755, 077), 0700u);
   EXPECT_EQ(delivered_mode(07777, 0), 0777u);
+}
+
+// A hit's mode is the one the compiler itself gives under the requester's
+// umask: an object and a shared object built by the service under its own
+// umask, delivered to requesters with other umasks, against g++ run
+// directly under each (issue 29: a behaviour check, not only the table).
+TEST(DeliveredMode, MatchesWhatTheCompilerCreatesUnderTheRequestersUmask) {
+  ASSERT_EQ(::access("/usr/bin/g++", X_OK), 0) << "/usr/bin/g++ is missing: run scripts/setup-deps.sh";
+  std::string dir = testing::scratch_dir();
+  ASSERT_TRUE(write_file_atomic(dir + "/k.cpp", "extern \"C\" int k() { return 1; }\n", 0644));
+  auto build = [&](const std::string& umask, const std::string& args, const std::string& out) {
+    std::string cmd = "cd '" + dir + "' && umask " + umask + " && /usr/bin/g++ " + args + " k.cpp -o " + out;
+    return std::system(cmd.c_str());
+  };
+  for (const auto& [args, name] : {std::pair{"-c", "k.o"}, std::pair{"-shared -fPIC", "k.so"}}) {
+    ASSERT_EQ(build("022", args, std::string("stored.") + name), 0);  // the service's run
+    uint32_t stored = mode_of(dir + "/stored." + name) & 0777;
+    Result<std::string> bytes = read_file(dir + "/stored." + name);
+    ASSERT_TRUE(bytes);
+    for (uint32_t umask : {022u, 027u, 077u, 002u}) {
+      char text[8];
+      std::snprintf(text, sizeof text, "%03o", umask);
+      std::string direct = std::string("direct.") + text + "." + name;
+      ASSERT_EQ(build(text, args, direct), 0);
+      std::string hit = dir + "/hit." + text + "." + name;
+      ASSERT_TRUE(write_output(hit, *bytes, delivered_mode(stored, umask)));
+      EXPECT_EQ(mode_of(hit) & 07777, mode_of(dir + "/" + direct) & 07777) << name << " under umask " << text;
+    }
+  }
 }
 
 }  // namespace

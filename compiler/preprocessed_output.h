@@ -1,16 +1,13 @@
-// Preprocessor-mode fallback of the C/C++ model (cc_preprocessed.cpp).
+// The -E output of nvcc's host-compiler steps (nvcc_manifest.cpp).
 #pragma once
 
 #include <set>
 #include <string>
 
-#include "compiler/cc_args.h"
 #include "compiler/planner_impl.h"
 
 namespace ccpool::compiler {
 
-// Fills cc.pp_argv/pp_marker when `a` may use preprocessor mode
-// (-c or -S, no -w); needs cc.family and cc.dirs set.
 // File names of the line markers (`# 12 "path" flags`) of -E output,
 // C-unescaped; names starting with '<' (<built-in>, <command-line>) left out.
 std::set<std::string> marker_files(const std::string& text);
@@ -22,7 +19,5 @@ std::set<std::string> marker_files(const std::string& text);
 // directive that reads a file (.incbin, .include). Shared by the C/C++ and
 // nvcc preprocessor keys.
 WhyNot unsafe_preprocessed(const HelperOutput& out, bool sde_pinned);
-
-void set_up_preprocessor_mode(CcDetail& cc, const CcArgs& a, const Request& request, const ToolIdentity& tool);
 
 }  // namespace ccpool::compiler

@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "service/mount_view.h"
+
 namespace ccpool::service {
 
 WorkerSessions::WorkerSessions(workers::WorkerPool& pool, Options options, Send send)
@@ -13,6 +15,18 @@ void WorkerSessions::refuse(uint64_t conn, ErrorCode code, const std::string& me
 }
 
 void WorkerSessions::on_open(uint64_t conn, pid_t peer_pid, ipc::PoolOpen open) {
+  // A rank that sees another filesystem (a container, a private /tmp) names
+  // an interpreter, paths and a cwd of its own view; a worker started in the
+  // service's view could run another Python on other files. Its workers stay
+  // its own (Inductor's pool); only the rank's C/C++ and ptxas execs are
+  // served in its view (service/mount_view.h).
+  auto view = MountView::of_peer(peer_pid);
+  if (!view || *view) {
+    return refuse(conn, ErrorCode::kUnsupported,
+                  "this rank sees another filesystem than the ccpool service (" +
+                      (view ? "mount namespace " + (*view)->id() : view.error().message) +
+                      "): its Inductor compile workers stay its own (docs/inductor-workers.md)");
+  }
   workers::PoolRequest request{std::move(open.python), std::move(open.cwd), std::move(open.env),
                                std::move(open.args)};
   auto env = workers::make_environment(request, m_options.python_dir, m_options.worker_env);

@@ -89,6 +89,30 @@ class PoolSessionTest(ServiceCase):
         c.sendall(frame(T_POOL_SUBMIT, submit(7, b"k", b"x")) + frame(T_POOL_SUBMIT, submit(7, b"k", b"x")))
         self.assertEqual(read_reply(c), ("error", (E_PROTOCOL, "pool-submit reuses a job id")))
         self.assertEqual(read_reply(c)[0], "eof")
+    def test_a_rank_in_another_mount_namespace_keeps_its_own_pool(self):
+        """Its python and paths are of its own view: the session is refused."""
+        import shutil
+        import subprocess
+        if shutil.which("unshare") is None or os.geteuid() != 0:
+            self.skipTest("needs unshare(1) and root for a private mount namespace")
+        self.start_service(jobs=2)
+        client = (
+            "import socket, struct, sys\n"
+            f"sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r} + '/support')\n"
+            "from harness import frame, hello_payload, read_reply\n"
+            f"from service_pool_session_test import pool_open\n"
+            "c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])\n"
+            "c.sendall(frame(1, hello_payload())); read_reply(c)\n"
+            "c.sendall(frame(12, pool_open('/usr/bin/python3', '/')))\n"
+            "print(read_reply(c))\n")
+        out = subprocess.run(["unshare", "-m", "/usr/bin/python3", "-c", client, self.sock],
+                             cwd=os.path.dirname(os.path.abspath(__file__)), capture_output=True, text=True,
+                             timeout=60)
+        if out.returncode != 0 and "unshare" in out.stderr:
+            self.skipTest(f"unshare -m is not permitted here: {out.stderr.strip()}")
+        self.assertIn("sees another filesystem", out.stdout, out.stdout + out.stderr)
+        self.assertIn("'error', (4,", out.stdout)
+
 
 if __name__ == "__main__":
     main()

@@ -26,6 +26,9 @@ inline constexpr uint32_t kMaxFiles = 4096;  // inputs + outputs, each list
 inline constexpr uint32_t kMaxPoolArgs = 16;        // pool-open worker arguments
 inline constexpr uint32_t kMaxPoolArgLength = 4096;  // each of them
 inline constexpr uint32_t kMaxFlightKey = 128;      // pool-submit flight key bytes
+// A pool-submit with this flight key is Inductor's readiness probe: answered
+// "done" (empty payload) once a worker of the session's environment is up.
+inline constexpr const char* kReadyProbeKey = "ccpool:ready";
 
 // Frame header: magic "CCPL" (4 bytes), version (1 byte), type (1 byte),
 // reserved (2 bytes, zero), payload length (4 bytes, little-endian).

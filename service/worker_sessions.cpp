@@ -66,9 +66,7 @@ void WorkerSessions::on_submit(uint64_t conn, ipc::PoolSubmit submit) {
     it->second.jobs[submit.job_id] = 0;  // reserved: the pool may answer before submit() returns
   }
   uint64_t client_id = submit.job_id;
-  uint64_t pool_id = m_pool.submit(
-      env, bucket, std::move(submit.flight_key), std::move(submit.payload),
-      [this, conn, client_id](workers::JobResult result) {
+  auto answer = [this, conn, client_id](workers::JobResult result) {
         {
           MutexLock lock(&m_mutex);
           auto it = m_sessions.find(conn);
@@ -82,7 +80,13 @@ void WorkerSessions::on_submit(uint64_t conn, ipc::PoolSubmit submit) {
         reply.payload = std::move(result.payload);
         reply.message = std::move(result.message);
         m_send(conn, ipc::Message(std::move(reply)), false);
-      });
+  };
+  // Inductor's readiness probe is answered once a worker of the rank's
+  // environment is up, without queueing behind other ranks' compiles.
+  uint64_t pool_id = submit.flight_key == ipc::kReadyProbeKey
+                         ? m_pool.await_ready(env, std::move(answer))
+                         : m_pool.submit(env, bucket, std::move(submit.flight_key), std::move(submit.payload),
+                                         std::move(answer));
   MutexLock lock(&m_mutex);
   auto it = m_sessions.find(conn);
   if (it == m_sessions.end()) return;  // disconnected meanwhile: on_disconnect could not cancel it

@@ -39,7 +39,7 @@ struct Worker {
 };
 
 struct Job {
-  enum class Phase { kQueued, kFollowing, kWaitingForWorker, kAssigned };
+  enum class Phase { kQueued, kFollowing, kWaitingForWorker, kAssigned, kAwaitingReady };
   uint64_t id = 0;
   std::shared_ptr<const Environment> env;
   uint64_t bucket = 0;
@@ -76,6 +76,7 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
   std::unordered_map<std::string, uint64_t> flights GUARDED_BY(mutex);  // flight key -> leader
   std::list<std::unique_ptr<Worker>> workers GUARDED_BY(mutex);         // live and dead (until joined)
   std::deque<uint64_t> waiting_for_worker GUARDED_BY(mutex);
+  std::vector<uint64_t> awaiting_ready GUARDED_BY(mutex);  // await_ready() jobs: no slot, no worker of their own
   WorkerPoolStats stats GUARDED_BY(mutex);
 
   size_t live_locked() const REQUIRES(mutex) {
@@ -232,6 +233,13 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
       failure = Error(ErrorCode::kProtocol, "the compile worker did not greet");
     }
     MutexLock lock(&mutex);
+    if (!failure) {
+      Effects fx;
+      answer_ready_locked(w.env->id, fx);
+      lock.unlock();
+      run(fx);
+      lock.lock();
+    }
     if (!failure && w.phase == Worker::Phase::kStarting) {
       w.phase = w.job ? Worker::Phase::kBusy : Worker::Phase::kIdle;
       w.idle_since = Clock::now();
@@ -327,6 +335,29 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
     run(fx);
     mutex.lock();
     return std::nullopt;
+  }
+
+  bool greeted_worker_of_locked(const std::string& env_id) const REQUIRES(mutex) {
+    for (const auto& w : workers) {
+      if (w->env->id == env_id && (w->phase == Worker::Phase::kIdle || w->phase == Worker::Phase::kBusy)) return true;
+    }
+    return false;
+  }
+
+  // Answers the await_ready() jobs of `env_id` (a worker of it has greeted).
+  void answer_ready_locked(const std::string& env_id, Effects& fx) REQUIRES(mutex) {
+    std::vector<uint64_t> still;
+    for (uint64_t id : awaiting_ready) {
+      auto it = jobs.find(id);
+      if (it == jobs.end()) continue;
+      if (it->second->env->id != env_id) {
+        still.push_back(id);
+        continue;
+      }
+      fx.replies.emplace_back(std::move(it->second->done), JobResult{JobStatus::kDone, false, {}, {}});
+      jobs.erase(it);
+    }
+    awaiting_ready.swap(still);
   }
 
   // An idle worker takes a job that waits for one of its environment, or
@@ -455,6 +486,34 @@ uint64_t WorkerPool::submit(std::shared_ptr<const Environment> env, uint64_t buc
   return id;
 }
 
+uint64_t WorkerPool::await_ready(std::shared_ptr<const Environment> env, Done done) {
+  State& s = *m_state;
+  uint64_t id;
+  {
+    MutexLock lock(&s.mutex);
+    id = s.next_job++;
+    if (!s.stopping && !s.greeted_worker_of_locked(env->id)) {
+      auto job = std::make_unique<Job>();
+      job->id = id;
+      job->env = env;
+      job->done = std::move(done);
+      job->phase = Job::Phase::kAwaitingReady;
+      s.jobs.emplace(id, std::move(job));
+      s.awaiting_ready.push_back(id);
+      lock.unlock();
+      s.warm(env);
+      return id;
+    }
+  }
+  bool stopping;
+  {
+    MutexLock lock(&s.mutex);
+    stopping = s.stopping;
+  }
+  done(stopping ? JobResult{JobStatus::kFailed, false, {}, "stopping"} : JobResult{JobStatus::kDone, false, {}, {}});
+  return id;
+}
+
 void WorkerPool::cancel(uint64_t job_id) {
   State& s = *m_state;
   Effects fx;
@@ -481,6 +540,11 @@ void WorkerPool::cancel(uint64_t job_id) {
         break;
       case Job::Phase::kQueued:
         queued = job.sched_id;  // start() sees `cancelled` if it wins the race
+        break;
+      case Job::Phase::kAwaitingReady:
+        s.awaiting_ready.erase(std::remove(s.awaiting_ready.begin(), s.awaiting_ready.end(), job_id),
+                               s.awaiting_ready.end());
+        s.jobs.erase(it);
         break;
       case Job::Phase::kAssigned:
         for (auto& w : s.workers) {
@@ -566,6 +630,7 @@ void WorkerPool::shutdown() {
       if (it != s.jobs.end()) s.end_job_locked(*it->second, JobResult{JobStatus::kFailed, false, {}, "stopping"}, fx);
     }
     s.waiting_for_worker.clear();
+    s.awaiting_ready.clear();
     fx.to_schedule.clear();
   }
   s.run(fx);

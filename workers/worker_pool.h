@@ -84,6 +84,11 @@ class WorkerPool {
   // Returns a job id (never 0). A pool that is stopping answers kFailed at once.
   uint64_t submit(std::shared_ptr<const Environment> env, uint64_t bucket, std::string flight_key,
                   std::string payload, Done done);
+  // Answers `done` (kDone, empty payload) once a worker of `env` has started
+  // (at once when one has), without taking a slot: Inductor's readiness
+  // probe, which must not queue behind other ranks' compiles. Warms one.
+  // Cancellable with cancel().
+  uint64_t await_ready(std::shared_ptr<const Environment> env, Done done);
   // Starts a worker of `env` ahead of its first job (a rank opened its pool)
   // when none of `env` is alive and the bound has room; otherwise nothing.
   void warm(std::shared_ptr<const Environment> env);

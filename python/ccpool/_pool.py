@@ -44,6 +44,7 @@ HEADER = struct.Struct("<4sBBHI")  # magic, framing version, type, reserved, pay
 HELLO, HELLO_OK, ERROR = 1, 2, 11
 POOL_OPEN, POOL_OPENED, POOL_SUBMIT, POOL_RESULT, POOL_CANCEL = 12, 13, 14, 15, 16
 MAX_FRAME = 64 << 20
+READY_KEY = b"ccpool:ready"  # ipc/protocol.h kReadyProbeKey
 DONE, FAILED = 0, 1
 
 _original_pool: Any = None  # Inductor's own SubprocPool class
@@ -245,14 +246,15 @@ class NodePool:
 
     # --- SubprocPool's interface -------------------------------------------------
     def submit(self, job_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
-        # AsyncCompile._get_ready is a job like any other: it completes once a
-        # worker runs it, and until then Inductor compiles in the rank itself,
-        # exactly as while its own pool starts (the service warms a worker
-        # when the session opens).
         if not self.running:
             raise RuntimeError("Attempting to use a closed pool")
+        # AsyncCompile._get_ready is answered once a worker of this rank's
+        # environment is up (the service warms one when the session opens);
+        # until then Inductor compiles in the rank itself, exactly as while its
+        # own pool starts. It never waits behind other ranks' compiles.
+        probe = getattr(job_fn, "__qualname__", "") == "AsyncCompile._get_ready"
         job = functools.partial(job_fn, *args, **kwargs) if (args or kwargs) else job_fn
-        data = self.pickler.dumps(job)
+        data = b"" if probe else self.pickler.dumps(job)
         future: Future = Future()
         future.set_running_or_notify_cancel()
         with self.lock:
@@ -265,7 +267,8 @@ class NodePool:
         if local:
             self._chain(self._fallback_pool().submit(job_fn, *args, **kwargs), future)
             return future
-        frame = struct.pack("<Q", job_id) + _s(flight_key(job_fn, args, data)) + _s(data)
+        key = READY_KEY if probe else flight_key(job_fn, args, data)
+        frame = struct.pack("<Q", job_id) + _s(key) + _s(data)
         try:
             with self.write_lock:
                 self.session.send(POOL_SUBMIT, frame)
@@ -317,7 +320,10 @@ class NodePool:
                 entry = self.pending.pop(job_id, None)
             if entry is None:
                 continue
-            if status == DONE:
+            if status == DONE and entry[1] is not None and getattr(entry[1], "__qualname__", "") == \
+                    "AsyncCompile._get_ready":
+                entry[0].set_result(entry[1]())
+            elif status == DONE:
                 self._deliver(entry[0], result)
             else:
                 _warn(f"the node pool could not run a job ({message.decode(errors='replace')}); "

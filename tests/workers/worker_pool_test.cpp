@@ -260,6 +260,23 @@ TEST_F(WorkerPoolTest, WarmStartsOneWorkerAheadAndTheFirstJobUsesIt) {
   EXPECT_LE(m_pool->stats().peak_workers, 2u);
 }
 
+TEST_F(WorkerPoolTest, TheReadinessProbeNeverWaitsForASlot) {
+  start(1);
+  std::string gate = m_dir + "/gate";
+  std::filesystem::create_directories(gate);
+  auto e = env();
+  m_pool->await_ready(e, m_results.done("cold"));  // warms a worker, answered once it greets
+  EXPECT_EQ(m_results.wait("cold").status, JobStatus::kDone);
+  submit("busy", "gate:" + gate + ":busy", "", e);  // holds the only slot
+  ASSERT_NE(wait_for_running(gate), 0);
+  m_pool->await_ready(e, m_results.done("probe"));
+  EXPECT_TRUE(m_results.has("probe"));  // at once: a worker of e is up, the slot does not matter
+  EXPECT_EQ(m_pool->stats().jobs_done, 0u);
+  std::ofstream(gate + "/go").close();
+  EXPECT_EQ(m_results.wait("busy").status, JobStatus::kDone);
+  EXPECT_EQ(m_pool->stats().spawned, 1u);
+}
+
 TEST_F(WorkerPoolTest, EnvironmentsNeverShareAWorker) {
   start(2);
   auto a = env({"TORCHINDUCTOR_FX=1"}), b = env({"TORCHINDUCTOR_FX=2"});

@@ -96,40 +96,56 @@ void Txn::abort() {
   m_txn = nullptr;
 }
 
+int Txn::track(int rc) {
+  if (rc != 0 && rc != MDB_NOTFOUND && m_failed == 0) m_failed = rc;
+  return rc;
+}
+
 int Txn::commit() {
+  if (m_failed != 0) {
+    abort();
+    return m_failed;
+  }
   int rc = mdb_txn_commit(static_cast<MDB_txn*>(m_txn));
   m_txn = nullptr;  // commit frees the txn even on failure
   return rc;
 }
 
 int Txn::get(Table t, std::string_view key, std::string_view& value) {
+  if (m_failed != 0) return m_failed;
   MDB_val k = to_val(key), v;
-  int rc = mdb_get(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &k, &v);
+  int rc = track(mdb_get(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &k, &v));
   if (rc == 0) value = from_val(v);
   return rc;
 }
 
 int Txn::put(Table t, std::string_view key, std::string_view value) {
+  if (m_failed != 0) return m_failed;
   MDB_val k = to_val(key), v = to_val(value);
-  return mdb_put(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &k, &v, 0);
+  return track(mdb_put(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &k, &v, 0));
 }
 
 int Txn::del(Table t, std::string_view key) {
+  if (m_failed != 0) return m_failed;
   MDB_val k = to_val(key);
-  return mdb_del(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &k, nullptr);
+  return track(mdb_del(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &k, nullptr));
 }
 
-int Txn::drop_all(Table t) { return mdb_drop(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), 0); }
+int Txn::drop_all(Table t) {
+  if (m_failed != 0) return m_failed;
+  return track(mdb_drop(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), 0));
+}
 
 uint64_t Txn::count(Table t) {
   MDB_stat st;
-  if (mdb_stat(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &st) != 0) return 0;
+  if (m_failed != 0 || track(mdb_stat(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &st)) != 0) return 0;
   return st.ms_entries;
 }
 
 int Txn::scan(Table t, std::string_view from, const Visitor& visit) {
+  if (m_failed != 0) return m_failed;
   MDB_cursor* cursor = nullptr;
-  int rc = mdb_cursor_open(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &cursor);
+  int rc = track(mdb_cursor_open(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &cursor));
   if (rc != 0) return rc;
   MDB_val k = to_val(from), v;
   rc = from.empty() ? mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
@@ -139,7 +155,7 @@ int Txn::scan(Table t, std::string_view from, const Visitor& visit) {
     rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT);
   }
   mdb_cursor_close(cursor);
-  return rc == MDB_NOTFOUND ? 0 : rc;
+  return track(rc == MDB_NOTFOUND ? 0 : rc);
 }
 
 }  // namespace ccpool::cache::lmdb

@@ -7,6 +7,9 @@ namespace ccpool::cache::lmdb {
 namespace {
 
 constexpr const char* kTableNames[kTableCount] = {"meta", "records", "usage", "lru", "bodies", "refs"};
+// Each MDB_MAP_RESIZED while opening means another process grew the map and
+// committed in between; growth doubles, so a few in a row already are rare.
+constexpr int kMaxOpenResizes = 16;
 
 MDB_val to_val(std::string_view s) { return MDB_val{s.size(), const_cast<char*>(s.data())}; }
 std::string_view from_val(const MDB_val& v) { return {static_cast<const char*>(v.mv_data), v.mv_size}; }
@@ -24,7 +27,8 @@ bool is_corruption(int rc) {
 
 std::string rc_text(int rc) { return mdb_strerror(rc); }
 
-int Env::open(const std::string& dir, uint64_t map_size, std::unique_ptr<Env>& out) {
+int Env::open(const std::string& dir, uint64_t map_size, std::unique_ptr<Env>& out,
+              const std::function<void()>& before_begin) {
   std::unique_ptr<Env> env(new Env());
   MDB_env* raw = nullptr;
   int rc = mdb_env_create(&raw);
@@ -41,12 +45,14 @@ int Env::open(const std::string& dir, uint64_t map_size, std::unique_ptr<Env>& o
   int dead = 0;
   mdb_reader_check(raw, &dead);
   MDB_txn* txn = nullptr;
-  rc = mdb_txn_begin(raw, nullptr, 0, &txn);
-  if (rc == MDB_MAP_RESIZED) {
-    // Another process grew the map between our open and this transaction:
-    // adopt its size (0 = the size recorded in the file) and retry, as LMDB asks.
-    if ((rc = mdb_env_set_mapsize(raw, 0)) != 0) return rc;
+  for (int resized = 0;; ++resized) {
+    if (before_begin) before_begin();
     rc = mdb_txn_begin(raw, nullptr, 0, &txn);
+    if (rc != MDB_MAP_RESIZED || resized == kMaxOpenResizes) break;
+    // Another process grew the map since ours was set: adopt the size recorded
+    // in the file (0) and begin again, as LMDB asks. It may grow again before
+    // that begin, when several processes grow one store at once.
+    if ((rc = mdb_env_set_mapsize(raw, 0)) != 0) return rc;
   }
   if (rc != 0) return rc;
   for (int i = 0; i < kTableCount; ++i) {

@@ -26,8 +26,11 @@ struct EnvInfo { uint64_t map_size = 0, map_used = 0; };
 
 class Env {
  public:
-  // Opens <dir>/data.mdb (+lock.mdb) with MDB_NOTLS | MDB_NOMETASYNC; creates the tables.
-  static int open(const std::string& dir, uint64_t map_size, std::unique_ptr<Env>& out);
+  // Opens <dir>/data.mdb (+lock.mdb) with MDB_NOTLS | MDB_NOMETASYNC; creates the tables,
+  // adopting the map size of another process that grew the data meanwhile. `before_begin`
+  // (a test seam) runs before each try to begin the transaction that opens the tables.
+  static int open(const std::string& dir, uint64_t map_size, std::unique_ptr<Env>& out,
+                  const std::function<void()>& before_begin = {});
   ~Env();
   Env(const Env&) = delete;
   Env& operator=(const Env&) = delete;

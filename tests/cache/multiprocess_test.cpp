@@ -190,6 +190,37 @@ TEST(MultiProcessTest, OverwriteThatFindsTheMapFilledByAnotherProcessIsWritten) 
   put_after_another_process_filled_the_map("overwrite");
 }
 
+// Opening adopts a map another process grew, however many times it grows
+// between our tries: here the grower passes the opener's map before each of
+// its first three tries to begin the transaction that opens the tables.
+TEST(MultiProcessTest, OpenAdoptsAMapGrownAgainWhileItAdopts) {
+  const std::string worker = ccpool::testing::build_binary("cache_store_worker");
+  const std::string dir = testing::options().dir;
+  ASSERT_TRUE(testing::open_store());  // creates the store; closed again
+  Piped grower = spawn_piped({worker, "grow", dir});
+  ASSERT_GT(grower.pid, 0);
+  uint64_t target = 256 * 1024;
+  int tries = 0;
+  std::vector<std::string> replies;
+  auto grow_first_three = [&] {
+    if (++tries > 3) return;
+    std::fprintf(grower.to, "%llu\n", static_cast<unsigned long long>(target));
+    std::fflush(grower.to);
+    replies.push_back(read_line(grower.from));
+    target *= 4;  // the next growth passes the map this try adopts (the grower's: 2 x target)
+  };
+  std::unique_ptr<lmdb::Env> env;
+  EXPECT_EQ(lmdb::Env::open(dir, 256 * 1024, env, grow_first_three), 0);
+  EXPECT_EQ(tries, 4);
+  ASSERT_EQ(replies.size(), 3u);
+  for (const std::string& reply : replies) EXPECT_EQ(reply.rfind("grown ", 0), 0u) << reply;
+  std::fclose(grower.to);
+  EXPECT_EQ(wait_exit(grower.pid), 0);
+  std::fclose(grower.from);
+  ASSERT_TRUE(env);
+  EXPECT_GE(env->info().map_size, env->info().map_used);
+}
+
 // Reads "committed N" lines until `want` were seen; returns the last N.
 int read_committed(FILE* in, int want) {
   char line[64];

@@ -7,6 +7,8 @@
 //                             w7-0 again (overwrite); print "put ok" or "put failed: <why>"
 //   creep DIR STOP            commit one small value per transaction with a 64 MiB map and a
 //                             read transaction held open, until the file STOP exists (at most 2000)
+//   grow DIR                  for each line N on stdin: set its map to 2N and commit 64 KiB values
+//                             until the data passes N bytes, then print "grown <bytes>"
 //   fill DIR PAGES            open the environment with a 64 MiB map, hold a read transaction
 //                             (so no freed page is reused), then commit small transactions until
 //                             the data ends within two pages of PAGES; print "filled <pages>", and
@@ -154,6 +156,26 @@ int creep_mode(const std::string& dir, const std::string& stop) {
   return 0;
 }
 
+int grow_mode(const std::string& dir) {
+  std::unique_ptr<lmdb::Env> env;
+  if (int rc = lmdb::Env::open(dir, 256 * 1024, env); rc != 0) return die("open: " + lmdb::rc_text(rc));
+  char line[32];
+  for (int i = 0; std::fgets(line, sizeof line, stdin);) {
+    uint64_t target = std::strtoull(line, nullptr, 10);
+    if (int rc = env->set_map_size(2 * target); rc != 0) return die("set map: " + lmdb::rc_text(rc));
+    while (env->info().map_used <= target) {
+      std::unique_ptr<lmdb::Txn> txn;
+      int rc = lmdb::Txn::begin(*env, true, txn);
+      if (rc == 0) rc = txn->put(lmdb::Table::kMeta, "grow-" + std::to_string(i++), std::string(64 * 1024, 'g'));
+      if (rc == 0) rc = txn->commit();
+      if (rc != 0) return die("grow: " + lmdb::rc_text(rc));
+    }
+    std::printf("grown %llu\n", static_cast<unsigned long long>(env->info().map_used));
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -163,9 +185,10 @@ int main(int argc, char** argv) {
     return read_mode(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), std::atoll(argv[5]), std::atoi(argv[6]));
   }
   if (mode == "hammer" && argc == 4) return hammer_mode(argv[2], std::atoll(argv[3]));
+  if (mode == "grow" && argc == 3) return grow_mode(argv[2]);
   if (mode == "creep" && argc == 4) return creep_mode(argv[2], argv[3]);
   if (mode == "probe" && argc == 4) return probe_mode(argv[2], argv[3]);
   if (mode == "fill" && argc == 4) return fill_mode(argv[2], std::strtoull(argv[3], nullptr, 10));
-  std::fprintf(stderr, "usage: cache_store_worker write|read|hammer|creep|probe|fill DIR ...\n");
+  std::fprintf(stderr, "usage: cache_store_worker write|read|hammer|creep|probe|fill|grow DIR ...\n");
   return 2;
 }

@@ -221,6 +221,40 @@ TEST(MultiProcessTest, OpenAdoptsAMapGrownAgainWhileItAdopts) {
   EXPECT_GE(env->info().map_size, env->info().map_used);
 }
 
+// A process killed inside a read transaction leaves its reader slot in
+// lock.mdb, and the pages its snapshot reaches can never be reused. Opening
+// the store frees such slots, and so does every flush() (the service flushes
+// every few seconds), so a later check finds none left. A live reader keeps
+// the store open throughout: LMDB resets the whole reader table by itself
+// only when the first process opens the environment.
+TEST(MultiProcessTest, OpenAndFlushFreeTheReaderSlotsOfKilledProcesses) {
+  const std::string worker = ccpool::testing::build_binary("cache_store_worker");
+  const std::string dir = testing::options().dir;
+  ASSERT_TRUE(testing::open_store());  // creates the store; closed again
+  Piped live = spawn_piped({worker, "hold", dir});
+  ASSERT_GT(live.pid, 0);
+  ASSERT_EQ(read_line(live.from), "reading");
+  auto kill_a_reader = [&] {
+    Piped holder = spawn_piped({worker, "hold", dir});
+    ASSERT_GT(holder.pid, 0);
+    EXPECT_EQ(read_line(holder.from), "reading");
+    ::kill(holder.pid, SIGKILL);
+    EXPECT_EQ(wait_exit(holder.pid), 128 + SIGKILL);
+    std::fclose(holder.to);
+    std::fclose(holder.from);
+  };
+  kill_a_reader();
+  auto store = testing::open_store();
+  ASSERT_TRUE(store);
+  EXPECT_EQ(*store->reader_check(), 0) << "open left the killed reader's slot";
+  kill_a_reader();
+  store->flush();
+  EXPECT_EQ(*store->reader_check(), 0) << "flush() left the killed reader's slot";
+  std::fclose(live.to);  // the live reader ends its transaction and exits
+  EXPECT_EQ(wait_exit(live.pid), 0);
+  std::fclose(live.from);
+}
+
 // Reads "committed N" lines until `want` were seen; returns the last N.
 int read_committed(FILE* in, int want) {
   char line[64];

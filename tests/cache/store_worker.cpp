@@ -7,6 +7,8 @@
 //                             w7-0 again (overwrite); print "put ok" or "put failed: <why>"
 //   creep DIR STOP            commit one small value per transaction with a 64 MiB map and a
 //                             read transaction held open, until the file STOP exists (at most 2000)
+//   hold DIR                  open the environment, begin a read transaction, print "reading",
+//                             and wait (the test kills it with SIGKILL)
 //   grow DIR                  for each line N on stdin: set its map to 2N and commit 64 KiB values
 //                             until the data passes N bytes, then print "grown <bytes>"
 //   fill DIR PAGES            open the environment with a 64 MiB map, hold a read transaction
@@ -156,6 +158,19 @@ int creep_mode(const std::string& dir, const std::string& stop) {
   return 0;
 }
 
+int hold_mode(const std::string& dir) {
+  std::unique_ptr<lmdb::Env> env;
+  if (int rc = lmdb::Env::open(dir, 1 << 20, env); rc != 0) return die("open: " + lmdb::rc_text(rc));
+  std::unique_ptr<lmdb::Txn> txn;
+  if (int rc = lmdb::Txn::begin(*env, false, txn); rc != 0) return die("begin read: " + lmdb::rc_text(rc));
+  std::printf("reading\n");
+  std::fflush(stdout);
+  char line[16];
+  while (std::fgets(line, sizeof line, stdin)) {
+  }
+  return 0;
+}
+
 int grow_mode(const std::string& dir) {
   std::unique_ptr<lmdb::Env> env;
   if (int rc = lmdb::Env::open(dir, 256 * 1024, env); rc != 0) return die("open: " + lmdb::rc_text(rc));
@@ -185,10 +200,11 @@ int main(int argc, char** argv) {
     return read_mode(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), std::atoll(argv[5]), std::atoi(argv[6]));
   }
   if (mode == "hammer" && argc == 4) return hammer_mode(argv[2], std::atoll(argv[3]));
+  if (mode == "hold" && argc == 3) return hold_mode(argv[2]);
   if (mode == "grow" && argc == 3) return grow_mode(argv[2]);
   if (mode == "creep" && argc == 4) return creep_mode(argv[2], argv[3]);
   if (mode == "probe" && argc == 4) return probe_mode(argv[2], argv[3]);
   if (mode == "fill" && argc == 4) return fill_mode(argv[2], std::strtoull(argv[3], nullptr, 10));
-  std::fprintf(stderr, "usage: cache_store_worker write|read|hammer|creep|probe|fill|grow DIR ...\n");
+  std::fprintf(stderr, "usage: cache_store_worker write|read|hammer|creep|probe|fill|grow|hold DIR ...\n");
   return 2;
 }

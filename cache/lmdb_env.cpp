@@ -7,6 +7,9 @@ namespace ccpool::cache::lmdb {
 namespace {
 
 constexpr const char* kTableNames[kTableCount] = {"meta", "records", "usage", "lru", "bodies", "refs"};
+// Each MDB_MAP_RESIZED while opening means another process grew the map and
+// committed in between; growth doubles, so a few in a row already are rare.
+constexpr int kMaxOpenResizes = 16;
 
 MDB_val to_val(std::string_view s) { return MDB_val{s.size(), const_cast<char*>(s.data())}; }
 std::string_view from_val(const MDB_val& v) { return {static_cast<const char*>(v.mv_data), v.mv_size}; }
@@ -24,7 +27,8 @@ bool is_corruption(int rc) {
 
 std::string rc_text(int rc) { return mdb_strerror(rc); }
 
-int Env::open(const std::string& dir, uint64_t map_size, std::unique_ptr<Env>& out) {
+int Env::open(const std::string& dir, uint64_t map_size, std::unique_ptr<Env>& out,
+              const std::function<void()>& before_begin) {
   std::unique_ptr<Env> env(new Env());
   MDB_env* raw = nullptr;
   int rc = mdb_env_create(&raw);
@@ -41,12 +45,14 @@ int Env::open(const std::string& dir, uint64_t map_size, std::unique_ptr<Env>& o
   int dead = 0;
   mdb_reader_check(raw, &dead);
   MDB_txn* txn = nullptr;
-  rc = mdb_txn_begin(raw, nullptr, 0, &txn);
-  if (rc == MDB_MAP_RESIZED) {
-    // Another process grew the map between our open and this transaction:
-    // adopt its size (0 = the size recorded in the file) and retry, as LMDB asks.
-    if ((rc = mdb_env_set_mapsize(raw, 0)) != 0) return rc;
+  for (int resized = 0;; ++resized) {
+    if (before_begin) before_begin();
     rc = mdb_txn_begin(raw, nullptr, 0, &txn);
+    if (rc != MDB_MAP_RESIZED || resized == kMaxOpenResizes) break;
+    // Another process grew the map since ours was set: adopt the size recorded
+    // in the file (0) and begin again, as LMDB asks. It may grow again before
+    // that begin, when several processes grow one store at once.
+    if ((rc = mdb_env_set_mapsize(raw, 0)) != 0) return rc;
   }
   if (rc != 0) return rc;
   for (int i = 0; i < kTableCount; ++i) {
@@ -96,40 +102,56 @@ void Txn::abort() {
   m_txn = nullptr;
 }
 
+int Txn::track(int rc) {
+  if (rc != 0 && rc != MDB_NOTFOUND && m_failed == 0) m_failed = rc;
+  return rc;
+}
+
 int Txn::commit() {
+  if (m_failed != 0) {
+    abort();
+    return m_failed;
+  }
   int rc = mdb_txn_commit(static_cast<MDB_txn*>(m_txn));
   m_txn = nullptr;  // commit frees the txn even on failure
   return rc;
 }
 
 int Txn::get(Table t, std::string_view key, std::string_view& value) {
+  if (m_failed != 0) return m_failed;
   MDB_val k = to_val(key), v;
-  int rc = mdb_get(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &k, &v);
+  int rc = track(mdb_get(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &k, &v));
   if (rc == 0) value = from_val(v);
   return rc;
 }
 
 int Txn::put(Table t, std::string_view key, std::string_view value) {
+  if (m_failed != 0) return m_failed;
   MDB_val k = to_val(key), v = to_val(value);
-  return mdb_put(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &k, &v, 0);
+  return track(mdb_put(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &k, &v, 0));
 }
 
 int Txn::del(Table t, std::string_view key) {
+  if (m_failed != 0) return m_failed;
   MDB_val k = to_val(key);
-  return mdb_del(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &k, nullptr);
+  return track(mdb_del(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &k, nullptr));
 }
 
-int Txn::drop_all(Table t) { return mdb_drop(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), 0); }
+int Txn::drop_all(Table t) {
+  if (m_failed != 0) return m_failed;
+  return track(mdb_drop(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), 0));
+}
 
 uint64_t Txn::count(Table t) {
   MDB_stat st;
-  if (mdb_stat(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &st) != 0) return 0;
+  if (m_failed != 0 || track(mdb_stat(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &st)) != 0) return 0;
   return st.ms_entries;
 }
 
 int Txn::scan(Table t, std::string_view from, const Visitor& visit) {
+  if (m_failed != 0) return m_failed;
   MDB_cursor* cursor = nullptr;
-  int rc = mdb_cursor_open(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &cursor);
+  int rc = track(mdb_cursor_open(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &cursor));
   if (rc != 0) return rc;
   MDB_val k = to_val(from), v;
   rc = from.empty() ? mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
@@ -139,7 +161,7 @@ int Txn::scan(Table t, std::string_view from, const Visitor& visit) {
     rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT);
   }
   mdb_cursor_close(cursor);
-  return rc == MDB_NOTFOUND ? 0 : rc;
+  return track(rc == MDB_NOTFOUND ? 0 : rc);
 }
 
 }  // namespace ccpool::cache::lmdb

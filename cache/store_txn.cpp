@@ -136,14 +136,25 @@ Result<void> Store::Impl::run_write(const WriteBody& body) {
   return tl::unexpected(lmdb_error(rc, "writing"));
 }
 
+namespace {
+
+// Deletes `key` if present. Any other failure is returned: LMDB leaves the
+// transaction unusable after it (lmdb::Txn keeps the cause).
+int del_if_present(lmdb::Txn& txn, Table t, std::string_view key) {
+  int rc = txn.del(t, key);
+  return rc == lmdb::kNotFound ? 0 : rc;
+}
+
+}  // namespace
+
 int Store::Impl::apply_touches(lmdb::Txn& txn, const std::unordered_map<Digest, Usage>& t, Counters& c) {
   for (const auto& [key, use] : t) {
     std::string_view raw;
     if (txn.get(Table::kUsage, key_view(key), raw) != 0) continue;  // removed meanwhile
     Usage old = decode_usage(raw);
     Usage now{std::max(old.last_used_ms, use.last_used_ms), old.hits + use.hits};
-    txn.del(Table::kLru, lru_key(old.last_used_ms, key));
-    int rc = txn.put(Table::kUsage, key_view(key), encode_usage(now));
+    int rc = del_if_present(txn, Table::kLru, lru_key(old.last_used_ms, key));
+    if (rc == 0) rc = txn.put(Table::kUsage, key_view(key), encode_usage(now));
     if (rc == 0) rc = txn.put(Table::kLru, lru_key(now.last_used_ms, key), "");
     if (rc != 0) return rc;
   }
@@ -197,17 +208,18 @@ int Store::Impl::remove_entry(lmdb::Txn& txn, const Digest& key, Counters& c, bo
         if (txn.get(Table::kBodies, key_view(body.digest), stored) == 0) {
           c.stored_bytes -= std::min<uint64_t>(c.stored_bytes, stored.size());
           c.bodies -= std::min<uint64_t>(c.bodies, 1);
-          txn.del(Table::kBodies, key_view(body.digest));
+          rc = del_if_present(txn, Table::kBodies, key_view(body.digest));
         }
-        txn.del(Table::kRefs, key_view(body.digest));
+        if (rc == 0) rc = del_if_present(txn, Table::kRefs, key_view(body.digest));
       }
       if (rc != 0) return rc;
     }
     c.logical_bytes -= std::min(c.logical_bytes, record->logical_bytes());
   }
   if (txn.get(Table::kUsage, key_view(key), raw) == 0) {
-    txn.del(Table::kLru, lru_key(decode_usage(raw).last_used_ms, key));
-    txn.del(Table::kUsage, key_view(key));
+    rc = del_if_present(txn, Table::kLru, lru_key(decode_usage(raw).last_used_ms, key));
+    if (rc == 0) rc = del_if_present(txn, Table::kUsage, key_view(key));
+    if (rc != 0) return rc;
   }
   rc = txn.del(Table::kRecords, key_view(key));
   c.entries -= std::min<uint64_t>(c.entries, 1);

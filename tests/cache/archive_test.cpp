@@ -120,5 +120,51 @@ TEST(ArchiveTest, ImportPassTwoChecksEveryBodyAgain) {
   EXPECT_FALSE(*store->get(test_key(1)));
 }
 
+// An entry longer than any entry the store could hold (4 x max_size + 1 MiB)
+// is hashed through in slices and skipped, never kept in memory; the other
+// entries are imported.
+TEST(ArchiveTest, AnEntryTooLongForTheStoreIsSkippedWithoutBeingKept) {
+  StoreOptions o = testing::options();
+  o.max_size = 1 * kMiB;  // entries of more than 5 MiB cannot fit
+  auto store = open_store(o);
+  Codec codec(1);
+  std::string data(1000, 'k');
+  Record rec;
+  rec.tool = "cc";
+  rec.outputs.push_back({"k.o", 0644, BodyRef{data.size(), hash_bytes(data)}});
+  std::string small = pack_entry(encode_record(rec), {{hash_bytes(data), codec.encode(data)}});
+  std::string huge = testing::random_bytes(24 * kMiB, 7);
+  std::string path = write_file("long.ccpool", archive_of({{test_key(1), small}, {test_key(2), huge}, {test_key(3), small}}));
+  huge = std::string();
+  Result<ArchiveResult> r;
+  uint64_t growth = ccpool::testing::peak_rss_growth([&] { r = store->import_from(path); });
+  ASSERT_NE(growth, UINT64_MAX) << "cannot reset the peak RSS (/proc/self/clear_refs)";
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->entries, 2u);
+  EXPECT_EQ(r->skipped, 1u);
+  EXPECT_LT(growth, 12 * kMiB);
+  EXPECT_TRUE(*store->peek(test_key(1), false));
+  EXPECT_FALSE(*store->peek(test_key(2), false));
+  EXPECT_TRUE(*store->peek(test_key(3), false));
+}
+
+// The trailer covers every byte: an archive whose entries are intact but
+// whose trailer is damaged is refused, and nothing is written.
+TEST(ArchiveTest, ADamagedTrailerIsRefusedBeforeAnythingIsWritten) {
+  auto store = open_store();
+  Codec codec(1);
+  std::string data(3000, 't');
+  Record rec;
+  rec.tool = "cc";
+  rec.outputs.push_back({"k.o", 0644, BodyRef{data.size(), hash_bytes(data)}});
+  std::string archive = archive_of({{test_key(1), pack_entry(encode_record(rec), {{hash_bytes(data), codec.encode(data)}})}});
+  archive.back() = static_cast<char>(archive.back() ^ 1);
+  auto r = store->import_from(write_file("trailer.ccpool", archive));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kCorruption);
+  EXPECT_NE(r.error().message.find("fails its checksum"), std::string::npos) << r.error().message;
+  EXPECT_EQ(store->stats()->entries, 0u);
+}
+
 }  // namespace
 }  // namespace ccpool::cache

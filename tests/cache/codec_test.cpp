@@ -106,6 +106,45 @@ TEST(CodecTest, AFrameAskingForAHugeWindowAllocatesNothing) {
   EXPECT_EQ(*back, data);
 }
 
+// `stored` (a zstd body) with the frame's Frame_Content_Size field taken out
+// (RFC 8878, 3.1.1.1): the size flag and the single-segment flag cleared, and
+// a Window_Descriptor of 64 KiB in their place. The blocks are untouched, so
+// the frame still decodes to the same bytes; only the declared size is gone.
+std::string without_content_size(const std::string& stored) {
+  std::string frame = stored.substr(kBodyHeaderSize);
+  auto descriptor = static_cast<uint8_t>(frame[4]);
+  int size_flag = descriptor >> 6, single_segment = (descriptor >> 5) & 1;
+  EXPECT_EQ(descriptor & 3, 0) << "no dictionary id expected";
+  size_t size_bytes = size_flag == 0 ? single_segment : size_t{1} << size_flag;
+  size_t header = 5 + (single_segment ? 0 : 1) + size_bytes;
+  std::string out = frame.substr(0, 4);
+  out.push_back(static_cast<char>(descriptor & 0x1f));
+  out.push_back(static_cast<char>(6 << 3));  // window 2^(10 + 6)
+  out += frame.substr(header);
+  return stored.substr(0, kBodyHeaderSize) + out;
+}
+
+// A frame must declare its content size, equal to the body's raw_size
+// (docs/store-format.md): zstd then sizes its buffers by it. A frame that
+// declares none is refused even though its blocks decode to the right bytes.
+TEST(CodecTest, AFrameWithoutItsContentSizeIsRefused) {
+  Codec codec(1);
+  std::string data = testing::random_bytes(2000, 4) + std::string(20000, 'c');
+  Digest digest = hash_bytes(data);
+  std::string stored = codec.encode(data);
+  ASSERT_EQ(stored[0], 1) << "expected a zstd body";
+  ASSERT_TRUE(codec.decode(stored, digest, "b", data.size()));
+  std::string bare = without_content_size(stored);
+  ASSERT_NE(bare, stored);
+  for (bool keep : {true, false}) {
+    Result<void> r = keep ? codec.decode(bare, digest, "b", data.size()).map([](const std::string&) {})
+                          : codec.verify(bare, digest, "b", data.size());
+    ASSERT_FALSE(r) << (keep ? "decode" : "verify") << " took a frame without a content size";
+    EXPECT_EQ(r.error().code, ErrorCode::kCorruption);
+    EXPECT_NE(r.error().message.find("does not decode"), std::string::npos) << r.error().message;
+  }
+}
+
 TEST(CodecTest, TruncatedLongAndTrailingFramesAreCorrupt) {
   Codec codec(1);
   std::string data(50000, 'q');

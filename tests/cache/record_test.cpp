@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include "cache/bytes.h"
+#include "cache/codec.h"
 #include "cache/lmdb_env.h"
 #include "tests/cache/store_fixture.h"
+#include "tests/support/peak_rss.h"
 
 namespace ccpool::cache {
 namespace {
@@ -123,6 +126,46 @@ TEST(RecordTest, DecodeRefusesNewerAndDamagedRecords) {
   EXPECT_NE(decode_record(newer).error().message.find("newer"), std::string::npos);
   EXPECT_FALSE(decode_record(bytes.substr(0, 10)));
   EXPECT_FALSE(decode_record(""));
+}
+
+// A packed entry comes from outside (the Redis tier, archives): its trailer
+// is checked before anything in it is parsed, so a flipped byte anywhere after
+// the magic and version is reported as a checksum failure, never parsed.
+TEST(RecordTest, EveryFlippedByteOfAPackedEntryFailsItsTrailer) {
+  Codec codec(1);
+  std::string data = testing::random_bytes(300, 6);
+  Record rec;
+  rec.tool = "cc";
+  rec.outputs.push_back({"k.o", 0644, BodyRef{data.size(), hash_bytes(data)}});
+  std::string packed = pack_entry(encode_record(rec), {PackedBody{hash_bytes(data), codec.encode(data)}});
+  ASSERT_TRUE(unpack_entry(packed));
+  int refused = 0;
+  for (size_t i = 8; i < packed.size(); ++i) {
+    std::string bad = packed;
+    bad[i] = static_cast<char>(bad[i] ^ 0x20);
+    auto r = unpack_entry(bad);
+    if (!r && r.error().message.find("fails its checksum") != std::string::npos) ++refused;
+  }
+  EXPECT_EQ(refused, static_cast<int>(packed.size() - 8));
+}
+
+// A body count of 4 million in a 70-byte entry (with a valid trailer, as
+// anyone can compute) is refused before anything is sized from it.
+TEST(RecordTest, APackedEntryClaimingMillionsOfBodiesAllocatesNothing) {
+  ByteWriter w;
+  w.bytes("CCPE");
+  w.u32(1);
+  w.str(encode_record(Record{}));
+  w.u32(4u << 20);
+  Digest sum = hash_bytes(w.out());
+  w.digest(sum);
+  std::string packed = std::move(w.out());
+  Result<UnpackedEntry> r;
+  uint64_t growth = ccpool::testing::peak_rss_growth([&] { r = unpack_entry(packed); });
+  ASSERT_NE(growth, UINT64_MAX) << "cannot reset the peak RSS (/proc/self/clear_refs)";
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("is malformed"), std::string::npos) << r.error().message;
+  EXPECT_LT(growth, 16ull << 20);
 }
 
 }  // namespace

@@ -261,6 +261,32 @@ TEST(StoreTest, EvictsLeastRecentlyUsedFirstAndStaysUnderMaxSize) {
   EXPECT_EQ(store->stats()->evictions, 2u);
 }
 
+// A write never evicts what it writes, even when that is the least recently
+// used (an entry put with an old last use) or when a batch is larger than
+// max_size: a put reported stored is stored.
+TEST(StoreTest, AWriteNeverEvictsTheEntriesItWrites) {
+  StoreOptions options = testing::options();
+  options.max_size = 250 * 1024;
+  auto store = open_store(options);
+  for (int i = 1; i <= 2; ++i) {
+    Entry e = make_entry("o", 100 * 1024, i);
+    e.last_used_ms = 1000 * (i + 1);
+    ASSERT_TRUE(store->put(test_key(i), e));
+  }
+  Entry old = make_entry("o", 100 * 1024, 3);
+  old.last_used_ms = 1000;  // older than anything in the store
+  ASSERT_TRUE(store->put(test_key(3), old));
+  EXPECT_TRUE(*store->peek(test_key(3), false));
+  EXPECT_FALSE(*store->peek(test_key(1), false));  // the oldest of the others went instead
+  EXPECT_TRUE(*store->peek(test_key(2), false));
+  std::vector<PutRequest> batch;
+  for (int i = 4; i <= 6; ++i) batch.push_back({test_key(i), make_entry("o", 100 * 1024, i)});
+  for (const auto& r : store->put_batch(batch)) EXPECT_TRUE(r) << r.error().message;
+  for (int i = 4; i <= 6; ++i) EXPECT_TRUE(*store->peek(test_key(i), false)) << i;
+  EXPECT_FALSE(*store->peek(test_key(2), false));
+  EXPECT_FALSE(*store->peek(test_key(3), false));
+}
+
 TEST(StoreTest, EntryLargerThanMaxSizeIsRefusedWithoutLosingOthers) {
   StoreOptions options = testing::options();
   options.max_size = 64 * 1024;

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "ipc/protocol.h"
+#include "tests/support/peak_rss.h"
 
 namespace ccpool::ipc {
 namespace {
@@ -124,6 +125,37 @@ TEST(FrameReader, StringLengthBeyondPayload) {
   reader.feed(frame.data(), frame.size());
   Error e = expect_error(reader);
   EXPECT_NE(e.message.find("truncated"), std::string::npos) << e.message;
+}
+
+// Each string field has its own bound, below the frame's, checked before the
+// string is copied out of the frame: a 48 MiB program path in a frame within
+// kMaxFrameSize is refused without allocating its length again.
+TEST(FrameReader, StringOverItsBoundIsRefusedBeforeItIsCopied) {
+  ExecRequest r;
+  r.program = "/" + std::string(48u << 20, 'p');
+  r.argv = {"cc"};
+  r.cwd = "/w";
+  std::string frame = encode(r);  // encode() checks nothing (encode_checked() would refuse)
+  r.program.clear();
+  r.program.shrink_to_fit();
+  FrameReader reader;
+  reader.feed(frame.data(), frame.size());
+  frame.clear();
+  frame.shrink_to_fit();
+  Result<std::optional<Message>> m;
+  uint64_t growth = ccpool::testing::peak_rss_growth([&] { m = reader.next(); });
+  ASSERT_NE(growth, UINT64_MAX) << "cannot reset the peak RSS (/proc/self/clear_refs)";
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.error().code, ErrorCode::kProtocol);
+  EXPECT_NE(m.error().message.find("program"), std::string::npos) << m.error().message;
+  EXPECT_LT(growth, 16u << 20);
+  r.program = "/" + std::string(kMaxPathLength - 1, 'p');  // exactly at the bound: decoded
+  std::string at_bound = encode(r);
+  FrameReader ok_reader;
+  ok_reader.feed(at_bound.data(), at_bound.size());
+  auto decoded = ok_reader.next();
+  ASSERT_TRUE(decoded && *decoded) << (decoded ? "" : decoded.error().message);
+  EXPECT_EQ(std::get<ExecRequest>(**decoded).program.size(), kMaxPathLength);
 }
 
 TEST(FrameReader, HugeListCountRefusedBeforeReserve) {

@@ -4,11 +4,14 @@
 //   orphan FILE      fork a grandchild that holds stdout and sleeps; write its pid; exit 0
 //   ignoreterm FILE  ignore SIGTERM, write FILE, sleep
 //   concurrency FILE MS   count itself in FILE ("current max", flock'd) while sleeping MS
+//   fds              print its open descriptors, e.g. "0 1 2"
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -132,5 +135,20 @@ int main(int argc, char** argv) {
     sleep_forever();
   }
   if (cmd == "concurrency") return concurrency(arg, argc > 3 ? std::atoi(argv[3]) : 10);
+  if (cmd == "fds") {
+    DIR* dir = opendir("/proc/self/fd");
+    if (!dir) return 96;
+    std::vector<int> fds;
+    while (dirent* e = readdir(dir)) {
+      if (e->d_name[0] != '.' && std::atoi(e->d_name) != dirfd(dir)) fds.push_back(std::atoi(e->d_name));
+    }
+    closedir(dir);
+    std::sort(fds.begin(), fds.end());
+    std::string text;
+    for (int fd : fds) text += (text.empty() ? "" : " ") + std::to_string(fd);
+    text += '\n';
+    write_all(1, text.data(), text.size());
+    return 0;
+  }
   return 99;
 }

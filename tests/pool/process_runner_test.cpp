@@ -1,5 +1,6 @@
 #include "pool/process_runner.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -164,6 +165,22 @@ TEST(ProcessRunnerTest, GrandchildHoldingThePipeIsKilledWhenTheLeaderExits) {
   pid_t grandchild = std::atoi(wait_for_file(file).c_str());
   ASSERT_GT(grandchild, 0);
   EXPECT_TRUE(eventually_gone(grandchild));
+}
+
+// A tool gets stdin, stdout and stderr and nothing else of the service: not
+// even a descriptor opened without O_CLOEXEC (a leaked pipe end would delay
+// another job's EOF; a leaked socket or LMDB file is worse).
+TEST(ProcessRunnerTest, ToolsInheritNoDescriptorOfTheService) {
+  int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int leaky = ::fcntl(null, F_DUPFD, 100);  // F_DUPFD: without FD_CLOEXEC
+  ::close(null);
+  ASSERT_GE(leaky, 100);
+  ASSERT_EQ(::fcntl(leaky, F_GETFD) & FD_CLOEXEC, 0);
+  ProcessRunner runner;
+  ProcessResult r = run_sync(runner, tool_spec({"fds"}));
+  ::close(leaky);
+  ASSERT_EQ(r.exit_code, 0) << r.error;
+  EXPECT_EQ(r.stdout_data, "0 1 2\n");
 }
 
 TEST(ProcessRunnerTest, MaxRssCoversAFiftyMegabyteProcess) {

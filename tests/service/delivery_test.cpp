@@ -128,5 +128,14 @@ TEST(DeliveredMode, MatchesWhatTheCompilerCreatesUnderTheRequestersUmask) {
   }
 }
 
+// The stored mode carries the leader's umask; a requester gets what the tool
+// would create under its own: 0666 or 0777 (executable) less its umask.
+TEST(DeliveredMode, IsTheRequestersNotTheLeaders) {
+  EXPECT_EQ(delivered_mode(0700, 022), 0755u);  // leader had umask 077
+  EXPECT_EQ(delivered_mode(0600, 002), 0664u);
+  EXPECT_EQ(delivered_mode(0711, 0), 0777u);
+  EXPECT_EQ(delivered_mode(0640, 0), 0666u);
+}
+
 }  // namespace
 }  // namespace ccpool::service

@@ -263,13 +263,11 @@ void print_status_human(const nlohmann::json& j) {
   if (j.contains("worker_pool") && j["worker_pool"].is_object()) {
     const auto& w = j["worker_pool"];
     const nlohmann::json counts = w.value("counts", nlohmann::json::object());
-    std::printf("workers    %zu Inductor compile workers (%zu busy, peak %zu), %s, %zu ranks connected
-",
+    std::printf("workers    %zu Inductor compile workers (%zu busy, peak %zu), %s, %zu ranks connected\n",
                 w.value("workers", size_t{0}), w.value("busy", size_t{0}), w.value("peak_workers", size_t{0}),
                 format_size(w.value("rss_bytes", 0ull)).c_str(), w.value("sessions", size_t{0}));
     std::printf("  jobs %llu (%llu after an equal job of another rank, %zu waiting for one now), %llu failed, "
-                "%llu cancelled; Triton kernels: %llu compiled, %llu from the store
-",
+                "%llu cancelled; Triton kernels: %llu compiled, %llu from the store\n",
                 w.value("jobs", 0ull), w.value("followed", 0ull), w.value("following", size_t{0}),
                 w.value("failed", 0ull), w.value("cancelled", 0ull), counts.value("triton_compiles", 0ull),
                 counts.value("triton_store_hits", 0ull));
@@ -277,8 +275,7 @@ void print_status_human(const nlohmann::json& j) {
   if (j.contains("leases") && j["leases"].is_object()) {
     const auto& l = j["leases"];
     std::printf("leases     %zu keys computed now, %zu clients waiting; waits: %llu served, %llu abandoned, "
-                "%llu timed out
-",
+                "%llu timed out\n",
                 l.value("keys_in_flight", size_t{0}), l.value("waiting", size_t{0}), l.value("served", 0ull),
                 l.value("abandoned", 0ull), l.value("timed_out", 0ull));
   }

@@ -21,7 +21,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libexpected-dev libhiredis-dev libssl-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
-  redis-server redis-tools python3 python3-redis util-linux procps
+  redis-server redis-tools python3 python3-redis python3-venv util-linux procps
   # operability tests: promtool + a Prometheus server, systemd-socket-activate,
   # YAML parsing of the Kubernetes manifests
   prometheus systemd python3-yaml

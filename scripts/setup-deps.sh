@@ -27,6 +27,8 @@ packages=(
   prometheus systemd python3-yaml
   # the torch suite's Slurm case: a private one-node cluster (auth/none)
   slurmctld slurmd slurm-client
+  # packaging (tests/packaging): the .deb's Depends, the wheel's compiles shared with the build
+  dpkg-dev ccache
 )
 
 missing=()

@@ -132,6 +132,8 @@ def test_when_the_interpreter_is_not_reexecuted(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
     monkeypatch.delitem(sys.modules, "IPython", raising=False)
+    monkeypatch.delattr(sys, "ps1", raising=False)
+    monkeypatch.setattr(sys, "argv", ["train.py"])
     if situation == "torch":
         monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
     elif situation == "ipykernel":
@@ -142,8 +144,6 @@ def test_when_the_interpreter_is_not_reexecuted(monkeypatch: pytest.MonkeyPatch,
         monkeypatch.setattr(sys, "argv", ["-"])
     refusal = _enable.reexec_refusal(situation != "reexec_off", situation == "reexecuted")
     assert refusal is not None and expected in refusal
-    if situation != "ps1":
-        monkeypatch.delattr(sys, "ps1", raising=False)
 
 
 def test_a_plain_script_may_be_reexecuted(monkeypatch: pytest.MonkeyPatch) -> None:

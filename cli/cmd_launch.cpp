@@ -27,6 +27,7 @@ struct LaunchFlags {
   bool verbose = false;
   bool frameworks_cache = false;
   bool no_python_hooks = false;
+  bool start_service = false;  // env: make sure the service runs first, as run does
   std::vector<std::string> command;
 };
 
@@ -78,10 +79,9 @@ void add_common_options(CLI::App* sub, LaunchFlags& flags) {
                 "Do not hook Python processes (Inductor's workers stay per rank, graphs compile per rank)");
 }
 
-void run_command(const LaunchFlags& flags) {
-  if (flags.command.empty()) fail(kExitUsage, "no command given; usage: ccpool run [options] -- CMD ARGS...");
-  auto grace = parse_duration(flags.grace);
-  if (!grace) fail(kExitUsage, "--grace: " + grace.error().message);
+// Starts the service unless it runs (run, env --start-service), with the
+// settings the flags give a service this starts.
+void start_service(const LaunchFlags& flags) {
   ServiceSettings settings;
   settings.socket = default_socket_path(flags.socket);
   settings.store_dir = flags.dir;
@@ -92,18 +92,23 @@ void run_command(const LaunchFlags& flags) {
     if (!budget) fail(kExitUsage, "--mem-budget: " + budget.error().message);
     settings.mem_budget = *budget;
   }
+  auto started = ensure_service(settings);
+  if (!started) fail(kExitError, started.error().message);
+  if (flags.frameworks_cache) {
+    auto trusted = check_resp_socket(state_dir_for_socket(settings.socket) + "/resp.sock");
+    if (!trusted) fail(kExitError, "--frameworks-cache: " + trusted.error().message);
+  }
+}
+
+void run_command(const LaunchFlags& flags) {
+  if (flags.command.empty()) fail(kExitUsage, "no command given; usage: ccpool run [options] -- CMD ARGS...");
+  auto grace = parse_duration(flags.grace);
+  if (!grace) fail(kExitUsage, "--grace: " + grace.error().message);
   launch::EnvMap env = launch::current_environment();
   launch::LaunchEnv job_env = compute_env(flags, env);
   // CCPOOL_RUN_NO_SERVICE=1 is test-only: run the job without starting a service.
   const char* no_service = std::getenv("CCPOOL_RUN_NO_SERVICE");
-  if (!(no_service && std::string(no_service) == "1")) {
-    auto started = ensure_service(settings);
-    if (!started) fail(kExitError, started.error().message);
-    if (flags.frameworks_cache) {
-      auto trusted = check_resp_socket(state_dir_for_socket(settings.socket) + "/resp.sock");
-      if (!trusted) fail(kExitError, "--frameworks-cache: " + trusted.error().message);
-    }
-  }
+  if (!(no_service && std::string(no_service) == "1")) start_service(flags);
   if (flags.verbose) {
     for (const launch::EnvSetting& s : job_env.settings) {
       std::fprintf(stderr, "ccpool run: %s %s=%s (%s)\n", s.kept ? "kept" : "set", s.name.c_str(),
@@ -122,6 +127,7 @@ void env_command(const LaunchFlags& flags) {
   auto shell = launch::parse_shell(flags.shell);
   if (!shell) fail(kExitUsage, shell.error().message);
   launch::LaunchEnv job_env = compute_env(flags, launch::current_environment());
+  if (flags.start_service) start_service(flags);
   std::string hint = exe_dir() + "/ccpool serve --socket " + default_socket_path(flags.socket);
   if (flags.jobs > 0) hint += " --jobs " + std::to_string(flags.jobs);
   std::fputs(launch::render_launch_env(job_env, *shell, hint).c_str(), stdout);
@@ -150,6 +156,10 @@ void register_launch_commands(CLI::App& app) {
   CLI::App* env = app.add_subcommand("env", "Print the job environment for launchers that cannot wrap");
   add_common_options(env, *flags);
   env->add_option("--shell", flags->shell, "Output syntax: sh (default), fish or json");
+  env->add_flag("--start-service", flags->start_service,
+                "Start the service first unless it runs, as ccpool run does (ccpool.enable() uses this)");
+  env->add_option("--mem-budget", flags->mem_budget, "Memory budget of a service --start-service starts, e.g. 16G");
+  env->add_option("--dir", flags->dir, "Store directory of a service --start-service starts");
   env->callback([] { env_command(*flags); });
 }
 

@@ -20,6 +20,7 @@
 #include "cli/service_control.h"
 #include "client/client_main.h"
 #include "ipc/client.h"
+#include "launch/launch_env.h"
 #include "service/activation.h"
 #include "service/metrics.h"
 #include "service/service.h"
@@ -75,7 +76,7 @@ service::ServiceOptions resolve(const ServeFlags& f) {
   if (o.worker_idle_timeout.count() <= 0) fail(kExitUsage, "--worker-idle-timeout must be positive, e.g. 60s");
   {
     std::string exe = self_executable();
-    o.python_dir = exe.substr(0, exe.rfind('/')) + "/../share/ccpool/python";
+    o.python_dir = launch::python_dir_for(exe.substr(0, exe.rfind('/')));
   }
   std::string remote = f.remote.empty() ? env_or("CCPOOL_REMOTE", "") : f.remote;
   if (!remote.empty()) {

@@ -21,12 +21,14 @@ packages=(
   libcli11-dev nlohmann-json3-dev libexpected-dev libhiredis-dev libssl-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
-  redis-server redis-tools python3 python3-redis util-linux procps strace
+  redis-server redis-tools python3 python3-redis python3-venv util-linux procps strace
   # operability tests: promtool + a Prometheus server, systemd-socket-activate,
   # YAML parsing of the Kubernetes manifests
   prometheus systemd python3-yaml
   # the torch suite's Slurm case: a private one-node cluster (auth/none)
   slurmctld slurmd slurm-client
+  # packaging (tests/packaging): the .deb's Depends, the wheel's compiles shared with the build
+  dpkg-dev ccache
 )
 
 missing=()

@@ -13,8 +13,14 @@ build=${BUILD_DIR:-$root/build}
 venv=${CCPOOL_VENV:-$build/venv}
 CCPOOL_VENV=$venv scripts/setup-deps.sh
 
+# With ccache, the wheel the packaging tests build (tests/packaging: the same
+# compilers and launcher) compiles nothing again.
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCCPOOL_BUILD_FUZZ=ON \
-  -DCCPOOL_TORCH_VENV="$venv" >/dev/null
+  -DCCPOOL_TORCH_VENV="$venv" "${launcher[@]}" >/dev/null
 cmake --build "$build" -j "$jobs"
 
 # The libraries again under clang's -Wthread-safety (base/thread_annotations.h):

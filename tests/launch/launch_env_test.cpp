@@ -3,6 +3,14 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "base/fs.h"
+#include "tests/support/scratch.h"
 
 namespace ccpool::launch {
 namespace {
@@ -148,6 +156,38 @@ TEST(LaunchEnv, RenderingQuotesForEachShell) {
   EXPECT_EQ(json.size(), env->settings.size());
   EXPECT_FALSE(parse_shell("csh"));
   EXPECT_EQ(*parse_shell("bash"), Shell::kSh);
+}
+
+// The wheel (pyproject.toml) installs the CMake install tree under
+// site-packages/<wheel.install-dir>, beside the importable package: the
+// lookups relative to the binaries' directory find the shim, the client and
+// a package directory that holds ccpool alone (the service puts it first on
+// its workers' PYTHONPATH, so nothing else of the venv may be there).
+TEST(LaunchEnv, LookupsFindTheWheelLayout) {
+  auto pyproject = read_file(CCPOOL_SOURCE_DIR "/pyproject.toml");
+  ASSERT_TRUE(pyproject) << pyproject.error().message;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(*pyproject, m, std::regex("\\nwheel\\.install-dir = \"([^\"]+)\"")));
+  EXPECT_EQ(m[1], "ccpool/_native");
+  std::string site = testing::scratch_dir() + "/site-packages";
+  std::string prefix = site + "/" + m[1].str();
+  // Where the install rules put things (cli/, shim/, python/CMakeLists.txt).
+  for (const char* file : {"bin/ccpool", "bin/ccpool-cli", "bin/ccpool-client", "lib/libccpool-shim.so",
+                           "share/ccpool/python/ccpool/__init__.py",
+                           "share/ccpool/python/ccpool/_bootstrap/sitecustomize.py"}) {
+    std::filesystem::create_directories(std::filesystem::path(prefix + "/" + file).parent_path());
+    std::ofstream(prefix + "/" + file) << "";
+  }
+  std::ofstream(site + "/ccpool/__init__.py") << "";  // the importable package (wheel.packages)
+  std::string exe_dir = prefix + "/bin";
+  struct stat st {};
+  EXPECT_EQ(::stat(shim_path_for(exe_dir).c_str(), &st), 0) << shim_path_for(exe_dir);
+  EXPECT_EQ(::stat(client_path_for(exe_dir).c_str(), &st), 0) << client_path_for(exe_dir);
+  std::string python_dir = python_dir_for(exe_dir);
+  EXPECT_EQ(::stat((python_dir + "/ccpool/_bootstrap/sitecustomize.py").c_str(), &st), 0) << python_dir;
+  std::vector<std::string> entries;
+  for (const auto& e : std::filesystem::directory_iterator(python_dir)) entries.push_back(e.path().filename());
+  EXPECT_EQ(entries, std::vector<std::string>{"ccpool"});
 }
 
 }  // namespace

@@ -18,11 +18,15 @@ bool is_per_rank_variable(const std::string& name) {
   static const char* const kNames[] = {
       "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "TORCHELASTIC_ERROR_FILE", "SLURM_PROCID",
       "SLURM_LOCALID", "SLURM_TASK_PID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK",
-      "PMIX_RANK", "CUDA_VISIBLE_DEVICES", "PWD", "OLDPWD", "SHLVL", "_"};
+      "PMIX_RANK", "CUDA_VISIBLE_DEVICES", "PWD", "OLDPWD", "SHLVL", "_",
+      // A launch's rendezvous, new for every job: no compile reads it.
+      "MASTER_ADDR", "MASTER_PORT"};
   for (const char* n : kNames) {
     if (name == n) return true;
   }
-  return name.rfind("CCPOOL_", 0) == 0;  // the service's own settings are given to workers explicitly
+  // The service's own settings (given to workers explicitly) and torchrun's
+  // agent settings (run id, restart count, error file, store).
+  return name.rfind("CCPOOL_", 0) == 0 || name.rfind("TORCHELASTIC_", 0) == 0;
 }
 
 Result<std::shared_ptr<const Environment>> make_environment(const PoolRequest& request,

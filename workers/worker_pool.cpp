@@ -213,11 +213,35 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
   // bound has room (it holds no slot while it starts; it is one process).
   void warm(const std::shared_ptr<const Environment>& env) {
     MutexLock lock(&mutex);
-    if (stopping || live_locked() >= static_cast<size_t>(std::max(options.max_workers, 1))) return;
+    warm_locked(env, false);
+  }
+
+  // `make_room`: at the bound, retire the longest-idle worker of another
+  // environment; a worker is then started for whoever awaits readiness when
+  // it has exited (serve()).
+  void warm_locked(const std::shared_ptr<const Environment>& env, bool make_room) REQUIRES(mutex) {
+    if (stopping) return;
     for (const auto& w : workers) {
       if (w->phase != Worker::Phase::kDead && w->env->id == env->id) return;
     }
-    if (auto started = start_worker_locked(env, 0); started) ++stats.warmed;
+    if (live_locked() < static_cast<size_t>(std::max(options.max_workers, 1))) {
+      if (auto started = start_worker_locked(env, 0); started) ++stats.warmed;
+      return;
+    }
+    if (!make_room) return;
+    Worker* oldest = nullptr;
+    for (auto& w : workers) {
+      if (w->phase == Worker::Phase::kIdle && (!oldest || w->idle_since < oldest->idle_since)) oldest = w.get();
+    }
+    if (oldest) retire_locked(*oldest);
+  }
+
+  // A worker exited: the environments still waiting for readiness get one.
+  void warm_awaited_locked() REQUIRES(mutex) {
+    for (uint64_t id : std::vector<uint64_t>(awaiting_ready)) {
+      auto it = jobs.find(id);
+      if (it != jobs.end()) warm_locked(it->second->env, false);
+    }
   }
 
   // The thread of one worker: hello, then jobs until it is retired, fails or
@@ -279,6 +303,7 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
       if (it != jobs.end()) end_job_locked(*it->second, JobResult{JobStatus::kFailed, false, {}, why}, fx, exit.max_rss_kb);
       w.job = 0;
     }
+    warm_awaited_locked();
     while (!waiting_for_worker.empty() && !stopping &&
            live_locked() < static_cast<size_t>(std::max(options.max_workers, 1))) {
       uint64_t next = waiting_for_worker.front();
@@ -500,8 +525,7 @@ uint64_t WorkerPool::await_ready(std::shared_ptr<const Environment> env, Done do
       job->phase = Job::Phase::kAwaitingReady;
       s.jobs.emplace(id, std::move(job));
       s.awaiting_ready.push_back(id);
-      lock.unlock();
-      s.warm(env);
+      s.warm_locked(env, true);
       return id;
     }
   }

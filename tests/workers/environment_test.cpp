@@ -52,6 +52,14 @@ TEST(WorkerEnvironment, RanksOfOneJobShareAndWhatWorkersGet) {
   }
 }
 
+TEST(WorkerEnvironment, TwoLaunchesOfOneJobShareWorkers) {
+  // torchrun picks a new rendezvous port and run id for every launch.
+  auto first = make(request({"MASTER_PORT=29500", "MASTER_ADDR=127.0.0.1", "TORCHELASTIC_RUN_ID=a1", "X=1"}));
+  auto second = make(request({"MASTER_PORT=41234", "MASTER_ADDR=127.0.0.1", "TORCHELASTIC_RUN_ID=b2", "X=1"}));
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->id, second->id);
+}
+
 TEST(WorkerEnvironment, AnythingElseThatDiffersSeparatesThem) {
   auto base = make(request({"TORCHINDUCTOR_MAX_AUTOTUNE=0"}));
   auto other_var = make(request({"TORCHINDUCTOR_MAX_AUTOTUNE=1"}));

@@ -277,6 +277,18 @@ TEST_F(WorkerPoolTest, TheReadinessProbeNeverWaitsForASlot) {
   EXPECT_EQ(m_pool->stats().spawned, 1u);
 }
 
+TEST_F(WorkerPoolTest, ReadinessAtTheBoundRetiresAnIdleWorkerOfAnotherEnvironment) {
+  start(1);
+  auto old_env = env({"WORKER_ENV_MARK=old"}), new_env = env({"WORKER_ENV_MARK=new"});
+  EXPECT_EQ((submit("old", "echo:old", "", old_env), m_results.wait("old")).status, JobStatus::kDone);
+  m_pool->await_ready(new_env, m_results.done("ready"));  // the only live worker is old_env's, idle
+  EXPECT_EQ(m_results.wait("ready").status, JobStatus::kDone);
+  WorkerPoolStats s = m_pool->stats();
+  EXPECT_EQ(s.spawned, 2u);
+  EXPECT_EQ(s.peak_workers, 1u);
+  EXPECT_EQ(s.exited, 1u);
+}
+
 TEST_F(WorkerPoolTest, EnvironmentsNeverShareAWorker) {
   start(2);
   auto a = env({"TORCHINDUCTOR_FX=1"}), b = env({"TORCHINDUCTOR_FX=2"});

@@ -48,6 +48,8 @@ READY_KEY = b"ccpool:ready"  # ipc/protocol.h kReadyProbeKey
 DONE, FAILED = 0, 1
 
 _original_pool: Any = None  # Inductor's own SubprocPool class
+# A job in flight: its future, and the call, kept to run it in the rank when the pool cannot.
+Pending = Tuple["Future[Any]", Callable[..., Any], Tuple[Any, ...], Dict[str, Any]]
 _warned = False
 
 
@@ -67,7 +69,7 @@ class _Reader:
     def __init__(self, data: bytes) -> None:
         self.data, self.pos = data, 0
 
-    def take(self, fmt: str):
+    def take(self, fmt: str) -> Any:
         value = struct.unpack_from(fmt, self.data, self.pos)
         self.pos += struct.calcsize(fmt)
         return value[0]
@@ -200,7 +202,7 @@ def flight_key(job_fn: Callable[..., Any], args: Tuple[Any, ...], data: bytes) -
     name = getattr(job_fn, "__qualname__", "")
     if name == "_worker_compile_triton" and len(args) == 3:
         load_kernel, extra_env, extra_config = args
-        inner = getattr(load_kernel, "args", ())
+        inner: Tuple[Any, ...] = tuple(getattr(load_kernel, "args", ()))
         if getattr(getattr(load_kernel, "func", None), "__name__", "") == "_load_triton_kernel_from_source" \
                 and len(inner) == 2:
             kernel_name, source = inner
@@ -214,7 +216,7 @@ def flight_key(job_fn: Callable[..., Any], args: Tuple[Any, ...], data: bytes) -
 class NodePool:
     """SubprocPool's interface, served by the node pool."""
 
-    def __new__(cls, nprocs: int, *args: Any, **kwargs: Any):
+    def __new__(cls, nprocs: int, *args: Any, **kwargs: Any) -> Any:
         try:
             instance = super().__new__(cls)
             instance._init(nprocs, *args, **kwargs)
@@ -233,7 +235,7 @@ class NodePool:
         self.session, self.max_workers = _open_session(self.pickler)
         self.lock = threading.Lock()
         self.ids = itertools.count(1)
-        self.pending: Dict[int, Tuple[Future, Callable[..., Any], tuple, dict]] = {}
+        self.pending: Dict[int, Pending] = {}
         self.write_lock = threading.Lock()
         self.fallback: Any = None
         self.broken = False
@@ -245,7 +247,7 @@ class NodePool:
         pass  # everything happened in __new__
 
     # --- SubprocPool's interface -------------------------------------------------
-    def submit(self, job_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+    def submit(self, job_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> "Future[Any]":
         if not self.running:
             raise RuntimeError("Attempting to use a closed pool")
         # AsyncCompile._get_ready is answered once a worker of this rank's
@@ -255,7 +257,7 @@ class NodePool:
         probe = getattr(job_fn, "__qualname__", "") == "AsyncCompile._get_ready"
         job = functools.partial(job_fn, *args, **kwargs) if (args or kwargs) else job_fn
         data = b"" if probe else self.pickler.dumps(job)
-        future: Future = Future()
+        future: "Future[Any]" = Future()
         future.set_running_or_notify_cancel()
         with self.lock:
             if self.broken:
@@ -330,7 +332,7 @@ class NodePool:
                       "it runs in this rank's own workers")
                 self._run_here(entry)
 
-    def _deliver(self, future: Future, data: bytes) -> None:
+    def _deliver(self, future: "Future[Any]", data: bytes) -> None:
         from torch._inductor.compile_worker.subproc_pool import SubprocException, _SubprocExceptionInfo
 
         try:
@@ -356,7 +358,7 @@ class NodePool:
         for entry in pending.values():
             self._run_here(entry)
 
-    def _run_here(self, entry: Tuple[Future, Callable[..., Any], tuple, dict]) -> None:
+    def _run_here(self, entry: Pending) -> None:
         future, job_fn, args, kwargs = entry
         try:
             self._chain(self._fallback_pool().submit(job_fn, *args, **kwargs), future)
@@ -370,8 +372,8 @@ class NodePool:
             return self.fallback
 
     @staticmethod
-    def _chain(source: Future, target: Future) -> None:
-        def copy(f: Future) -> None:
+    def _chain(source: "Future[Any]", target: "Future[Any]") -> None:
+        def copy(f: "Future[Any]") -> None:
             if f.cancelled():
                 target.cancel()
             elif f.exception() is not None:

@@ -30,12 +30,12 @@ from __future__ import annotations
 import os
 import struct
 import threading
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 from triton.runtime.cache import FileCacheManager
 
 from . import _env
-from ._resp import RespConnection, RespError
+from ._resp import Reply, RespConnection, RespError
 
 MAGIC = b"ccpool-triton-group 1\n"
 MAX_FILES = 64
@@ -63,7 +63,7 @@ def _connection() -> Optional[RespConnection]:
     return _conn
 
 
-def _call(*args, timeout_s: Optional[float] = None):
+def _call(*args: Union[str, bytes], timeout_s: Optional[float] = None) -> Reply:
     global _conn
     conn = _connection()
     if conn is None:
@@ -114,10 +114,10 @@ def decode(value: bytes) -> Optional[List[Tuple[str, bytes]]]:
         return None
 
 
-class NodeCacheManager(FileCacheManager):
+class NodeCacheManager(FileCacheManager):  # type: ignore[misc]  # triton ships no types
     """FileCacheManager (the rank's directory) backed by the node store."""
 
-    def __init__(self, key, override=False, dump=False):
+    def __init__(self, key: str, override: bool = False, dump: bool = False) -> None:
         super().__init__(key, override=override, dump=dump)
         self._local_only = override or dump
 
@@ -125,7 +125,7 @@ class NodeCacheManager(FileCacheManager):
         return f"ccpool:triton:{self.key}/{filename}"
 
     def get_group(self, filename: str) -> Optional[Dict[str, str]]:
-        group = super().get_group(filename)
+        group: Optional[Dict[str, str]] = super().get_group(filename)
         if self._local_only or (group is not None and filename in group):
             return group
         wait_s = _env.seconds("CCPOOL_TRITON_WAIT_S", WAIT_S)
@@ -138,13 +138,13 @@ class NodeCacheManager(FileCacheManager):
         files = decode(reply) if isinstance(reply, bytes) else None
         if files is None:
             return None
-        group = {name: self.put(data, name, binary=True) for name, data in files}
+        group = {name: str(self.put(data, name, binary=True)) for name, data in files}
         super().put_group(filename, group)
         counts["triton_store_hits"] += 1
         return group
 
-    def put_group(self, filename: str, group: Dict[str, str]):
-        path = super().put_group(filename, group)
+    def put_group(self, filename: str, group: Dict[str, str]) -> str:
+        path = str(super().put_group(filename, group))
         if self._local_only:
             return path
         files = []

@@ -24,7 +24,7 @@ import socket
 import struct
 import sys
 import traceback
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 CHANNEL_FD = 3
 HELLO, JOB, RESULT, EXIT = 1, 2, 3, 4
@@ -69,7 +69,7 @@ def parse_args(argv: List[str]) -> Dict[str, str]:
     return options
 
 
-def make_pickler(qualified: Optional[str]):
+def make_pickler(qualified: Optional[str]) -> Any:
     from torch._inductor.compile_worker.subproc_pool import SubprocPickler
 
     if not qualified:
@@ -81,7 +81,7 @@ def make_pickler(qualified: Optional[str]):
     return cls()
 
 
-def set_up(options: Dict[str, str]):
+def set_up(options: Dict[str, str]) -> Any:
     """What Inductor's sidecar does before it forks its workers."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the service ends workers, never a terminal
     from . import _triton_cache
@@ -97,7 +97,7 @@ def set_up(options: Dict[str, str]):
     except ImportError:  # older torch sets it in the job
         pass
     if options.get("torch-key"):
-        torch_key.set(base64.b64decode(options["torch-key"]))  # type: ignore[attr-defined]
+        torch_key.set(base64.b64decode(options["torch-key"]))
     if hasattr(async_compile, "pre_fork_setup"):
         async_compile.pre_fork_setup()
     worker_utils._IN_TOPLEVEL_PROCESS = False  # Inductor checks it in its workers
@@ -110,7 +110,7 @@ def peak_rss_kb() -> int:
     return int(own + children)
 
 
-def run_job(pickler, payload: bytes) -> bytes:
+def run_job(pickler: Any, payload: bytes) -> bytes:
     from torch._inductor.compile_worker.subproc_pool import _SubprocExceptionInfo
 
     try:
@@ -119,9 +119,9 @@ def run_job(pickler, payload: bytes) -> bytes:
     except Exception:
         result = _SubprocExceptionInfo(traceback.format_exc())
     try:
-        return pickler.dumps(result)
+        return bytes(pickler.dumps(result))
     except Exception:
-        return pickler.dumps(_SubprocExceptionInfo(traceback.format_exc()))
+        return bytes(pickler.dumps(_SubprocExceptionInfo(traceback.format_exc())))
 
 
 def main(argv: List[str]) -> int:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Python package's checks, in a venv of test tools inside the build tree:
-#   run.sh mypy              mypy --strict over the modules that promise types and these tests
+#   run.sh mypy              mypy --strict over every module of python/ccpool and these tests
 #   run.sh pytest [ARGS...]  pytest tests/python
 # CCPOOL_BUILD_DIR names the build tree (CTest sets it). The venv
 # (<build>/python-tools-venv: Debian's /usr/bin/python3 with pinned pytest and
@@ -34,8 +34,8 @@ case "${1:-}" in
   mypy)
     cd "$root/python"
     MYPYPATH="$root/python" exec "$venv/bin/python" -m mypy --strict --python-version 3.10 \
-      --follow-imports=silent --cache-dir "$build/python-tools-venv.mypy-cache" \
-      ccpool/__init__.py ccpool/__main__.py ccpool/_enable.py ccpool/_locate.py "$here"/*.py ;;
+      --config-file "$root/pyproject.toml" --follow-imports=silent --cache-dir "$build/python-tools-venv.mypy-cache" \
+      ccpool/*.py ccpool/_bootstrap/sitecustomize.py "$here"/*.py ;;
   pytest)
     shift
     exec "$venv/bin/python" -m pytest -p no:cacheprovider -q "$here" "$@" ;;

@@ -83,6 +83,7 @@ class DebTest(unittest.TestCase):
                          for f in files if "__pycache__" not in d}
         docs = {"/usr/share/doc/ccpool/docs/" + f for f in os.listdir(os.path.join(SOURCE, "docs")) if f.endswith(".md")}
         return {"/usr/bin/ccpool", "/usr/bin/ccpool-cli", "/usr/bin/ccpool-client", "/usr/lib/libccpool-shim.so",
+                "/usr/lib/libccpool-trace.so",
                 "/usr/lib/python3/dist-packages/ccpool.pth", "/usr/lib/systemd/user/ccpool.socket",
                 "/usr/lib/systemd/user/ccpool.service", "/usr/share/doc/ccpool/README.md",
                 "/usr/share/doc/ccpool/ARCHITECTURE.md", "/usr/share/doc/ccpool/BENCHMARKS.md"} | package_files | docs

@@ -122,6 +122,7 @@ class WheelTest(unittest.TestCase):
         self.assertEqual(stated_libs, bundled, "README.md's list of bundled libraries")
         for path in ("ccpool/__init__.py", "ccpool/_native/bin/ccpool", "ccpool/_native/bin/ccpool-cli",
                      "ccpool/_native/bin/ccpool-client", "ccpool/_native/lib/libccpool-shim.so",
+                     "ccpool/_native/lib/libccpool-trace.so",
                      "ccpool/_native/share/ccpool/python/ccpool/_bootstrap/sitecustomize.py"):
             self.assertIn(path, names)
 

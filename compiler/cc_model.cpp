@@ -206,7 +206,6 @@ Result<ScanInfo> Planner::Impl::scan(const std::string& path, const Digest& cont
   }
   ScanInfo info;
   uint8_t& flags = info.flags;
-  info.includes = std::make_shared<const IncludeScan>(scan_includes(text));
   if (text.find("__DATE__") != std::string::npos) flags |= kScanDate;
   if (text.find("__TIME__") != std::string::npos) flags |= kScanTime;
   if (text.find("__TIMESTAMP__") != std::string::npos) flags |= kScanTimestamp;

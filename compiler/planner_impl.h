@@ -16,7 +16,6 @@
 #include "compiler/depfile.h"
 #include "compiler/dir_listing.h"
 #include "compiler/file_hasher.h"
-#include "compiler/include_scan.h"
 #include "compiler/manifest.h"
 #include "compiler/observed.h"
 #include "compiler/planner.h"
@@ -57,7 +56,7 @@ enum ScanFlag : uint8_t {
   kScanDate = 1,        // __DATE__
   kScanTime = 2,        // __TIME__
   kScanTimestamp = 4,   // __TIMESTAMP__
-  kScanHasInclude = 8,  // __has_include / __has_include_next (the probes are in `includes`)
+  kScanHasInclude = 8,  // __has_include / __has_include_next
   kScanIncbin = 16,     // .incbin: the assembler reads a file the .d does not list
   kScanPastePiece = 32, // an identifier that token pasting could grow into __TIME__/__DATE__/__TIMESTAMP__
   kScanAsmInclude = 64, // .include: the assembler reads a file the .d does not list
@@ -78,7 +77,6 @@ bool has_asm_directive(std::string_view text, std::string_view directive);
 
 struct ScanInfo {
   uint8_t flags = 0;  // ScanFlag bits
-  std::shared_ptr<const IncludeScan> includes;
 };
 
 // A manifest as lookup() uses it: parsed once per (direct key, bytes), with

@@ -134,9 +134,6 @@ int main(int argc, char** argv) {
   seed("depfile_fuzz", "escapes", "out\\ dir/k.o: src\\ 1.c a$$b.h \\#c.h\nsrc\\ 1.c:\n");
   seed("depfile_fuzz", "clang-multi", "k.o k.d: k.c \\\n  /usr/include/x.h\n");
 
-  seed("include_scan_fuzz", "plain", "#include \"a.h\"\n#include <b.h>\n  #  include_next \"c/d.h\"\n#import \"e.h\"\nint x;\n");
-  seed("include_scan_fuzz", "opaque", "#define H \"x.h\"\n#include H\n/* #include \"no.h\" */\n#include /*c*/ \"y.h\"\n");
-  seed("include_scan_fuzz", "continuations", "#inc\\\nlude \"f.h\"\n??=include \"g.h\"\nR\"(#include \"raw.h\")\"\n");
 
   seed("cc_args_fuzz", "compile", "-c\nk.cpp\n-o\nk.o\n-O2\n-I\ninclude\n-MD\n-MF\nk.d");
   seed("cc_args_fuzz", "response", "@r\n-o\nk.so\n%%\n-c 'k 1.cpp' -DX=\"a b\" \\\n -Iinc");

@@ -146,27 +146,5 @@ TEST(Depfile, ParsesFirstRuleWithEscapes) {
   EXPECT_FALSE(parse_depfile("no rule here"));
 }
 
-TEST(Depfile, DerivesUserOnlyFilesAndRefusesUnknownLayouts) {
-  DepfileView gcc;
-  gcc.user_only = true;
-  gcc.system_dirs = {"/usr/include"};
-  std::string full = "k.o: k.c /usr/include/stdio.h inc/a.h\n";
-  EXPECT_EQ(derive_depfile(full, gcc), std::optional<std::string>("k.o: k.c inc/a.h\n"));
-  gcc.phony = true;
-  EXPECT_EQ(derive_depfile("k.o: k.c /usr/include/stdio.h inc/a.h\n/usr/include/stdio.h:\ninc/a.h:\n", gcc),
-            std::optional<std::string>("k.o: k.c inc/a.h\ninc/a.h:\n"));
-  gcc.phony = false;
-  // Not the layout the model writes (two spaces, a clang-style indent): no guess.
-  EXPECT_FALSE(derive_depfile("k.o:  k.c inc/a.h\n", gcc));
-  EXPECT_FALSE(derive_depfile("k.o: k.c \\\n  inc/a.h\n", gcc));
-  EXPECT_FALSE(derive_depfile("no rule\n", gcc));
-  DepfileView clang = gcc;
-  clang.gcc_layout = false;
-  EXPECT_EQ(derive_depfile(full, clang), std::optional<std::string>("k.o: k.c inc/a.h\n"));
-  // A directory not known to be a system one keeps its headers (a superset).
-  gcc.system_dirs = {};
-  EXPECT_EQ(derive_depfile(full, gcc), std::optional<std::string>(full));
-}
-
 }  // namespace
 }  // namespace ccpool::compiler

@@ -51,6 +51,8 @@ GEN = os.path.join(HERE, "lib", "gen_kernels.py")
 MODEL = os.path.join(ROOT, "tests", "torch", "support", "model.py")
 PY = "/usr/bin/python3"
 NS_MARK = "CCPOOL_SOAK_IN_NAMESPACE"
+sys.path.insert(0, os.path.join(ROOT, "tests", "service", "support"))
+from service_fixture import serve_daemon  # noqa: E402  (the tests' one way to start a service)
 LIGHT_KERNEL = """#include <cstdint>
 extern "C" void kernel(const float* in, float* out, int64_t n) {{
   #pragma omp parallel for
@@ -264,10 +266,8 @@ class Soak:
         """What a restart policy does (systemd Restart=, a DaemonSet): start
         `ccpool serve` (it daemonizes; a second one exits at once while
         another instance holds the lock, e.g. one `ccpool run` started)."""
-        subprocess.run([self.ccpool, "serve", "--socket", self.sock, "--dir", self.store, "--jobs", "2",
-                        "--resp-threads", "2"], env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       timeout=60)
-        pid = self.service_pid()
+        pid = serve_daemon(self.sock, self.store, self.env, "--jobs", "2", "--resp-threads", "2",
+                           ccpool=self.ccpool)
         if pid:
             self.services_seen.add(pid)
         return pid

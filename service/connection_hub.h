@@ -1,7 +1,8 @@
 // The service's I/O thread: accepts on the Unix socket, checks SO_PEERCRED,
 // runs the handshake, decodes frames and writes replies. It never does request
-// work itself: decoded requests go to `on_message`, which posts them to the
-// pool's arena, and replies come back through send() (any thread). send()
+// work itself: decoded requests go to `on_message` (the service posts an exec
+// request to the scheduler's request threads, ExecPipeline::submit), and
+// replies come back through send() (any thread). send()
 // writes a reply to the socket itself when the connection has nothing queued
 // (a hit's reply then costs no wake-up of the I/O thread); what the socket
 // does not take, and everything behind it, goes through the I/O thread.

@@ -23,11 +23,15 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import textwrap
 import unittest
 import zipfile
 
 from support import SOURCE, HANG_GUARD_S, main, package, project_version, run, scratch, tree
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "service", "support"))
+from service_fixture import stop_with_cli  # noqa: E402
 
 VENV = os.environ.get("CCPOOL_VENV", "")
 ENABLE_AND_COMPILE = textwrap.dedent("""\
@@ -98,7 +102,7 @@ class WheelTest(unittest.TestCase):
             if not torch_problem:
                 self.check_enable_with_torch(work, env, python)
         finally:
-            subprocess.run([ccpool, "stop", "--socket", socket], env=env, capture_output=True, timeout=120)
+            stop_with_cli(socket, env, ccpool, timeout=120)
         run([python, "-m", "pip", "uninstall", "-y", "-q", "ccpool"], cwd=work, env=env)
         after = tree(venv)
         self.assertEqual((after - before, before - after), (set(), set()), "pip uninstall left the venv changed")

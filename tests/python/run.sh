@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Python package's checks, in a venv of test tools inside the build tree:
-#   run.sh mypy              mypy --strict over every module of python/ccpool and these tests
+#   run.sh mypy              mypy --strict over every module of python/ccpool, these tests and
+#                            the service fixture they share (tests/service/support/service_fixture.py)
 #   run.sh pytest [ARGS...]  pytest tests/python
 # CCPOOL_BUILD_DIR names the build tree (CTest sets it). The venv
 # (<build>/python-tools-venv: Debian's /usr/bin/python3 with pinned pytest and
@@ -33,9 +34,10 @@ export PYTHONDONTWRITEBYTECODE=1
 case "${1:-}" in
   mypy)
     cd "$root/python"
-    MYPYPATH="$root/python" exec "$venv/bin/python" -m mypy --strict --python-version 3.10 \
+    MYPYPATH="$root/python:$root/tests/service/support" exec "$venv/bin/python" -m mypy --strict --python-version 3.10 \
       --config-file "$root/pyproject.toml" --follow-imports=silent --cache-dir "$build/python-tools-venv.mypy-cache" \
-      ccpool/*.py ccpool/_bootstrap/sitecustomize.py "$here"/*.py ;;
+      ccpool/*.py ccpool/_bootstrap/sitecustomize.py "$here"/*.py \
+      "$root/tests/service/support/service_fixture.py" ;;
   pytest)
     shift
     exec "$venv/bin/python" -m pytest -p no:cacheprovider -q "$here" "$@" ;;

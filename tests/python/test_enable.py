@@ -16,6 +16,9 @@ import pytest
 
 from ccpool import _enable, _locate
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "service", "support"))
+from service_fixture import stop_with_cli  # noqa: E402
+
 BUILD_DIR = os.environ["CCPOOL_BUILD_DIR"]
 PYTHON_DIR = os.path.join(BUILD_DIR, "share", "ccpool", "python")
 CCPOOL = os.path.join(BUILD_DIR, "bin", "ccpool")
@@ -185,7 +188,7 @@ def job(tmp_path: Any) -> Iterator[Dict[str, str]]:
     with open(os.path.join(tmp_path, "k.c"), "w") as f:
         f.write("int k(int x) { return x * 3; }\n")
     yield env
-    subprocess.run([CCPOOL, "stop", "--socket", socket], env=env, capture_output=True, timeout=60)
+    stop_with_cli(socket, env, CCPOOL)
 
 
 def status(env: Dict[str, str]) -> Dict[str, Any]:

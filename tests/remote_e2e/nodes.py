@@ -15,7 +15,6 @@ the redis-server, so cases can run in parallel (`ctest -j2`).
 Run one case:  CCPOOL_BIN=<build>/bin /usr/bin/python3 remote_e2e_test.py Class.test_x
 Exit codes: 0 pass, 1 fail, 125 skip (no redis-server; CTest SKIP_RETURN_CODE).
 """
-import json
 import os
 import shutil
 import signal
@@ -31,6 +30,7 @@ HANG_GUARD_S = 90  # generous: only catches hangs, never measures speed
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "service", "support"))
 # Shared with tests/service and tests/e2e: paths, kept dirs, the runner (exit 125 on skip), waits.
 from harness import BIN, CCPOOL, TESTS_ROOT, _kept_dirs, main, pid_gone, serve_pids, wait_until  # noqa: E402,F401
+from service_fixture import Service, end_services, kill_recorded  # noqa: E402
 
 
 def free_loopback_port():
@@ -138,51 +138,29 @@ def _read_reply(f):
     raise OSError(f"bad RESP line {line!r}")
 
 
-class Node:
-    """One simulated node: `ccpool serve` with its own store and socket."""
+class Node(Service):
+    """One simulated node: `ccpool serve` (service_fixture.Service) with its
+    own store and socket, on the case's Redis tier unless told otherwise."""
 
     def __init__(self, case, name):
         self.case = case
         self.name = name
         self.root = case.path(name)
-        self.store = os.path.join(self.root, "store")
-        self.sock = os.path.join(self.root, "run", "sock")
-        self.proc = None
+        super().__init__(os.path.join(self.root, "run", "sock"), os.path.join(self.root, "store"), case.env,
+                         os.path.join(self.root, "serve.out"), cwd=self.root, what=f"node {name}")
 
     def start(self, *args, jobs=2, remote=True):
-        cmd = [CCPOOL, "serve", "--foreground", "--no-resp", "--socket", self.sock,
-               "--dir", self.store, "--jobs", str(jobs), "--idle-timeout", "10m"]
+        cmd = []
         if remote:
             cmd += ["--remote", self.case.redis.url]
             if "--remote-key-file" not in args and "--remote-unsigned" not in args:
                 cmd += ["--remote-key-file", self.case.shared_key_file()]  # signed, as required
-        cmd += list(args)
         os.makedirs(self.root, exist_ok=True)
-        self.log = open(os.path.join(self.root, "serve.out"), "wb")
-        self.proc = subprocess.Popen(cmd, env=self.case.env, stdout=self.log,
-                                     stderr=subprocess.STDOUT, cwd=self.root)
-
-        def answers():
-            if self.proc.poll() is not None:
-                raise AssertionError(f"node {self.name}: ccpool serve exited "
-                                     f"{self.proc.returncode}; see {self.root}/serve.out")
-            return self.try_status() is not None
-        wait_until(answers, f"node {self.name} to answer status")
+        super().start(*cmd, *args, jobs=jobs)
         return self
 
-    def try_status(self):
-        r = subprocess.run([CCPOOL, "status", "--socket", self.sock, "--json"],
-                           env=self.case.env, capture_output=True, timeout=30)
-        return json.loads(r.stdout) if r.returncode == 0 else None
-
-    def status(self):
-        s = self.try_status()
-        assert s is not None, f"ccpool status --json failed on node {self.name}"
-        return s
-
     def wait_status(self, predicate, what):
-        return wait_until(lambda: (lambda s: s if s and predicate(s) else None)(self.try_status()),
-                          f"node {self.name}: {what}")
+        return super().wait_status(predicate, f"node {self.name}: {what}")
 
     def spawn(self, program_args, inputs=(), outputs=()):
         cmd = [CCPOOL, "exec", "--socket", self.sock]
@@ -197,18 +175,8 @@ class Node:
         return p
 
     def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        for pid in serve_pids(self.sock):  # a service auto-started by a fallback
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        super().stop()
+        end_services(self.sock)  # a service auto-started by a fallback
 
 
 class NodesCase(unittest.TestCase):
@@ -249,12 +217,7 @@ class NodesCase(unittest.TestCase):
                 pass
         for n in self.nodes:
             n.stop()
-        for pid in self.recorded_pids():
-            if not pid_gone(pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        kill_recorded(self.recorded_pids())
         self.redis.kill()
 
     def shared_key_file(self):

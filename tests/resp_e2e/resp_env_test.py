@@ -10,6 +10,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from resp_harness import CCPOOL, HANG_GUARD_S, Node, RespCase, free_port, main  # noqa: E402
+from service_fixture import stop_with_cli  # noqa: E402
 
 FRAMEWORK_VARS = ("TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE", "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE",
                   "TORCHINDUCTOR_REDIS_URL", "TRITON_CACHE_MANAGER", "TRITON_REMOTE_CACHE_BACKEND")
@@ -41,8 +42,7 @@ class RespEnvTest(RespCase):
         self.nodes.append(self.node)
 
     def tearDown(self):
-        subprocess.run([CCPOOL, "stop", "--socket", self.node.sock], env=self.env, capture_output=True,
-                       timeout=HANG_GUARD_S)
+        stop_with_cli(self.node.sock, self.env, timeout=HANG_GUARD_S)
         super().tearDown()
 
     def env_json(self, *args, extra_env=None):

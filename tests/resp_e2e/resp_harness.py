@@ -15,12 +15,10 @@ Exit codes: 0 pass, 1 fail, 125 skip (a missing tool; CTest SKIP_RETURN_CODE).
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 try:
@@ -38,6 +36,7 @@ FOREIGN_PREFIXES = ("CCPOOL_", "TORCHINDUCTOR_", "TRITON_")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "service", "support"))
 # Shared with tests/service and tests/e2e: paths, kept dirs, the runner (exit 125 on skip), waits.
 from harness import BIN, CCPOOL, TESTS_ROOT, _kept_dirs, main, pids_naming, wait_until  # noqa: E402,F401
+from service_fixture import Service, end_services  # noqa: E402
 
 
 def free_port():
@@ -47,18 +46,17 @@ def free_port():
         return s.getsockname()[1]
 
 
-class Node:
-    """One `ccpool serve --foreground` with its own socket dir and store."""
+class Node(Service):
+    """One `ccpool serve --foreground` (service_fixture.Service, the Redis
+    front on) with its own socket dir and store under <case dir>/<name>."""
 
     def __init__(self, case, name):
-        self.name = name
         self.root = os.path.join(case.dir, name)
         self.run_dir = os.path.join(self.root, "run")
-        self.sock = os.path.join(self.run_dir, "sock")
-        self.resp_sock = os.path.join(self.run_dir, "resp.sock")
-        self.store = os.path.join(self.root, "store")
+        super().__init__(os.path.join(self.run_dir, "sock"), os.path.join(self.root, "store"), case.env,
+                         os.path.join(self.root, "serve.out"), cwd=self.root, what=f"node {name}")
+        self.name = name
         self.port = None
-        self.proc = None
 
 
 class RespCase(unittest.TestCase):
@@ -80,10 +78,9 @@ class RespCase(unittest.TestCase):
 
     def tearDown(self):
         for node in self.nodes:
-            self.stop_node(node)
+            node.stop()
         for node in self.nodes:  # daemons auto-started on the same socket
-            for pid in pids_naming(node.sock):
-                os.kill(pid, signal.SIGKILL)
+            end_services(node.sock)
         for proc, _ in self.redis_servers:
             if proc.poll() is None:
                 proc.kill()
@@ -106,40 +103,20 @@ class RespCase(unittest.TestCase):
         if node not in self.nodes:
             self.nodes.append(node)
         os.makedirs(node.root, exist_ok=True)
-        cmd = [CCPOOL, "serve", "--foreground", "--socket", node.sock, "--dir", node.store,
-               "--jobs", "2", "--idle-timeout", "10m", *extra]
+        args = list(extra)
         if resp_port is not None:
-            cmd += ["--resp-port", str(resp_port)]
+            args += ["--resp-port", str(resp_port)]
         if remote is not None:
-            cmd += ["--remote", remote, "--remote-key-file", self.cluster_key_file()]
-        log = open(os.path.join(node.root, "serve.out"), "ab")
-        self.logs.append(log)
-        node.proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=node.root)
+            args += ["--remote", remote, "--remote-key-file", self.cluster_key_file()]
+        node.start(*args, resp=True, append_log=True)
         node.port = resp_port
-
-        def up():
-            if node.proc.poll() is not None:
-                raise AssertionError(f"ccpool serve exited {node.proc.returncode}; "
-                                     f"see {node.root}/serve.out")
-            s = self.try_status(node)
-            return s if s and os.path.exists(node.resp_sock) else None
-        wait_until(up, f"node {name} to answer status and create resp.sock")
         return node
 
     def stop_node(self, node):
-        if node.proc is None or node.proc.poll() is not None:
-            return
-        node.proc.send_signal(signal.SIGTERM)
-        try:
-            node.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            node.proc.kill()
-            node.proc.wait(10)
+        node.stop()
 
     def try_status(self, node):
-        r = subprocess.run([CCPOOL, "status", "--socket", node.sock, "--json"], env=self.env,
-                           capture_output=True, timeout=30)
-        return json.loads(r.stdout) if r.returncode == 0 else None
+        return node.try_status()
 
     def status(self, node):
         s = self.try_status(node)

@@ -3,7 +3,7 @@
 Each test gets its own directory /tmp/ccpool-tests/<test>.XXXX holding the
 store (store/), the socket dir (run/, which also holds the service's log,
 lock and fallbacks.log) and the test's tools. It starts its own
-`ccpool serve --foreground` on its own socket and always stops it, plus every
+`ccpool serve --foreground` (service_fixture.Service) on its own socket and always stops it, plus every
 auto-started service on that socket and every pid the tools recorded, so tests
 can run in parallel (`ctest -j2`). The directory is removed on success and
 kept (and printed) on failure or skip.
@@ -11,73 +11,22 @@ kept (and printed) on failure or skip.
 Run one case:  CCPOOL_BIN=<build>/bin /usr/bin/python3 <file>.py Class.test_x
 Exit codes: 0 pass, 1 fail, 125 skip (CTest SKIP_RETURN_CODE).
 """
-import json
 import os
 import shutil
-import signal
 import socket
 import struct
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
-BIN = os.environ.get("CCPOOL_BIN", "")
-CCPOOL = os.path.join(BIN, "ccpool")
-TESTS_ROOT = "/tmp/ccpool-tests"
-HANG_GUARD_S = 90  # generous: only catches hangs, never measures speed
+# The service itself, and the process helpers every suite shares, come from
+# service_fixture.py (re-exported here for the suites that import them from harness).
+from service_fixture import (BIN, CCPOOL, HANG_GUARD_S, TESTS_ROOT, Service, end_process,  # noqa: F401
+                             end_services, kill_recorded, pid_gone, pids_naming, serve_pids,
+                             try_status, wait_until)
 
 _kept_dirs = []
-
-
-def pid_gone(pid, service_pid=None):
-    """True when `pid` no longer runs. A zombie whose parent is not the
-    service (a grandchild reparented to a non-reaping init in a container)
-    counts as gone; a zombie child of the service does not (it must reap)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    fields = stat[stat.rfind(")") + 2:].split()
-    state, ppid = fields[0], int(fields[1])
-    return state in ("Z", "X") and ppid != service_pid
-
-
-def pids_naming(path, word=None):
-    """Live (non-zombie) pids whose argv contains `path` exactly, and `word` when given."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        if stat[stat.rfind(")") + 2] == "Z" or path.encode() not in argv:
-            continue
-        if word is None or word in argv:
-            found.append(int(entry))
-    return found
-
-
-def serve_pids(sock):
-    """Pids of `ccpool serve` processes whose argv names `sock`."""
-    return pids_naming(sock, b"serve")
-
-
-def wait_until(predicate, what, timeout=HANG_GUARD_S, step=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 class ServiceCase(unittest.TestCase):
@@ -113,26 +62,9 @@ class ServiceCase(unittest.TestCase):
                 p.wait(10)
             except subprocess.TimeoutExpired:
                 pass
-        if self.service is not None and self.service.poll() is None:
-            self.service.send_signal(signal.SIGTERM)
-            try:
-                self.service.wait(30)
-            except subprocess.TimeoutExpired:
-                self.service.kill()
-                self.service.wait(10)
-        for pid in serve_pids(self.sock):  # auto-started daemons
-            os.kill(pid, signal.SIGTERM)
-        for pid in serve_pids(self.sock):
-            try:
-                wait_until(lambda: pid_gone(pid), f"service {pid} to exit", timeout=20)
-            except AssertionError:
-                os.kill(pid, signal.SIGKILL)
-        for pid in self.recorded_pids():
-            if not pid_gone(pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        end_process(self.service)
+        end_services(self.sock)  # auto-started daemons too
+        kill_recorded(self.recorded_pids())
 
     # --- files and tools -------------------------------------------------
     def path(self, *parts):
@@ -176,26 +108,13 @@ class ServiceCase(unittest.TestCase):
         if fault:
             env["CCPOOL_FAULT"] = fault
         env.update(extra_env or {})
-        cmd = [CCPOOL, "serve", "--foreground", "--no-resp", "--socket", self.sock,
-               "--dir", self.store, "--jobs", str(jobs), "--idle-timeout", idle_timeout, *args]
-        self.service_log = open(self.path("serve.out"), "wb")
-        self.service = subprocess.Popen(cmd, env=env, stdout=self.service_log,
-                                        stderr=subprocess.STDOUT, cwd=self.dir)
-
-        def answers():
-            if self.service.poll() is not None:
-                raise AssertionError(f"ccpool serve exited {self.service.returncode}; "
-                                     f"see {self.path('serve.out')}")
-            return self.try_status() is not None
-        wait_until(answers, "the service to answer status")
+        self.server = Service(self.sock, self.store, self.env, self.path("serve.out"), cwd=self.dir)
+        self.service = self.server.start(*args, jobs=jobs, idle_timeout=idle_timeout, env=env)
+        self.service_log = self.server.log
         return self.service
 
     def try_status(self, sock=None):
-        r = subprocess.run([CCPOOL, "status", "--socket", sock or self.sock, "--json"],
-                           env=self.env, capture_output=True, timeout=30)
-        if r.returncode != 0:
-            return None
-        return json.loads(r.stdout)
+        return try_status(sock or self.sock, self.env)
 
     def status(self):
         s = self.try_status()

@@ -28,6 +28,7 @@ SOURCE_DIR = os.environ.get("CCPOOL_SOURCE_DIR", os.path.abspath(os.path.join(HE
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "e2e", "support"))
 from e2e_case import (CCPOOL, E2ECase, descendants, main, pid_gone,  # noqa: E402,F401
                       serve_pids, wait_until)
+from service_fixture import stop_with_cli  # noqa: E402
 
 VENV = os.environ.get("CCPOOL_VENV", os.path.join(os.path.dirname(CCPOOL), "..", "venv"))
 VENV_PY = os.path.join(VENV, "bin", "python")
@@ -271,7 +272,4 @@ class TorchCase(E2ECase):
         return found
 
     def stop_service(self):
-        subprocess.run([CCPOOL, "stop", "--socket", self.sock], env=self.env,
-                       capture_output=True, timeout=60)
-        for pid in serve_pids(self.sock):
-            wait_until(lambda: pid_gone(pid), f"service {pid} to stop", timeout=60)
+        stop_with_cli(self.sock, self.env)

@@ -56,9 +56,6 @@ EnvMap current_environment();
 // positive integer ("gpu", "auto" are not numbers).
 int ranks_from_command(const std::vector<std::string>& command);
 
-// Number of CPUs this process may run on (sched_getaffinity), at least 1.
-int available_cpus();
-
 // Shim path relative to the executable dir: <exe_dir>/../lib/libccpool-shim.so.
 std::string shim_path_for(const std::string& exe_dir);
 // Client path: <exe_dir>/ccpool-client.

@@ -17,7 +17,7 @@ struct ServiceOptions {
   std::string socket_path;
   std::string store_dir;
   uint64_t max_size = 0;  // 0: the store's default
-  int jobs = 0;           // 0: CPUs available (sched_getaffinity)
+  int jobs = 0;           // 0: available_cpus() (base/process_facts.h)
   uint64_t mem_budget = 0;  // 0: min(80% MemAvailable, cgroup limit)
   std::chrono::milliseconds job_timeout{0};
   std::chrono::milliseconds idle_timeout{3'600'000};

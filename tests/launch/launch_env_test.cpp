@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "base/fs.h"
+#include "base/process_facts.h"
 #include "tests/support/scratch.h"
 
 namespace ccpool::launch {

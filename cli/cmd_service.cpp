@@ -156,6 +156,7 @@ int take_lock(const std::string& state_dir, const std::string& socket) {
 
 int serve(const ServeFlags& flags) {
   service::ServiceOptions options = resolve(flags);
+  options.faults = &process_faults();
   // Before anything forks: LISTEN_PID names this process.
   auto activation = service::take_activation_socket(options.socket_path);
   if (!activation) fail(kExitError, activation.error().message);

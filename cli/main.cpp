@@ -22,6 +22,12 @@ void fail(int code, const std::string& message) {
   throw CLI::RuntimeError(code);
 }
 
+FaultInjector& process_faults() {
+  // Leaked on purpose: no static destructor in a long-lived process.
+  static FaultInjector* faults = new FaultInjector(own_env("CCPOOL_FAULT").value_or(""));
+  return *faults;
+}
+
 }  // namespace ccpool::cli
 
 namespace {

@@ -133,6 +133,7 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   cache::StoreOptions store_options;
   store_options.dir = default_store_dir(options.store_dir);
   if (options.max_size > 0) store_options.max_size = options.max_size;
+  store_options.faults = options.faults;
   CCPOOL_TRY_ASSIGN(impl->store, cache::Store::open(store_options));
 
   if (options.remote) {
@@ -156,7 +157,7 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   sched.jobs = options.jobs;
   sched.mem_budget = options.mem_budget;
   impl->scheduler = std::make_unique<pool::Scheduler>(sched);
-  impl->runner = std::make_unique<pool::ProcessRunner>();
+  impl->runner = std::make_unique<pool::ProcessRunner>(*options.faults);
 
   CCPOOL_TRY_ASSIGN(std::string work_root, prepare_work_root(impl->state_dir));
 
@@ -178,7 +179,8 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
                           [raw](uint64_t conn, ipc::ExecReply reply) {
                             raw->hub->send(conn, ipc::Message(std::move(reply)));
                           },
-                          work_root,       options.job_timeout};
+                          work_root,       options.job_timeout,
+                          *options.faults};
   impl->pipeline = std::make_unique<ExecPipeline>(std::move(deps));
 
   workers::WorkerPoolOptions pool_options;
@@ -228,9 +230,8 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   spdlog::info("serving on {} (pid {}): jobs {}, memory budget {} MiB, store {}",
                options.socket_path, ::getpid(), stats.jobs, stats.mem_budget >> 20,
                store_options.dir);
-  if (FaultInjector::instance().enabled()) {
-    spdlog::warn("FAULT INJECTION IS ON (CCPOOL_FAULT={}): for tests only",
-                 FaultInjector::instance().spec());
+  if (options.faults->enabled()) {
+    spdlog::warn("FAULT INJECTION IS ON (CCPOOL_FAULT={}): for tests only", options.faults->spec());
   }
   return std::unique_ptr<Service>(new Service(std::move(impl)));
 }

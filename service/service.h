@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "base/fault.h"
 #include "remote/tier.h"
 
 namespace ccpool::service {
@@ -30,6 +31,8 @@ struct ServiceOptions {
   int listen_fd = -1;     // a listening socket passed by systemd; the service owns it
   std::string python_dir;  // holds the ccpool package the node pool's workers run (share/ccpool/python)
   std::chrono::milliseconds worker_idle_timeout{60'000};  // an idle compile worker exits after this
+  // Handed to the store, the runner and the pipeline; not owned, outlives the service.
+  FaultInjector* faults = &FaultInjector::none();
 };
 
 inline constexpr const char* kVersion = "0.1.0";

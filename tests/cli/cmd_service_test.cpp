@@ -32,22 +32,28 @@ class ServeJobsTest : public ::testing::Test {
   std::string m_dir;
 };
 
-TEST_F(ServeJobsTest, FlagWithTrailingGarbageIsRefused) {
-  ChildOutput r = serve({"--jobs", "8x"}, base_env());
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.output, "ccpool: --jobs '8x' is not a positive whole number (1-1000000); give a number of slots, "
-                      "e.g. --jobs 8\n");
-  EXPECT_FALSE(socket_exists());
-}
-
-TEST_F(ServeJobsTest, VariableWithTrailingGarbageIsRefused) {
-  EnvVars env = base_env();
-  env["CCPOOL_JOBS"] = "8x";
-  ChildOutput r = serve({}, env);
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.output, "ccpool: CCPOOL_JOBS='8x' is not a positive whole number (1-1000000); unset it or set a "
-                      "number of slots, e.g. CCPOOL_JOBS=8\n");
-  EXPECT_FALSE(socket_exists());
+// From the flag and from the variable: the whole message, exit 2, no socket.
+TEST_F(ServeJobsTest, TrailingGarbageIsRefusedFromEitherSource) {
+  struct Case {
+    std::vector<std::string> flags;
+    const char* variable;
+    const char* message;
+  };
+  const Case cases[] = {
+      {{"--jobs", "8x"}, nullptr,
+       "ccpool: --jobs '8x' is not a positive whole number (1-1000000); give a number of slots, e.g. --jobs 8\n"},
+      {{}, "8x",
+       "ccpool: CCPOOL_JOBS='8x' is not a positive whole number (1-1000000); unset it or set a number of slots, "
+       "e.g. CCPOOL_JOBS=8\n"},
+  };
+  for (const Case& c : cases) {
+    EnvVars env = base_env();
+    if (c.variable) env["CCPOOL_JOBS"] = c.variable;
+    ChildOutput r = serve(c.flags, env);
+    EXPECT_EQ(r.exit_code, 2) << c.message;
+    EXPECT_EQ(r.output, c.message);
+    EXPECT_FALSE(socket_exists());
+  }
 }
 
 TEST_F(ServeJobsTest, TheFlagWinsOverTheVariable) {

@@ -64,8 +64,9 @@ std::string client_path_for(const std::string& exe_dir);
 std::string python_dir_for(const std::string& exe_dir);
 
 // Computes the job environment. `command` is the job's argv (may be empty for
-// `ccpool env`). Fails with kInvalidArgument on a non-numeric CCPOOL_JOBS,
-// LOCAL_WORLD_SIZE or SLURM_NTASKS_PER_NODE, naming the variable.
+// `ccpool env`). Fails with kInvalidArgument on a CCPOOL_JOBS the jobs grammar
+// refuses (read only without options.jobs), or a non-numeric LOCAL_WORLD_SIZE
+// or SLURM_NTASKS_PER_NODE, naming the variable.
 Result<LaunchEnv> compute_launch_env(const LaunchOptions& options,
                                      const std::vector<std::string>& command,
                                      const EnvMap& env);

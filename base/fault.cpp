@@ -5,12 +5,10 @@
 
 namespace ccpool {
 
-FaultInjector& FaultInjector::instance() {
-  // Leaked on purpose: no static destructor in a long-lived process.
-  static FaultInjector* injector = [] {
-    const char* spec = std::getenv("CCPOOL_FAULT");
-    return new FaultInjector(spec ? spec : "");
-  }();
+FaultInjector& FaultInjector::none() {
+  // Leaked on purpose: no static destructor in a long-lived process. Never
+  // enabled, so it never counts: no state is shared through it.
+  static FaultInjector* injector = new FaultInjector("");
   return *injector;
 }
 
@@ -46,26 +44,31 @@ FaultInjector::FaultInjector(const std::string& spec) : m_spec(spec) {
 }
 
 bool FaultInjector::should_kill_exec() {
+  if (!m_enabled) return false;
   int64_t n = ++m_exec_count;
   return m_kill_exec > 0 && n == m_kill_exec;
 }
 
 int64_t FaultInjector::reply_delay_ms() {
+  if (!m_enabled) return 0;
   int64_t n = ++m_reply_count;
   return (m_delay_reply_index > 0 && n == m_delay_reply_index) ? m_delay_reply_ms : 0;
 }
 
 bool FaultInjector::should_fail_store_write() {
+  if (!m_enabled) return false;
   int64_t n = ++m_store_write_count;
   return m_fail_store_write == 0 || (m_fail_store_write > 0 && n == m_fail_store_write);
 }
 
 bool FaultInjector::should_throw_in_request() {
+  if (!m_enabled) return false;
   int64_t n = ++m_request_count;
   return m_throw_in_request == 0 || (m_throw_in_request > 0 && n == m_throw_in_request);
 }
 
 bool FaultInjector::should_throw_in_start() {
+  if (!m_enabled) return false;
   int64_t n = ++m_start_count;
   return m_throw_in_start == 0 || (m_throw_in_start > 0 && n == m_throw_in_start);
 }

@@ -1,6 +1,11 @@
-// Test-only fault injection, in the spirit of SIMULATE_OOM_RANK.
+// Test-only fault injection, in the spirit of SIMULATE_OOM_RANK: a seam in
+// the shape of leveldb's fault-injection Env. The components that can fail on
+// purpose (cache::Store, pool::ProcessRunner, service::ExecPipeline) are
+// handed a FaultInjector at construction; production hands them none() unless
+// the program's own main read a spec (the CLI reads CCPOOL_FAULT). Nothing
+// below main reads the environment for it.
 //
-// CCPOOL_FAULT is a comma-separated list of rules; unset means off, and the
+// A spec is a comma-separated list of rules; empty means off, and the
 // service logs a loud warning at start when it is on:
 //   kill_exec=N          SIGKILL the Nth tool execution right after spawn (1-based)
 //   delay_reply=M:MS     delay the Mth reply sent to a client by MS milliseconds
@@ -20,9 +25,12 @@ namespace ccpool {
 
 class FaultInjector {
  public:
-  // Reads CCPOOL_FAULT once. Safe to call from any thread afterwards.
-  static FaultInjector& instance();
+  // The injector that injects nothing: what components use unless given one.
+  static FaultInjector& none();
+  // Thread-safe after construction; counts only when enabled().
   explicit FaultInjector(const std::string& spec);
+  FaultInjector(const FaultInjector&) = delete;
+  FaultInjector& operator=(const FaultInjector&) = delete;
 
   bool enabled() const { return m_enabled; }
   const std::string& spec() const { return m_spec; }

@@ -3,15 +3,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
+#include "base/process_facts.h"
 
 namespace ccpool {
 namespace {
 
-std::string env_or_empty(const char* name) {
-  const char* value = std::getenv(name);
-  return value ? std::string(value) : std::string();
-}
+std::string env_or_empty(const char* name) { return own_env(name).value_or(""); }
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/fs.h"
+#include "base/process_facts.h"
 #include "cache/store.h"
 
 namespace {
@@ -18,9 +19,9 @@ using namespace ccpool::cache;
 
 const std::string& object_code() {
   static const std::string* data = [] {
-    const char* env = std::getenv("CCPOOL_BENCH_OBJECTS");
-    for (const char* path : {env, "/usr/lib/gcc/x86_64-linux-gnu/12/libstdc++.a", "/usr/lib/x86_64-linux-gnu/libc.a"}) {
-      if (!path) continue;
+    std::string env = own_env("CCPOOL_BENCH_OBJECTS").value_or("");
+    for (const char* path : {env.c_str(), "/usr/lib/gcc/x86_64-linux-gnu/12/libstdc++.a", "/usr/lib/x86_64-linux-gnu/libc.a"}) {
+      if (!*path) continue;
       if (auto bytes = read_file(path); bytes && bytes->size() > (1u << 20)) return new std::string(std::move(*bytes));
     }
     return new std::string(32u << 20, 'x');

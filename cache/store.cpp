@@ -186,7 +186,7 @@ Result<PreparedEntry> Store::Impl::prepare_packed(const Digest& key, std::string
 }
 
 Result<uint64_t> Store::Impl::write_entries(const std::vector<PreparedEntry>& batch, bool skip_existing) {
-  if (FaultInjector::instance().should_fail_store_write()) {
+  if (options.faults->should_fail_store_write()) {
     return make_error(ErrorCode::kIo, "store write to '" + dir +
                                           "' failed (injected by CCPOOL_FAULT=fail_store_write); unset CCPOOL_FAULT");
   }

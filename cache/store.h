@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/fault.h"
 #include "base/fs.h"
 #include "base/hash.h"
 
@@ -57,6 +58,7 @@ struct StoreOptions {
   StatfsTypeFn statfs_type;       // seam (base/fs.h)
   bool create_if_missing = true;  // false: a missing directory is kNotFound (CLI commands)
   uint64_t max_map_size = 0;      // cap of the LMDB map; 0 = 2 * max_size + 64 MiB
+  FaultInjector* faults = &FaultInjector::none();  // seam (base/fault.h): fail_store_write; not owned
 };
 
 // One line of `ccpool cache ls`.

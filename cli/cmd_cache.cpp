@@ -36,6 +36,7 @@ std::unique_ptr<Store> open_store(const CacheArgs& a, bool create) {
   cache::StoreOptions options;
   options.dir = default_store_dir(a.dir);
   options.create_if_missing = create;
+  options.faults = &process_faults();
   auto store = Store::open(options);
   if (!store) fail(kExitError, store.error().message);
   return std::move(*store);

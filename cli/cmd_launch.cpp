@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "base/paths.h"
+#include "base/process_facts.h"
 #include "base/units.h"
 #include "cli/commands.h"
 #include "cli/service_control.h"
@@ -16,7 +17,7 @@ namespace ccpool::cli {
 namespace {
 
 struct LaunchFlags {
-  int jobs = 0;
+  std::string jobs;  // read by flag_jobs()
   int ranks = 0;
   int resp_port = 0;
   std::string mem_budget;
@@ -39,9 +40,16 @@ std::string exe_dir() {
   return exe.substr(0, slash);
 }
 
+// --jobs by the one grammar (base/process_facts.h); 0 when not given.
+int flag_jobs(const LaunchFlags& flags) {
+  auto jobs = jobs_setting(flags.jobs, "");
+  if (!jobs) fail(kExitUsage, jobs.error().message);
+  return *jobs;
+}
+
 launch::LaunchEnv compute_env(const LaunchFlags& flags, const launch::EnvMap& env) {
   launch::LaunchOptions options;
-  options.jobs = flags.jobs;
+  options.jobs = flag_jobs(flags);
   options.ranks = flags.ranks;
   options.socket = default_socket_path(flags.socket);
   options.exe_dir = exe_dir();
@@ -67,8 +75,7 @@ CLI::Validator positive_count() {
 }
 
 void add_common_options(CLI::App* sub, LaunchFlags& flags) {
-  sub->add_option("--jobs,-j", flags.jobs, "Compiler slots on this node (default: CCPOOL_JOBS, else CPUs)")
-      ->check(positive_count());
+  sub->add_option("--jobs,-j", flags.jobs, "Compiler slots on this node (default: CCPOOL_JOBS, else CPUs)");
   sub->add_option("--ranks", flags.ranks, "Ranks per node (default: from the launcher's argv or env)")
       ->check(positive_count());
   sub->add_option("--socket", flags.socket, "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or /tmp/ccpool-$UID/sock)");
@@ -85,7 +92,7 @@ void start_service(const LaunchFlags& flags) {
   ServiceSettings settings;
   settings.socket = default_socket_path(flags.socket);
   settings.store_dir = flags.dir;
-  settings.jobs = flags.jobs;
+  settings.jobs = flag_jobs(flags);
   settings.resp_port = flags.resp_port;
   if (!flags.mem_budget.empty()) {
     auto budget = parse_size(flags.mem_budget);
@@ -107,8 +114,7 @@ void run_command(const LaunchFlags& flags) {
   launch::EnvMap env = launch::current_environment();
   launch::LaunchEnv job_env = compute_env(flags, env);
   // CCPOOL_RUN_NO_SERVICE=1 is test-only: run the job without starting a service.
-  const char* no_service = std::getenv("CCPOOL_RUN_NO_SERVICE");
-  if (!(no_service && std::string(no_service) == "1")) start_service(flags);
+  if (own_env("CCPOOL_RUN_NO_SERVICE") != "1") start_service(flags);
   if (flags.verbose) {
     for (const launch::EnvSetting& s : job_env.settings) {
       std::fprintf(stderr, "ccpool run: %s %s=%s (%s)\n", s.kept ? "kept" : "set", s.name.c_str(),
@@ -129,7 +135,7 @@ void env_command(const LaunchFlags& flags) {
   launch::LaunchEnv job_env = compute_env(flags, launch::current_environment());
   if (flags.start_service) start_service(flags);
   std::string hint = exe_dir() + "/ccpool serve --socket " + default_socket_path(flags.socket);
-  if (flags.jobs > 0) hint += " --jobs " + std::to_string(flags.jobs);
+  if (int jobs = flag_jobs(flags); jobs > 0) hint += " --jobs " + std::to_string(jobs);
   std::fputs(launch::render_launch_env(job_env, *shell, hint).c_str(), stdout);
 }
 

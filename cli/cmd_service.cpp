@@ -14,6 +14,7 @@
 
 #include "base/fs.h"
 #include "base/paths.h"
+#include "base/process_facts.h"
 #include "base/units.h"
 #include "cli/commands.h"
 #include "cli/logging.h"
@@ -48,8 +49,15 @@ void on_stop_signal(int) {
 }
 
 std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return (v && *v) ? std::string(v) : fallback;
+  std::optional<std::string> v = own_env(name);
+  return (v && !v->empty()) ? *v : fallback;
+}
+
+// The message says what and how to fix it already.
+template <typename T>
+T value_or_fail_plain(Result<T> r) {
+  if (!r) fail(kExitUsage, r.error().message);
+  return std::move(*r);
 }
 
 template <typename T>
@@ -62,11 +70,7 @@ service::ServiceOptions resolve(const ServeFlags& f) {
   service::ServiceOptions o;
   o.socket_path = default_socket_path(f.socket);
   o.store_dir = f.dir;
-  std::string jobs = f.jobs.empty() ? env_or("CCPOOL_JOBS", "") : f.jobs;
-  if (!jobs.empty()) {
-    o.jobs = std::atoi(jobs.c_str());
-    if (o.jobs <= 0) fail(kExitUsage, "invalid --jobs '" + jobs + "'; use a positive number");
-  }
+  o.jobs = value_or_fail_plain(jobs_setting(f.jobs, env_or("CCPOOL_JOBS", "")));
   std::string budget = f.mem_budget.empty() ? env_or("CCPOOL_MEM_BUDGET", "") : f.mem_budget;
   if (!budget.empty()) o.mem_budget = value_or_fail(parse_size(budget), "--mem-budget");
   if (!f.max_size.empty()) o.max_size = value_or_fail(parse_size(f.max_size), "--max-size");
@@ -152,6 +156,7 @@ int take_lock(const std::string& state_dir, const std::string& socket) {
 
 int serve(const ServeFlags& flags) {
   service::ServiceOptions options = resolve(flags);
+  options.faults = &process_faults();
   // Before anything forks: LISTEN_PID names this process.
   auto activation = service::take_activation_socket(options.socket_path);
   if (!activation) fail(kExitError, activation.error().message);

@@ -5,6 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "base/fault.h"
+
 namespace ccpool::cli {
 
 inline constexpr int kExitOk = 0;
@@ -18,5 +20,10 @@ void register_explain_command(CLI::App& app);   // explain
 
 // Prints "ccpool: <message>" to stderr and throws CLI::RuntimeError(code).
 [[noreturn]] void fail(int code, const std::string& message);
+
+// This process's fault injector, from CCPOOL_FAULT (tests only; base/fault.h),
+// read on first use. The commands hand it to the store and the service; the
+// libraries never read the variable themselves.
+FaultInjector& process_faults();
 
 }  // namespace ccpool::cli

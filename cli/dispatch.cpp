@@ -10,16 +10,14 @@
 #include <cstring>
 #include <string>
 
+#include "base/process_facts.h"
 #include "client/client_main.h"
 
 namespace {
 
 std::string self_dir() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
-  std::string path(buf, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/'));
+  std::string dir = ccpool::own_executable_dir();
+  return dir.empty() ? "." : dir;
 }
 
 }  // namespace

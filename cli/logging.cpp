@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "base/fs.h"
+#include "base/process_facts.h"
 #include "service/activation.h"
 
 namespace ccpool::cli {
@@ -62,8 +63,8 @@ void setup_serve_logging(const std::string& state_dir, bool foreground) {
     sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
   }
   auto logger = std::make_shared<spdlog::logger>("ccpool", sinks.begin(), sinks.end());
-  const char* level = std::getenv("CCPOOL_LOG");
-  logger->set_level(spdlog::level::from_str(level && *level ? level : "info"));
+  std::string level = own_env("CCPOOL_LOG").value_or("");
+  logger->set_level(spdlog::level::from_str(level.empty() ? "info" : level));
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
 }

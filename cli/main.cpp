@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
+#include "base/process_facts.h"
 #include "base/shim_env.h"
 #include "cli/commands.h"
 #include "client/client_main.h"
@@ -20,6 +22,12 @@ void fail(int code, const std::string& message) {
   throw CLI::RuntimeError(code);
 }
 
+FaultInjector& process_faults() {
+  // Leaked on purpose: no static destructor in a long-lived process.
+  static FaultInjector* faults = new FaultInjector(own_env("CCPOOL_FAULT").value_or(""));
+  return *faults;
+}
+
 }  // namespace ccpool::cli
 
 namespace {
@@ -28,10 +36,10 @@ namespace {
 // (compiler probes) back into itself and wait forever. `serve` therefore
 // re-execs itself without the shim before it starts any thread.
 void reexec_serve_without_shim(char** argv) {
-  const char* preload = std::getenv("LD_PRELOAD");
-  if (preload == nullptr) return;
-  std::string kept = ccpool::strip_shim_from_preload(preload);
-  if (kept == preload) return;
+  std::optional<std::string> preload = ccpool::own_env("LD_PRELOAD");
+  if (!preload) return;
+  std::string kept = ccpool::strip_shim_from_preload(*preload);
+  if (kept == *preload) return;
   if (kept.empty()) ::unsetenv("LD_PRELOAD");
   else ::setenv("LD_PRELOAD", kept.c_str(), 1);
   ::execv("/proc/self/exe", argv);

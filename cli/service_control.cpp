@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/process.h"
+#include "base/process_facts.h"
 #include "base/paths.h"
 #include "base/shim_env.h"
 #include "base/unix_socket.h"
@@ -23,10 +24,8 @@ extern char** environ;
 namespace ccpool::cli {
 
 std::string self_executable() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "ccpool";
-  return std::string(buf, static_cast<size_t>(n));
+  std::string exe = own_executable();
+  return exe.empty() ? "ccpool" : exe;
 }
 
 namespace {

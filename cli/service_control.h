@@ -17,7 +17,8 @@ struct ServiceSettings {
   int resp_port = 0;       // > 0: the Redis front also listens on 127.0.0.1:PORT
 };
 
-// Absolute path of the running ccpool executable (/proc/self/exe).
+// Absolute path of the running ccpool executable (own_executable()); "ccpool"
+// when /proc cannot tell.
 std::string self_executable();
 
 // Returns once a service answers ping on settings.socket, starting one

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "base/process.h"
+#include "base/process_facts.h"
 #include "client/fallback.h"
 #include "client/request.h"
 
@@ -32,11 +33,8 @@ constexpr auto kHandshakeBudget = std::chrono::milliseconds(2000);
 }  // namespace
 
 std::string sibling_ccpool_binary() {
-  char self[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return "ccpool";
-  std::string path(self, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/') + 1) + "ccpool";
+  std::string dir = own_executable_dir();
+  return dir.empty() ? "ccpool" : dir + "/ccpool";
 }
 
 Result<void> start_service(const std::string& ccpool_binary, const std::string& socket,

@@ -9,7 +9,7 @@
 
 namespace ccpool::client {
 
-// `ccpool` next to the running executable (from /proc/self/exe).
+// `ccpool` next to the running executable (own_executable_dir()).
 std::string sibling_ccpool_binary();
 
 // Starts `<ccpool_binary> serve --socket <socket>` fully detached: a double

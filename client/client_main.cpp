@@ -8,6 +8,7 @@
 
 #include "base/fs.h"
 #include "base/paths.h"
+#include "base/process_facts.h"
 #include "base/units.h"
 #include "client/autostart.h"
 #include "client/fallback.h"

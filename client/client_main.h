@@ -43,7 +43,7 @@ struct ClientInvocation {
 //   CCPOOL_CLIENT_TIMEOUT     reply deadline ("1h" default, base/units syntax)
 //   CCPOOL_NO_AUTOSTART=1     never start the service (tests)
 //   CCPOOL_SERVICE_BINARY     the `ccpool` to auto-start (tests; default: sibling)
-//   CCPOOL_JOBS               fallback slots (default: CPUs from sched_getaffinity)
+//   CCPOOL_JOBS               fallback slots (default: available_cpus())
 //   RANK / LOCAL_RANK         the rank sent with the request
 int run_client(const ClientInvocation& invocation);
 

@@ -1,7 +1,6 @@
 #include "client/fallback.h"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 
 #include "base/fs.h"
 #include "base/process.h"
+#include "base/process_facts.h"
 #include "client/request.h"
 
 namespace ccpool::client {
@@ -41,15 +41,9 @@ std::string one_line(std::string_view text) {
 }  // namespace
 
 int fallback_slot_count(const std::vector<std::string>& env) {
-  if (auto jobs = env_value(env, "CCPOOL_JOBS")) {
-    long n = std::strtol(std::string(*jobs).c_str(), nullptr, 10);
-    if (n > 0 && n <= 4096) return static_cast<int>(n);
-  }
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  long n = ::sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<int>(n) : 1;
+  Result<int> jobs = jobs_setting("", env_value(env, "CCPOOL_JOBS").value_or(""));
+  if (jobs && *jobs > 0 && *jobs <= kMaxFallbackSlots) return *jobs;
+  return available_cpus();
 }
 
 int acquire_fallback_slot(const std::string& state_dir, int slots) {

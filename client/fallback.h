@@ -15,7 +15,11 @@
 
 namespace ccpool::client {
 
-// CCPOOL_JOBS when it is a positive integer, else the CPUs in our affinity mask.
+// CCPOOL_JOBS when the jobs grammar (base/process_facts.h) accepts it and it is
+// at most kMaxFallbackSlots (slot files), else available_cpus(). Never an
+// error: a client that cannot reach the service must still compile; the
+// service and `ccpool run` refuse a malformed value with its fix.
+inline constexpr int kMaxFallbackSlots = 4096;
 int fallback_slot_count(const std::vector<std::string>& env);
 
 // Takes one of `slots` slot locks under `state_dir`; returns its fd (left

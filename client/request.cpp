@@ -1,4 +1,5 @@
 #include "base/process.h"
+#include "base/process_facts.h"
 #include "client/request.h"
 
 #include <sys/stat.h>
@@ -35,12 +36,6 @@ const std::string* find_env(const std::vector<std::string>& env, std::string_vie
     if (e.size() > name.size() && e[name.size()] == '=' && e.compare(0, name.size(), name) == 0) return &e;
   }
   return nullptr;
-}
-
-std::optional<std::string_view> env_value(const std::vector<std::string>& env, std::string_view name) {
-  const std::string* entry = find_env(env, name);
-  if (!entry) return std::nullopt;
-  return std::string_view(*entry).substr(name.size() + 1);
 }
 
 int32_t rank_from_env(const std::vector<std::string>& env) {

@@ -21,8 +21,6 @@ std::vector<std::string> current_environment();
 
 // The entry "NAME=value" for NAME in `env`, or nullptr.
 const std::string* find_env(const std::vector<std::string>& env, std::string_view name);
-// The value of NAME in `env`, or nullopt.
-std::optional<std::string_view> env_value(const std::vector<std::string>& env, std::string_view name);
 
 // RANK, else LOCAL_RANK, as a non-negative int; -1 when absent or not a number.
 int32_t rank_from_env(const std::vector<std::string>& env);

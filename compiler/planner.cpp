@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 
+#include "base/process_facts.h"
 #include "compiler/cc_name.h"
 #include "compiler/planner_impl.h"
 
@@ -177,12 +178,10 @@ namespace {
 
 std::string find_trace_library(std::string configured) {
   if (!configured.empty()) return configured;
-  if (const char* env = std::getenv("CCPOOL_TRACE_LIBRARY"); env && *env) return env;
-  char exe[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) return "";
-  exe[n] = '\0';
-  std::string candidate = dir_name(exe) + "/../lib/libccpool-trace.so";
+  if (std::optional<std::string> env = own_env("CCPOOL_TRACE_LIBRARY"); env && !env->empty()) return *env;
+  std::string exe_dir = own_executable_dir();
+  if (exe_dir.empty()) return "";
+  std::string candidate = exe_dir + "/../lib/libccpool-trace.so";
   char resolved[PATH_MAX];
   if (::realpath(candidate.c_str(), resolved) == nullptr) return "";
   return resolved;

@@ -12,6 +12,7 @@
 
 #include "base/fs.h"
 #include "base/process.h"
+#include "base/process_facts.h"
 
 namespace ccpool::compiler {
 namespace {
@@ -112,12 +113,8 @@ Result<HelperOutput> run_helper(const std::vector<std::string>& argv,
 
 
 std::optional<std::string> env_value(const std::vector<std::string>& env, std::string_view name) {
-  for (const std::string& kv : env) {
-    if (kv.size() > name.size() && kv[name.size()] == '=' && kv.compare(0, name.size(), name) == 0) {
-      return kv.substr(name.size() + 1);
-    }
-  }
-  return std::nullopt;
+  std::optional<std::string_view> value = ccpool::env_value(env, name);
+  return value ? std::optional<std::string>(*value) : std::nullopt;
 }
 
 }  // namespace ccpool::compiler

@@ -32,7 +32,7 @@ Result<HelperOutput> run_helper(const std::vector<std::string>& argv,
                                 size_t max_output = kMaxHelperOutput);
 
 
-// Value of NAME in a "K=V" list, or nullptr.
+// ccpool::env_value (base/process_facts.h) as an owned string, for the models.
 std::optional<std::string> env_value(const std::vector<std::string>& env, std::string_view name);
 
 }  // namespace ccpool::compiler

@@ -2,8 +2,8 @@
 #include "launch/launch_env.h"
 
 #include "base/paths.h"
+#include "base/process_facts.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -105,17 +105,6 @@ int ranks_from_command(const std::vector<std::string>& command) {
   return 0;
 }
 
-int available_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    int n = CPU_COUNT(&set);
-    if (n > 0) return n;
-  }
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<int>(n) : 1;
-}
-
 std::string shim_path_for(const std::string& exe_dir) {
   return exe_dir + "/../lib/libccpool-shim.so";
 }
@@ -128,8 +117,10 @@ Result<LaunchEnv> compute_launch_env(const LaunchOptions& options,
                                      const std::vector<std::string>& command,
                                      const EnvMap& env) {
   LaunchEnv out;
-  CCPOOL_TRY_ASSIGN(int env_jobs, positive_env(env, "CCPOOL_JOBS"));
-  out.jobs = options.jobs > 0 ? options.jobs : env_jobs > 0 ? env_jobs : available_cpus();
+  auto env_jobs = env.find("CCPOOL_JOBS");
+  CCPOOL_TRY_ASSIGN(int jobs, options.jobs > 0 ? Result<int>(options.jobs)
+                                               : jobs_setting("", env_jobs == env.end() ? "" : env_jobs->second));
+  out.jobs = jobs > 0 ? jobs : available_cpus();
   CCPOOL_TRY_ASSIGN(Ranks ranks, decide_ranks(options, command, env));
   out.ranks = ranks.count;
   out.ranks_source = ranks.source;

@@ -56,9 +56,6 @@ EnvMap current_environment();
 // positive integer ("gpu", "auto" are not numbers).
 int ranks_from_command(const std::vector<std::string>& command);
 
-// Number of CPUs this process may run on (sched_getaffinity), at least 1.
-int available_cpus();
-
 // Shim path relative to the executable dir: <exe_dir>/../lib/libccpool-shim.so.
 std::string shim_path_for(const std::string& exe_dir);
 // Client path: <exe_dir>/ccpool-client.
@@ -67,8 +64,9 @@ std::string client_path_for(const std::string& exe_dir);
 std::string python_dir_for(const std::string& exe_dir);
 
 // Computes the job environment. `command` is the job's argv (may be empty for
-// `ccpool env`). Fails with kInvalidArgument on a non-numeric CCPOOL_JOBS,
-// LOCAL_WORLD_SIZE or SLURM_NTASKS_PER_NODE, naming the variable.
+// `ccpool env`). Fails with kInvalidArgument on a CCPOOL_JOBS the jobs grammar
+// refuses (read only without options.jobs), or a non-numeric LOCAL_WORLD_SIZE
+// or SLURM_NTASKS_PER_NODE, naming the variable.
 Result<LaunchEnv> compute_launch_env(const LaunchOptions& options,
                                      const std::vector<std::string>& command,
                                      const EnvMap& env);

@@ -290,7 +290,7 @@ void ProcessRunner::State::loop() {
   }
 }
 
-ProcessRunner::ProcessRunner() : m_state(std::make_unique<State>()) {
+ProcessRunner::ProcessRunner(FaultInjector& faults) : m_state(std::make_unique<State>()), m_faults(faults) {
   State& s = *m_state;
   s.epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
   s.wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -319,7 +319,7 @@ ProcessRunner::~ProcessRunner() {
 
 Result<pid_t> ProcessRunner::spawn(const SpawnSpec& spec, uint64_t tag,
                                    std::function<void(ProcessResult)> on_exit) {
-  FaultInjector& faults = FaultInjector::instance();
+  FaultInjector& faults = m_faults;
   // Test-only: widens race windows. It blocks the calling thread, which in the
   // service is an arena thread that already holds this job's slot.
   if (faults.exec_delay_ms() > 0) {

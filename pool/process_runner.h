@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/fault.h"
 
 namespace ccpool::pool {
 
@@ -63,7 +64,9 @@ struct RunningProcess {
 
 class ProcessRunner {
  public:
-  ProcessRunner();
+  // `faults` (base/fault.h; not owned, outlives this) may delay spawns and kill
+  // a spawned group.
+  explicit ProcessRunner(FaultInjector& faults = FaultInjector::none());
   ~ProcessRunner();  // kills (SIGKILL) and reaps everything still running, then joins the reaper
   ProcessRunner(const ProcessRunner&) = delete;
   ProcessRunner& operator=(const ProcessRunner&) = delete;
@@ -87,6 +90,7 @@ class ProcessRunner {
  private:
   struct State;
   std::unique_ptr<State> m_state;
+  FaultInjector& m_faults;
 };
 
 }  // namespace ccpool::pool

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/process_facts.h"
 #include "base/thread_annotations.h"
 
 namespace ccpool::pool {

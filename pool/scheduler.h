@@ -37,7 +37,7 @@
 namespace ccpool::pool {
 
 struct SchedulerOptions {
-  int jobs = 0;                              // 0: sched_getaffinity CPU count
+  int jobs = 0;                              // 0: available_cpus()
   uint64_t mem_budget = 0;                   // bytes; 0: min(80% MemAvailable, cgroup memory.max if set)
   uint64_t default_estimate = 512ull << 20;  // bytes, for a class with no measured peak yet
 };
@@ -97,8 +97,8 @@ class Scheduler {
   std::unique_ptr<State> m_state;
 };
 
-// Helpers the service uses for defaults:
-int available_cpus();           // sched_getaffinity count (>= 1)
+// The service's default memory budget (the default jobs: available_cpus(),
+// base/process_facts.h):
 uint64_t default_mem_budget();  // min(0.8 * MemAvailable, cgroup v2 memory.max or v1 limit if set)
 
 }  // namespace ccpool::pool

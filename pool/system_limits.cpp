@@ -1,6 +1,4 @@
-// Defaults for the pool size and the memory budget, read from the kernel.
-#include <sched.h>
-
+// The default memory budget, read from the kernel.
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
@@ -67,13 +65,6 @@ uint64_t cgroup_memory_limit() {
 }
 
 }  // namespace
-
-int available_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
-}
 
 uint64_t default_mem_budget() {
   uint64_t budget = mem_available_bytes() / 10 * 8;

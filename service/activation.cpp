@@ -11,17 +11,21 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string>
+
+#include "base/process_facts.h"
 
 namespace ccpool::service {
 namespace {
 
 constexpr int kFirstPassedFd = 3;  // SD_LISTEN_FDS_START
 
-bool parse_u64(const char* text, unsigned long long& out) {
-  if (text == nullptr || *text == '\0') return false;
+bool parse_u64(const std::optional<std::string>& text, unsigned long long& out) {
+  if (!text || text->empty()) return false;
   char* end = nullptr;
   errno = 0;
-  out = std::strtoull(text, &end, 10);
+  out = std::strtoull(text->c_str(), &end, 10);
   return errno == 0 && *end == '\0';
 }
 
@@ -67,8 +71,8 @@ Result<UniqueFd> check_passed_socket(int fd, const std::string& socket_path) {
 
 Result<UniqueFd> take_activation_socket(const std::string& socket_path) {
   unsigned long long pid = 0, count = 0;
-  bool for_us = parse_u64(std::getenv("LISTEN_PID"), pid) && pid == static_cast<unsigned long long>(::getpid());
-  bool has_count = parse_u64(std::getenv("LISTEN_FDS"), count);
+  bool for_us = parse_u64(own_env("LISTEN_PID"), pid) && pid == static_cast<unsigned long long>(::getpid());
+  bool has_count = parse_u64(own_env("LISTEN_FDS"), count);
   ::unsetenv("LISTEN_PID");
   ::unsetenv("LISTEN_FDS");
   ::unsetenv("LISTEN_FDNAMES");
@@ -85,10 +89,10 @@ Result<UniqueFd> take_activation_socket(const std::string& socket_path) {
 }
 
 bool stderr_is_journal() {
-  const char* stream = std::getenv("JOURNAL_STREAM");
-  if (stream == nullptr) return false;
+  std::optional<std::string> stream = own_env("JOURNAL_STREAM");
+  if (!stream) return false;
   unsigned long long dev = 0, ino = 0;
-  if (std::sscanf(stream, "%llu:%llu", &dev, &ino) != 2) return false;
+  if (std::sscanf(stream->c_str(), "%llu:%llu", &dev, &ino) != 2) return false;
   struct stat st;
   if (::fstat(STDERR_FILENO, &st) != 0) return false;
   return static_cast<unsigned long long>(st.st_dev) == dev && static_cast<unsigned long long>(st.st_ino) == ino;

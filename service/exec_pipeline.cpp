@@ -126,7 +126,7 @@ ExecPipeline::ExecPipeline(Deps deps) : m_deps(std::move(deps)) {}
 ExecPipeline::~ExecPipeline() = default;
 
 void ExecPipeline::send(const Waiter& waiter, ipc::ExecReply reply) {
-  int64_t delay = FaultInjector::instance().reply_delay_ms();
+  int64_t delay = m_deps.faults.reply_delay_ms();
   if (delay > 0) {
     spdlog::warn("fault injection: delaying a reply by {} ms", delay);
     std::thread([this, conn = waiter.conn_id, reply = std::move(reply), delay]() mutable {
@@ -157,7 +157,7 @@ void ExecPipeline::submit(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   m_deps.scheduler.run_request(
       [this, conn_id, peer_pid, received, shared_stdin, request = std::move(request)]() mutable {
         PendingGuard pending(m_pending);
-        if (FaultInjector::instance().should_throw_in_request()) {
+        if (m_deps.faults.should_throw_in_request()) {
           throw std::runtime_error("injected by CCPOOL_FAULT=throw_in_request");
         }
         handle(conn_id, peer_pid, std::move(request), std::move(shared_stdin), received);
@@ -398,7 +398,7 @@ void ExecPipeline::schedule(const std::shared_ptr<Flight>& flight) {
 }
 
 void ExecPipeline::start(const std::shared_ptr<Flight>& flight, pool::JobId job) {
-  if (FaultInjector::instance().should_throw_in_start()) {
+  if (m_deps.faults.should_throw_in_start()) {
     throw std::runtime_error("injected by CCPOOL_FAULT=throw_in_start");
   }
   if (!m_flights.set_job(flight, job)) {
@@ -443,7 +443,7 @@ void ExecPipeline::start(const std::shared_ptr<Flight>& flight, pool::JobId job)
               [this, flight, result = std::move(result)]() mutable { finish_flight(flight, std::move(result)); },
               [this, flight](const std::string& what) { fail_flight(flight, "ccpool internal error: " + what); });
         };
-        int64_t delay = FaultInjector::instance().finish_delay_ms();
+        int64_t delay = m_deps.faults.finish_delay_ms();
         if (delay <= 0) {
           post();
           return;
@@ -577,7 +577,7 @@ ExecPipeline::RunOutcome ExecPipeline::collect(const Flight& flight, pool::Proce
 }
 
 bool ExecPipeline::store(const Flight& flight, const RunOutcome& run) {
-  if (FaultInjector::instance().should_fail_store_write()) {
+  if (m_deps.faults.should_fail_store_write()) {
     spdlog::warn("fault injection: failing a store write");
     ++m_deps.counters.store_errors;
     return false;

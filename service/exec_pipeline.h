@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/fault.h"
 #include "compiler/planner.h"
 #include "ipc/protocol.h"
 #include "pool/process_runner.h"
@@ -50,6 +51,7 @@ class ExecPipeline {
     std::function<void(uint64_t conn_id, ipc::ExecReply reply)> reply;  // thread-safe
     std::string work_root;  // private temp dirs for redirected outputs
     std::chrono::milliseconds job_timeout{0};
+    FaultInjector& faults = FaultInjector::none();  // seam (base/fault.h); not owned
   };
 
   explicit ExecPipeline(Deps deps);

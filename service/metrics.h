@@ -1,6 +1,7 @@
 // Prometheus exposition of the service's status. One pure renderer turns the
-// `ccpool status --json` object into the text format (0.0.4) or OpenMetrics
-// 1.0, so `GET /metrics` and `ccpool status --prometheus` print the same text.
+// status struct (status.h) into the text format (0.0.4) or OpenMetrics 1.0;
+// `GET /metrics` renders the service's struct, `ccpool status --prometheus`
+// the one read back from the `ccpool status --json` object: the same text.
 // Metric names, labels and their meaning: docs/deploy.md#metrics.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/histogram.h"
+#include "service/status.h"
 
 namespace ccpool::service {
 
@@ -28,8 +30,10 @@ std::string_view content_type(MetricsFormat format);
 // how status JSON carries a histogram.
 nlohmann::json histogram_json(const Histogram::Snapshot& snapshot);
 
-// Renders every metric the status object carries. Keys it does not find are
-// left out (a service without a cluster tier has no ccpool_cluster_* series).
+// Renders every metric of `status`. Absent sections are left out (a service
+// without a cluster tier has no ccpool_cluster_* series).
+std::string render_metrics(const ServiceStatus& status, MetricsFormat format);
+// The same, of a status object: render_metrics(status_from_json(status)).
 std::string render_metrics(const nlohmann::json& status, MetricsFormat format);
 
 }  // namespace ccpool::service

@@ -25,6 +25,7 @@
 #include "service/exec_pipeline.h"
 #include "service/metrics.h"
 #include "service/metrics_server.h"
+#include "service/status.h"
 #include "service/store_kv.h"
 #include "service/worker_sessions.h"
 #include "workers/worker_pool.h"
@@ -73,11 +74,8 @@ uint64_t count_lines(const std::string& path) {
   return n;
 }
 
-nlohmann::json store_stats_json(const cache::StoreStats& s) {
-  return {{"entries", s.entries},         {"stored_bytes", s.stored_bytes},
-          {"logical_bytes", s.logical_bytes}, {"max_size", s.max_size},
-          {"evictions", s.evictions},     {"corrupt_evictions", s.corrupt_evictions},
-          {"time_saved_ms", s.time_saved_ms}};
+StoreFigures store_figures(const cache::StoreStats& s) {
+  return {s.entries, s.stored_bytes, s.logical_bytes, s.max_size, s.evictions, s.corrupt_evictions, s.time_saved_ms};
 }
 
 }  // namespace
@@ -105,12 +103,12 @@ struct Service::Impl {
   std::unique_ptr<WorkerSessions> worker_sessions;
   std::unique_ptr<StoreKv> kv;
   std::unique_ptr<resp::Front> front;
-  std::unique_ptr<MetricsServer> metrics;  // its thread calls status()
+  std::unique_ptr<MetricsServer> metrics;  // its thread calls status_figures()
 
   // Store figures for status and metrics, refreshed with the periodic flush
   // in the arena: a full stats() scan never runs on the I/O thread.
   std::mutex store_stats_mutex;
-  nlohmann::json store_stats;  // guarded by store_stats_mutex
+  std::optional<StoreFigures> store_stats;  // guarded by store_stats_mutex
 
   std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
   uint64_t last_front_commands = 0;
@@ -118,6 +116,17 @@ struct Service::Impl {
 
   void on_message(uint64_t conn_id, const ipc::PeerCred& peer, ipc::Message message,
                   UniqueFd passed_fd);
+  // One reading of the components' figures: status() shows more of them
+  // than the struct holds, from the same reading.
+  struct Readings {
+    Histogram::Snapshot hit_times;
+    remote::RemoteCounters remote{};
+    workers::WorkerPoolStats workers;
+    resp::FrontCounters front{};
+    resp::LeaseStats leases{};
+  };
+  Readings read_components();
+  ServiceStatus status_figures(const Readings& r);  // what /metrics renders
   nlohmann::json status();
   void refresh_store_stats();
   void tick();
@@ -133,6 +142,7 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   cache::StoreOptions store_options;
   store_options.dir = default_store_dir(options.store_dir);
   if (options.max_size > 0) store_options.max_size = options.max_size;
+  store_options.faults = options.faults;
   CCPOOL_TRY_ASSIGN(impl->store, cache::Store::open(store_options));
 
   if (options.remote) {
@@ -156,7 +166,7 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   sched.jobs = options.jobs;
   sched.mem_budget = options.mem_budget;
   impl->scheduler = std::make_unique<pool::Scheduler>(sched);
-  impl->runner = std::make_unique<pool::ProcessRunner>();
+  impl->runner = std::make_unique<pool::ProcessRunner>(*options.faults);
 
   CCPOOL_TRY_ASSIGN(std::string work_root, prepare_work_root(impl->state_dir));
 
@@ -178,7 +188,8 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
                           [raw](uint64_t conn, ipc::ExecReply reply) {
                             raw->hub->send(conn, ipc::Message(std::move(reply)));
                           },
-                          work_root,       options.job_timeout};
+                          work_root,       options.job_timeout,
+                          *options.faults};
   impl->pipeline = std::make_unique<ExecPipeline>(std::move(deps));
 
   workers::WorkerPoolOptions pool_options;
@@ -217,7 +228,7 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   impl->refresh_store_stats();
   if (options.metrics_port >= 0) {
     auto metrics = MetricsServer::start(options.metrics_port, [raw](MetricsFormat format) {
-      return render_metrics(raw->status(), format);
+      return render_metrics(raw->status_figures(raw->read_components()), format);
     });
     if (!metrics) return make_error(metrics.error().code, metrics.error().message);
     impl->metrics = std::move(*metrics);
@@ -228,9 +239,8 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   spdlog::info("serving on {} (pid {}): jobs {}, memory budget {} MiB, store {}",
                options.socket_path, ::getpid(), stats.jobs, stats.mem_budget >> 20,
                store_options.dir);
-  if (FaultInjector::instance().enabled()) {
-    spdlog::warn("FAULT INJECTION IS ON (CCPOOL_FAULT={}): for tests only",
-                 FaultInjector::instance().spec());
+  if (options.faults->enabled()) {
+    spdlog::warn("FAULT INJECTION IS ON (CCPOOL_FAULT={}): for tests only", options.faults->spec());
   }
   return std::unique_ptr<Service>(new Service(std::move(impl)));
 }
@@ -280,101 +290,109 @@ void Service::Impl::on_message(uint64_t conn_id, const ipc::PeerCred& peer, ipc:
   }
 }
 
-nlohmann::json Service::Impl::status() {
+Service::Impl::Readings Service::Impl::read_components() {
+  Readings r;
+  r.hit_times = counters.hit_latency.snapshot();
+  if (tier) r.remote = tier->counters();
+  r.workers = worker_pool->stats();
+  if (front) {
+    r.front = front->counters();
+    r.leases = front->lease_stats();  // CCPOOL.LEASE: graph compiles, Triton kernels
+  }
+  return r;
+}
+
+ServiceStatus Service::Impl::status_figures(const Readings& r) {
+  ServiceStatus s;
+  s.version = kVersion;
+  s.start_time_s = static_cast<uint64_t>(start_time_s);
+  s.requests = counters.requests.load();
+  s.hits = counters.hits.load();
+  s.exec_remote_hits = counters.remote_hits.load();
+  s.misses = counters.misses.load();
+  s.joins = counters.joins.load();
+  s.passthrough = counters.passthrough.load();
+  s.not_stored = counters.not_stored.load();
+  s.passthrough_reasons = counters.passthrough_reasons.snapshot();
+  s.not_stored_reasons = counters.not_stored_reasons.snapshot();
+  s.service_errors = counters.service_errors.load();
+  s.fallbacks = count_lines(state_dir + "/fallbacks.log");
+  s.hit_latency = histogram_figures(r.hit_times);
   auto sched = scheduler->stats();
-  nlohmann::json j;
+  s.executions = counters.executions.load();
+  s.failures = counters.failures.load();
+  s.cancelled = counters.cancelled.load();
+  s.queued = sched.queued;
+  s.running = sched.running;
+  s.peak_running = sched.peak_running;
+  s.jobs = static_cast<uint64_t>(sched.jobs);
+  s.mem_budget = sched.mem_budget;
+  s.mem_reserved = sched.reserved_bytes;
+  s.clients = hub->connection_count();
+  s.refused_peers = hub->counters().refused_peers.load();
+  s.protocol_errors = hub->counters().protocol_errors.load();
+  s.store_errors = counters.store_errors.load();
+  {
+    std::lock_guard lock(store_stats_mutex);
+    s.store = store_stats;
+  }
+  const remote::RemoteCounters& rc = r.remote;
+  s.cluster = {tier != nullptr, counters.remote_hits.load() + (kv ? kv->remote_hits() : 0),
+               rc.misses,       rc.errors,
+               rc.writes,       rc.invalid,
+               rc.bad_signature, rc.breaker_open,
+               rc.breaker_opened};
+  s.tier_latency["node"] = histogram_figures(storage->local_latency());
+  if (tier) s.tier_latency["cluster"] = histogram_figures(storage->tier_latency());
+  const workers::WorkerPoolStats& ws = r.workers;
+  s.worker_pool = WorkerPoolFigures{worker_sessions->sessions(), ws.workers,  ws.busy,
+                                    static_cast<uint64_t>(ws.rss_kb * 1024), ws.spawned, ws.jobs_done,
+                                    ws.followed, ws.jobs_failed, ws.cancelled, ws.counts};
+  if (front) {
+    s.front = FrontFigures{r.front.commands, r.front.connections, r.front.refused_peers};
+    const resp::LeaseStats& ls = r.leases;
+    s.leases = LeaseFigures{ls.keys_in_flight, ls.waiting, ls.served, ls.abandoned, ls.timed_out};
+  }
+  return s;
+}
+
+// The figures, then what only `ccpool status` shows.
+nlohmann::json Service::Impl::status() {
+  Readings r = read_components();
+  ServiceStatus figures = status_figures(r);
+  nlohmann::json j = nlohmann::json::object();
+  write_status_json(j, figures);
   j["pid"] = ::getpid();
-  j["version"] = kVersion;
-  j["start_time_s"] = start_time_s;
   j["socket"] = options.socket_path;
   j["store_dir"] = store->dir();
   j["uptime_s"] = std::chrono::duration_cast<std::chrono::seconds>(
                       std::chrono::steady_clock::now() - started).count();
-  j["jobs"] = sched.jobs;
-  j["mem_budget"] = sched.mem_budget;
-  j["mem_reserved"] = sched.reserved_bytes;
-  j["running"] = sched.running;
-  j["queued"] = sched.queued;
-  j["peak_running"] = sched.peak_running;
-  j["requests"] = counters.requests.load();
-  j["hits"] = counters.hits.load();
-  j["misses"] = counters.misses.load();
-  j["joins"] = counters.joins.load();
-  Histogram::Snapshot hit_times = counters.hit_latency.snapshot();
-  uint64_t timed_hits = hit_times.count();
-  j["hit_service_us"] = timed_hits ? static_cast<double>(hit_times.sum_ns) / timed_hits / 1000.0 : 0.0;
-  j["hit_latency"] = histogram_json(hit_times);
-  j["exec_remote_hits"] = counters.remote_hits.load();
-  j["executions"] = counters.executions.load();
-  j["failures"] = counters.failures.load();
-  j["cancelled"] = counters.cancelled.load();
-  j["passthrough"] = counters.passthrough.load();
-  j["not_stored"] = counters.not_stored.load();
+  uint64_t timed_hits = r.hit_times.count();
+  j["hit_service_us"] = timed_hits ? static_cast<double>(r.hit_times.sum_ns) / timed_hits / 1000.0 : 0.0;
   j["join_reruns"] = counters.join_reruns.load();
-  j["passthrough_reasons"] = counters.passthrough_reasons.snapshot();
-  j["not_stored_reasons"] = counters.not_stored_reasons.snapshot();
-  j["store_errors"] = counters.store_errors.load();
   cache::GroupCommitStats commits = storage->commit_stats();  // group commit: puts per transaction
   j["store_commits"] = commits.batches;
   j["store_committed_puts"] = commits.entries;
   j["store_largest_batch"] = commits.largest_batch;
   j["store_coalesced_puts"] = commits.coalesced;
-  j["service_errors"] = counters.service_errors.load();
-  j["clients"] = hub->connection_count();
-  j["refused_peers"] = hub->counters().refused_peers.load();
-  j["protocol_errors"] = hub->counters().protocol_errors.load();
-  j["fallbacks"] = count_lines(state_dir + "/fallbacks.log");
   j["running_jobs"] = pipeline->running_jobs();
-  {
-    std::lock_guard lock(store_stats_mutex);
-    j["store"] = store_stats;
-  }
   j["metrics_port"] = metrics ? metrics->port() : 0;
-  remote::RemoteCounters rc{};
-  if (tier) rc = tier->counters();
-  j["remote"] = tier != nullptr;
-  j["remote_hits"] = counters.remote_hits.load() + (kv ? kv->remote_hits() : 0);
-  j["remote_misses"] = rc.misses;
-  j["remote_errors"] = rc.errors;
-  j["remote_writes"] = rc.writes;
-  j["remote_skipped"] = rc.skipped;
-  j["remote_invalid"] = rc.invalid;
-  j["remote_bad_signature"] = rc.bad_signature;
-  j["breaker_open"] = rc.breaker_open;
-  j["breaker_opened"] = rc.breaker_opened;
-  workers::WorkerPoolStats ws = worker_pool->stats();
-  j["worker_pool"] = {{"sessions", worker_sessions->sessions()},
-                      {"workers", ws.workers},
-                      {"busy", ws.busy},
-                      {"starting", ws.starting},
-                      {"peak_workers", ws.peak_workers},
-                      {"spawned", ws.spawned},
-                      {"warmed", ws.warmed},
-                      {"exited", ws.exited},
-                      {"jobs", ws.jobs_done},
-                      {"failed", ws.jobs_failed},
-                      {"followed", ws.followed},
-                      {"following", ws.following},
-                      {"waiting_for_worker", ws.waiting_for_worker},
-                      {"cancelled", ws.cancelled},
-                      {"killed", ws.killed},
-                      {"rss_bytes", ws.rss_kb * 1024},
-                      {"counts", ws.counts}};
-  j["tier_latency"] = {{"node", histogram_json(storage->local_latency())}};
-  if (tier) j["tier_latency"]["cluster"] = histogram_json(storage->tier_latency());
+  j["remote_skipped"] = r.remote.skipped;
+  const workers::WorkerPoolStats& ws = r.workers;
+  nlohmann::json& pool = j["worker_pool"];
+  pool["starting"] = ws.starting;
+  pool["peak_workers"] = ws.peak_workers;
+  pool["warmed"] = ws.warmed;
+  pool["exited"] = ws.exited;
+  pool["following"] = ws.following;
+  pool["waiting_for_worker"] = ws.waiting_for_worker;
+  pool["killed"] = ws.killed;
   if (front) {
-    auto fc = front->counters();
     j["resp_socket"] = front->unix_path();
     j["resp_port"] = front->tcp_port();
-    j["resp_connections"] = fc.connections;
-    j["resp_commands"] = fc.commands;
-    j["resp_refused_peers"] = fc.refused_peers;
-    j["resp_open_connections"] = fc.open_connections;
-    resp::LeaseStats ls = front->lease_stats();  // CCPOOL.LEASE: graph compiles, Triton kernels
-    j["leases"] = {{"leads", ls.leads},         {"waits", ls.waits},
-                   {"served", ls.served},       {"abandoned", ls.abandoned},
-                   {"timed_out", ls.timed_out}, {"keys_in_flight", ls.keys_in_flight},
-                   {"waiting", ls.waiting}};
+    j["resp_open_connections"] = r.front.open_connections;
+    j["leases"]["leads"] = r.leases.leads;
+    j["leases"]["waits"] = r.leases.waits;
   }
   return j;
 }
@@ -412,9 +430,9 @@ void Service::Impl::refresh_store_stats() {
     spdlog::warn("store stats: {}", stats.error().message);
     return;
   }
-  nlohmann::json j = store_stats_json(*stats);
+  StoreFigures figures = store_figures(*stats);
   std::lock_guard lock(store_stats_mutex);
-  store_stats = std::move(j);
+  store_stats = figures;
 }
 
 void Service::Impl::shutdown() {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "base/fault.h"
 #include "remote/tier.h"
 
 namespace ccpool::service {
@@ -17,7 +18,7 @@ struct ServiceOptions {
   std::string socket_path;
   std::string store_dir;
   uint64_t max_size = 0;  // 0: the store's default
-  int jobs = 0;           // 0: CPUs available (sched_getaffinity)
+  int jobs = 0;           // 0: available_cpus() (base/process_facts.h)
   uint64_t mem_budget = 0;  // 0: min(80% MemAvailable, cgroup limit)
   std::chrono::milliseconds job_timeout{0};
   std::chrono::milliseconds idle_timeout{3'600'000};
@@ -30,6 +31,8 @@ struct ServiceOptions {
   int listen_fd = -1;     // a listening socket passed by systemd; the service owns it
   std::string python_dir;  // holds the ccpool package the node pool's workers run (share/ccpool/python)
   std::chrono::milliseconds worker_idle_timeout{60'000};  // an idle compile worker exits after this
+  // Handed to the store, the runner and the pipeline; not owned, outlives the service.
+  FaultInjector* faults = &FaultInjector::none();
 };
 
 inline constexpr const char* kVersion = "0.1.0";

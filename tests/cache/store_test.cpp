@@ -66,6 +66,22 @@ TEST(StoreTest, RoundTripKeepsEveryField) {
   EXPECT_LT(stats->stored_bytes, stats->logical_bytes);  // the 'e' run and text compress
 }
 
+// The seam (base/fault.h): the store's injector is the one its options hand
+// it, counting this store's writes only.
+TEST(StoreTest, InjectedWriteFailureIsTheNthWriteOfThisStore) {
+  FaultInjector faults("fail_store_write=2");
+  StoreOptions o = testing::options();
+  o.faults = &faults;
+  auto store = open_store(o);
+  ASSERT_TRUE(store->put(test_key(1), make_entry("a", 100)));
+  auto failed = store->put(test_key(2), make_entry("b", 100));
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().code, ErrorCode::kIo);
+  EXPECT_NE(failed.error().message.find("injected by CCPOOL_FAULT=fail_store_write"), std::string::npos);
+  ASSERT_TRUE(store->put(test_key(3), make_entry("c", 100)));
+  EXPECT_FALSE(*store->get(test_key(2)));
+}
+
 TEST(StoreTest, SurvivesReopenAndFlushesHits) {
   {
     auto store = open_store();

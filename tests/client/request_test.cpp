@@ -88,6 +88,16 @@ TEST(Fallback, SlotCount) {
   EXPECT_EQ(fallback_slot_count({"CCPOOL_JOBS=zero"}), cpus);
 }
 
+// The client cannot refuse to compile: a malformed CCPOOL_JOBS is not read as
+// its leading digits (the service refuses it), the CPUs bound the fallbacks.
+TEST(Fallback, SlotCountRefusesTrailingGarbage) {
+  int cpus = fallback_slot_count({});
+  std::string digits = std::to_string(cpus + 1);
+  EXPECT_EQ(fallback_slot_count({"CCPOOL_JOBS=" + digits}), cpus + 1);
+  EXPECT_EQ(fallback_slot_count({"CCPOOL_JOBS=" + digits + "x"}), cpus);
+  EXPECT_EQ(fallback_slot_count({"CCPOOL_JOBS= " + digits}), cpus);
+}
+
 TEST(Fallback, SlotsAreExclusiveWithinBound) {
   std::string state = ccpool::testing::scratch_dir() + "/state";
   int a = acquire_fallback_slot(state, 2);

@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "base/fs.h"
+#include "base/process_facts.h"
 #include "tests/support/scratch.h"
 
 namespace ccpool::launch {
@@ -122,6 +123,16 @@ TEST(LaunchEnv, JobsComeFromFlagThenEnvironmentThenCpus) {
   EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(bad.error().message.find("CCPOOL_JOBS='many'"), std::string::npos);
   EXPECT_FALSE(compute_launch_env(options(1, 0), {}, {{"LOCAL_WORLD_SIZE", "-1"}}));
+}
+
+// The one grammar (base/process_facts.h): "8x" is not 8; the flag wins
+// without the variable being read, as `ccpool serve` does.
+TEST(LaunchEnv, JobsVariableWithTrailingGarbageIsRefusedUnlessTheFlagIsGiven) {
+  auto bad = compute_launch_env(options(0, 1), {}, {{"CCPOOL_JOBS", "8x"}});
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message, "CCPOOL_JOBS='8x' is not a positive whole number (1-1000000); unset it or set a "
+                                 "number of slots, e.g. CCPOOL_JOBS=8");
+  EXPECT_EQ(compute_launch_env(options(3, 1), {}, {{"CCPOOL_JOBS", "8x"}})->jobs, 3);
 }
 
 TEST(LaunchEnv, FrameworksCachePointsAtTheRespFront) {

@@ -182,5 +182,28 @@ TEST_F(RunTest, EnvJsonParses) {
   EXPECT_EQ(::access(shim.c_str(), R_OK), 0) << shim;
 }
 
+// "8x" is refused by `ccpool env` and `ccpool run`, from the flag and from
+// CCPOOL_JOBS, with the value and the fix; nothing runs.
+TEST_F(RunTest, MalformedJobsAreRefused) {
+  for (std::string command : {"env", "run"}) {
+    std::vector<std::string> job;
+    if (command == "run") job = {"--", "/bin/sh", "-c", "echo ran"};
+    std::vector<std::string> argv{build_binary("ccpool"), command, "--jobs", "8x"};
+    argv.insert(argv.end(), job.begin(), job.end());
+    ChildOutput r = run_child(argv, env(), m_dir);
+    EXPECT_EQ(r.exit_code, 2) << command;
+    EXPECT_EQ(r.output, "ccpool: --jobs '8x' is not a positive whole number (1-1000000); give a number of slots, "
+                        "e.g. --jobs 8\n") << command;
+    EnvVars bad = env();
+    bad["CCPOOL_JOBS"] = "8x";
+    argv = {build_binary("ccpool"), command};
+    argv.insert(argv.end(), job.begin(), job.end());
+    r = run_child(argv, bad, m_dir);
+    EXPECT_EQ(r.exit_code, 2) << command;
+    EXPECT_EQ(r.output, "ccpool: CCPOOL_JOBS='8x' is not a positive whole number (1-1000000); unset it or set a "
+                        "number of slots, e.g. CCPOOL_JOBS=8\n") << command;
+  }
+}
+
 }  // namespace
 }  // namespace ccpool::testing

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "base/process_facts.h"
 #include "pool/process_runner.h"
 #include "tests/pool/pool_test_support.h"
 

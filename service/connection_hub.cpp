@@ -169,7 +169,7 @@ void ConnectionHub::send(uint64_t conn_id, const ipc::Message& message, bool clo
       bytes.erase(0, written);
     }
     ++lane->queued;
-    std::lock_guard outbox_lock(m_outbox_mutex);
+    MutexLock outbox_lock(&m_outbox_mutex);
     m_outbox.push_back({conn_id, std::move(bytes), close_after});
   }
   wake();
@@ -406,7 +406,7 @@ void ConnectionHub::close_connection(uint64_t conn_id) {
 void ConnectionHub::drain_outbox() {
   std::deque<Outgoing> batch;
   {
-    std::lock_guard lock(m_outbox_mutex);
+    MutexLock lock(&m_outbox_mutex);
     batch.swap(m_outbox);
   }
   for (auto& item : batch) {

@@ -17,7 +17,6 @@
 #include <vector>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
@@ -105,8 +104,8 @@ class ConnectionHub {
   std::atomic<int64_t> m_last_activity_ns{0};
   uint64_t m_next_conn_id = 1;                                      // I/O thread only
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> m_conns;  // I/O thread only
-  std::mutex m_outbox_mutex;
-  std::deque<Outgoing> m_outbox;  // guarded by m_outbox_mutex
+  Mutex m_outbox_mutex;
+  std::deque<Outgoing> m_outbox GUARDED_BY(m_outbox_mutex);
   Mutex m_lanes_mutex;
   std::unordered_map<uint64_t, std::shared_ptr<Lane>> m_lanes GUARDED_BY(m_lanes_mutex);  // open connections
 };

@@ -7,7 +7,6 @@
 #include <atomic>
 #include <csignal>
 #include <ctime>
-#include <mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +14,7 @@
 #include "base/fault.h"
 #include "base/fs.h"
 #include "base/paths.h"
+#include "base/thread_annotations.h"
 #include "cache/record.h"
 #include "cache/store.h"
 #include "compiler/planner.h"
@@ -109,8 +109,8 @@ struct Service::Impl {
 
   // Store figures for status and metrics, refreshed with the periodic flush
   // in the arena: a full stats() scan never runs on the I/O thread.
-  std::mutex store_stats_mutex;
-  nlohmann::json store_stats;  // guarded by store_stats_mutex
+  Mutex store_stats_mutex;
+  nlohmann::json store_stats GUARDED_BY(store_stats_mutex);
 
   std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
   uint64_t last_front_commands = 0;
@@ -326,7 +326,7 @@ nlohmann::json Service::Impl::status() {
   j["fallbacks"] = count_lines(state_dir + "/fallbacks.log");
   j["running_jobs"] = pipeline->running_jobs();
   {
-    std::lock_guard lock(store_stats_mutex);
+    MutexLock lock(&store_stats_mutex);
     j["store"] = store_stats;
   }
   j["metrics_port"] = metrics ? metrics->port() : 0;
@@ -413,7 +413,7 @@ void Service::Impl::refresh_store_stats() {
     return;
   }
   nlohmann::json j = store_stats_json(*stats);
-  std::lock_guard lock(store_stats_mutex);
+  MutexLock lock(&store_stats_mutex);
   store_stats = std::move(j);
 }
 

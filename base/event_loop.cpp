@@ -44,7 +44,9 @@ Result<void> EventLoop::rewatch(int fd, uint32_t events, uint64_t tag) {
   return control(m_epoll_fd.get(), EPOLL_CTL_MOD, fd, events, tag);
 }
 
-void EventLoop::unwatch(int fd) { ::epoll_ctl(m_epoll_fd.get(), EPOLL_CTL_DEL, fd, nullptr); }
+void EventLoop::unwatch(int fd) {
+  ::epoll_ctl(m_epoll_fd.get(), EPOLL_CTL_DEL, fd, nullptr);
+}
 
 void EventLoop::wake() {
   uint64_t one = 1;

@@ -113,7 +113,9 @@ class SCOPED_CAPABILITY WriterMutexLock {
 // Holds a SharedMutex shared for its scope; unlock() lets go of it early.
 class SCOPED_CAPABILITY ReaderMutexLock {
  public:
-  explicit ReaderMutexLock(SharedMutex* mutex) ACQUIRE_SHARED(mutex) : m_mutex(mutex) { m_mutex->lock_shared(); }
+  explicit ReaderMutexLock(SharedMutex* mutex) ACQUIRE_SHARED(mutex) : m_mutex(mutex) {
+    m_mutex->lock_shared();
+  }
   ~ReaderMutexLock() RELEASE() {
     if (m_locked) m_mutex->unlock_shared();
   }

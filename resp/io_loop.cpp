@@ -170,8 +170,12 @@ IoLoop::~IoLoop() {
 Result<void> IoLoop::start() {
   CCPOOL_TRY_ASSIGN(m_loop, EventLoop::create());
   m_completions->event.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!m_completions->event) return make_error(ErrorCode::kIo, std::string("epoll/eventfd: ") + std::strerror(errno));
-  auto watch = [&](int fd, uint32_t events) { return m_loop->watch(fd, events, static_cast<uint64_t>(fd)); };
+  if (!m_completions->event) {
+    return make_error(ErrorCode::kIo, std::string("epoll/eventfd: ") + std::strerror(errno));
+  }
+  auto watch = [&](int fd, uint32_t events) {
+    return m_loop->watch(fd, events, static_cast<uint64_t>(fd));
+  };
   CCPOOL_TRY(watch(m_completions->event.get(), EPOLLIN));
   if (m_config.unix_listener >= 0) CCPOOL_TRY(watch(m_config.unix_listener, EPOLLIN | EPOLLEXCLUSIVE));
   if (m_config.tcp_listener >= 0) CCPOOL_TRY(watch(m_config.tcp_listener, EPOLLIN | EPOLLEXCLUSIVE));

@@ -13,7 +13,7 @@ namespace ccpool::service {
 namespace {
 
 constexpr size_t kMaxConnections = 4096;
-constexpr uint64_t kListenTag = 0;  // connection ids start at 1
+constexpr uint64_t kListenTag = 0;   // connection ids start at 1
 constexpr size_t kMaxPassedFds = 4;  // per connection, unclaimed; more is a protocol error
 
 // recv() that also collects SCM_RIGHTS descriptors (close-on-exec) into `fds`.
@@ -81,9 +81,9 @@ Result<std::unique_ptr<ConnectionHub>> ConnectionHub::create(const std::string& 
   }
   CCPOOL_TRY_ASSIGN(std::unique_ptr<EventLoop> loop, EventLoop::create());
   [[maybe_unused]] auto watched = loop->watch(listen_fd.get(), EPOLLIN, kListenTag);
-  auto hub = std::unique_ptr<ConnectionHub>(new ConnectionHub(owns_path ? socket_path : std::string(),
-                                                              std::move(listen_fd), std::move(loop),
-                                                              std::move(callbacks)));
+  auto hub = std::unique_ptr<ConnectionHub>(
+      new ConnectionHub(owns_path ? socket_path : std::string(), std::move(listen_fd),
+                        std::move(loop), std::move(callbacks)));
   hub->m_socket_inode = inode;
   return hub;
 }
@@ -163,7 +163,8 @@ void ConnectionHub::run(const std::function<bool()>& should_stop,
   auto next_tick = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (!should_stop()) {
     // A failed wait is a pass with no events, as an interrupted one.
-    std::span<const EventLoop::Event> events = m_loop->wait(250).value_or(std::span<const EventLoop::Event>());
+    std::span<const EventLoop::Event> events =
+        m_loop->wait(250).value_or(std::span<const EventLoop::Event>());
     for (const EventLoop::Event& event : events) {
       if (event.tag == kListenTag) {
         accept_all();
@@ -172,7 +173,8 @@ void ConnectionHub::run(const std::function<bool()>& should_stop,
         if (it == m_conns.end()) continue;
         Connection& conn = *it->second;
         if (event.events & EPOLLOUT) write_some(conn);
-        if (m_conns.count(event.tag) && (event.events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) {
+        if (m_conns.count(event.tag) &&
+            (event.events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) {
           handle_readable(conn);
         }
       }
@@ -339,7 +341,8 @@ void ConnectionHub::write_some(Connection& conn) {
   if (error != 0) {
     if (error == EAGAIN) {
       if (!conn.want_out) {
-        [[maybe_unused]] auto watched = m_loop->rewatch(conn.fd.get(), EPOLLIN | EPOLLRDHUP | EPOLLOUT, conn.id);
+        [[maybe_unused]] auto watched =
+            m_loop->rewatch(conn.fd.get(), EPOLLIN | EPOLLRDHUP | EPOLLOUT, conn.id);
         conn.want_out = true;
       }
       return;

@@ -14,16 +14,16 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
-#include <vector>
 #include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "base/error.h"
 #include "base/event_loop.h"
-#include "base/thread_annotations.h"
 #include "base/fs.h"
+#include "base/thread_annotations.h"
 #include "ipc/protocol.h"
 #include "ipc/socket.h"
 
@@ -83,7 +83,8 @@ class ConnectionHub {
     bool close_after;
   };
 
-  ConnectionHub(std::string path, UniqueFd listen_fd, std::unique_ptr<EventLoop> loop, Callbacks callbacks);
+  ConnectionHub(std::string path, UniqueFd listen_fd, std::unique_ptr<EventLoop> loop,
+                Callbacks callbacks);
   void accept_all();
   void handle_readable(Connection& conn);
   void handle_frame(Connection& conn, ipc::Message message);

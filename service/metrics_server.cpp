@@ -57,9 +57,9 @@ struct Connection {
   bool draining = false;
   Clock::time_point deadline;
   uid_t uid = 0;
-  uint64_t id = 0;        // its tag in the event loop
-  uint32_t watched = 0;   // what the loop watches for it now (0: not yet)
-  uint32_t revents = 0;   // what the last wait reported for it
+  uint64_t id = 0;       // its tag in the event loop
+  uint32_t watched = 0;  // what the loop watches for it now (0: not yet)
+  uint32_t revents = 0;  // what the last wait reported for it
 };
 
 void close_connection(EventLoop& loop, Connection& c) {
@@ -149,7 +149,8 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(int port, Render ren
       new MetricsServer(std::move(fd), std::move(loop), ntohs(addr.sin_port), std::move(render)));
 }
 
-MetricsServer::MetricsServer(UniqueFd listen_fd, std::unique_ptr<EventLoop> loop, int port, Render render)
+MetricsServer::MetricsServer(UniqueFd listen_fd, std::unique_ptr<EventLoop> loop, int port,
+                             Render render)
     : m_listen_fd(std::move(listen_fd)),
       m_loop(std::move(loop)),
       m_port(port),

@@ -47,7 +47,8 @@ class MetricsServer {
   void run();
 
   UniqueFd m_listen_fd;
-  std::unique_ptr<EventLoop> m_loop;  // tags: kListenTag, connection ids, EventLoop::kWakeTag (stop)
+  // Tags: kListenTag, connection ids, EventLoop::kWakeTag (stop).
+  std::unique_ptr<EventLoop> m_loop;
   int m_port;
   Render m_render;
   std::thread m_thread;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <shared_mutex>
 
 #if defined(__clang__)
 #define CCPOOL_THREAD_ANNOTATION(x) __attribute__((x))
@@ -77,6 +78,57 @@ class SCOPED_CAPABILITY MutexLock {
 
  private:
   Mutex* const m_mutex;
+  bool m_locked = true;
+};
+
+// std::shared_mutex with the capability attributes: exclusive through
+// WriterMutexLock, shared through ReaderMutexLock.
+class CAPABILITY("mutex") SharedMutex {
+ public:
+  SharedMutex() = default;
+  SharedMutex(const SharedMutex&) = delete;
+  SharedMutex& operator=(const SharedMutex&) = delete;
+
+  void lock() ACQUIRE() { m_mutex.lock(); }
+  void unlock() RELEASE() { m_mutex.unlock(); }
+  void lock_shared() ACQUIRE_SHARED() { m_mutex.lock_shared(); }
+  void unlock_shared() RELEASE_SHARED() { m_mutex.unlock_shared(); }
+
+ private:
+  std::shared_mutex m_mutex;
+};
+
+// Holds a SharedMutex exclusively for its scope.
+class SCOPED_CAPABILITY WriterMutexLock {
+ public:
+  explicit WriterMutexLock(SharedMutex* mutex) ACQUIRE(mutex) : m_mutex(mutex) { m_mutex->lock(); }
+  ~WriterMutexLock() RELEASE() { m_mutex->unlock(); }
+  WriterMutexLock(const WriterMutexLock&) = delete;
+  WriterMutexLock& operator=(const WriterMutexLock&) = delete;
+
+ private:
+  SharedMutex* const m_mutex;
+};
+
+// Holds a SharedMutex shared for its scope; unlock() lets go of it early.
+class SCOPED_CAPABILITY ReaderMutexLock {
+ public:
+  explicit ReaderMutexLock(SharedMutex* mutex) ACQUIRE_SHARED(mutex) : m_mutex(mutex) {
+    m_mutex->lock_shared();
+  }
+  ~ReaderMutexLock() RELEASE() {
+    if (m_locked) m_mutex->unlock_shared();
+  }
+  ReaderMutexLock(const ReaderMutexLock&) = delete;
+  ReaderMutexLock& operator=(const ReaderMutexLock&) = delete;
+
+  void unlock() RELEASE() {
+    m_mutex->unlock_shared();
+    m_locked = false;
+  }
+
+ private:
+  SharedMutex* const m_mutex;
   bool m_locked = true;
 };
 

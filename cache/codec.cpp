@@ -31,7 +31,7 @@ Codec::~Codec() {
 Codec::Codec(int level) : m_level(std::min(level, kMaxLevel)) {}
 
 void* Codec::take_dctx() {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&m_mutex);
   if (m_dctx.empty()) {
     ZSTD_DCtx* d = ZSTD_createDCtx();
     if (d) ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, kMaxWindowLog);
@@ -42,18 +42,18 @@ void* Codec::take_dctx() {
   return d;
 }
 void Codec::give_dctx(void* d) {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&m_mutex);
   m_dctx.push_back(d);
 }
 void* Codec::take_cctx() {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&m_mutex);
   if (m_cctx.empty()) return ZSTD_createCCtx();
   void* c = m_cctx.back();
   m_cctx.pop_back();
   return c;
 }
 void Codec::give_cctx(void* c) {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&m_mutex);
   m_cctx.push_back(c);
 }
 

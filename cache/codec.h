@@ -7,13 +7,13 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/error.h"
 #include "base/hash.h"
+#include "base/thread_annotations.h"
 
 namespace ccpool::cache {
 
@@ -52,9 +52,9 @@ class Codec {
                    uint64_t max_raw, std::string* keep);
 
   int m_level;
-  std::mutex m_mutex;
-  std::vector<void*> m_dctx;  // ZSTD_DCtx*, guarded by m_mutex
-  std::vector<void*> m_cctx;  // ZSTD_CCtx*, guarded by m_mutex
+  Mutex m_mutex;
+  std::vector<void*> m_dctx GUARDED_BY(m_mutex);  // ZSTD_DCtx*
+  std::vector<void*> m_cctx GUARDED_BY(m_mutex);  // ZSTD_CCtx*
 };
 
 }  // namespace ccpool::cache

@@ -24,12 +24,12 @@ constexpr size_t kMaxBufferedTouches = 4096;
 
 // LMDB forbids opening one environment twice in a process (its POSIX locks
 // would be dropped by the second close); this registry turns that into an error.
-std::mutex& registry_mutex() {
-  static auto* m = new std::mutex;  // leaked: no static destructors
-  return *m;
-}
-std::set<std::string>& registry() {
-  static auto* s = new std::set<std::string>;
+struct OpenStores {
+  Mutex mutex;
+  std::set<std::string> dirs GUARDED_BY(mutex);  // canonical paths
+};
+OpenStores& open_stores() {
+  static auto* s = new OpenStores;  // leaked: no static destructors
   return *s;
 }
 std::string canonical(const std::string& dir) {
@@ -68,8 +68,9 @@ Result<void> check_schema(Store::Impl& impl) {
 }  // namespace
 
 Store::Impl::~Impl() {
-  std::lock_guard lock(registry_mutex());
-  registry().erase(canonical(dir));
+  OpenStores& stores = open_stores();
+  MutexLock lock(&stores.mutex);
+  stores.dirs.erase(canonical(dir));
 }
 
 Result<std::unique_ptr<Store>> Store::open(const StoreOptions& options) {
@@ -84,8 +85,9 @@ Result<std::unique_ptr<Store>> Store::open(const StoreOptions& options) {
   impl->options = options;
   impl->dir = dir;
   {
-    std::lock_guard lock(registry_mutex());
-    if (!registry().insert(canonical(dir)).second) {
+    OpenStores& stores = open_stores();
+    MutexLock lock(&stores.mutex);
+    if (!stores.dirs.insert(canonical(dir)).second) {
       impl->dir.clear();  // not ours to unregister
       return make_error(ErrorCode::kInvalidArgument,
                         "the store in '" + dir + "' is already open in this process; share that Store");

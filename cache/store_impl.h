@@ -4,9 +4,7 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -46,8 +44,11 @@ struct Store::Impl {
   std::unique_ptr<lmdb::Env> env;
   Codec codec{1};
 
-  std::shared_mutex env_mutex;  // shared: any open txn of this process; exclusive: map resize
-  Mutex write_mutex;            // one write txn of this process at a time; taken before env_mutex
+  // Neither guards a member: env_mutex guards LMDB's map size (shared: any
+  // open txn of this process; exclusive: a resize), write_mutex makes one write
+  // txn of this process at a time and is taken before env_mutex.
+  SharedMutex env_mutex;
+  Mutex write_mutex ACQUIRED_BEFORE(env_mutex);
 
   Mutex touch_mutex;
   std::unordered_map<Digest, Usage> touches GUARDED_BY(touch_mutex);  // hits are deltas
@@ -63,7 +64,7 @@ struct Store::Impl {
   template <typename T>
   Result<T> run_read(const std::function<Result<T>(lmdb::Txn&)>& read) {
     for (int attempt = 0;; ++attempt) {
-      std::shared_lock lock(env_mutex);
+      ReaderMutexLock lock(&env_mutex);
       std::unique_ptr<lmdb::Txn> txn;
       int rc = lmdb::Txn::begin(*env, false, txn);
       if (rc == lmdb::kMapResized && attempt < 3) {

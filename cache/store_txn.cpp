@@ -58,7 +58,7 @@ Error Store::Impl::lmdb_error(int rc, const std::string& doing) const {
 }
 
 void Store::Impl::adopt_map_size() {
-  std::unique_lock lock(env_mutex);
+  WriterMutexLock lock(&env_mutex);
   env->set_map_size(0);
 }
 
@@ -66,7 +66,7 @@ Result<void> Store::Impl::on_map_full(uint64_t need) {
   uint64_t current = env->info().map_size;
   if (current < map_cap) {
     uint64_t grown = std::min(map_cap, std::max(current * 2, current + need * 2));
-    std::unique_lock lock(env_mutex);
+    WriterMutexLock lock(&env_mutex);
     int rc = env->set_map_size(grown);
     if (rc != 0) return tl::unexpected(lmdb_error(rc, "growing the map"));
     spdlog::debug("cache: map grown to {} bytes", grown);
@@ -74,7 +74,7 @@ Result<void> Store::Impl::on_map_full(uint64_t need) {
   }
   // At the cap: evict the least recently used eighth (at least `need` bytes).
   std::unique_ptr<lmdb::Txn> txn;
-  std::shared_lock lock(env_mutex);
+  ReaderMutexLock lock(&env_mutex);
   int rc = lmdb::Txn::begin(*env, true, txn);
   std::string_view raw;
   Counters c;
@@ -100,7 +100,7 @@ Result<void> Store::Impl::run_write(const WriteBody& body) {
   MutexLock writer(&write_mutex);
   int rc = 0;
   for (int attempt = 0; attempt < 12; ++attempt) {
-    std::shared_lock lock(env_mutex);
+    ReaderMutexLock lock(&env_mutex);
     std::unique_ptr<lmdb::Txn> txn;
     rc = lmdb::Txn::begin(*env, true, txn);
     if (rc == lmdb::kMapResized) {

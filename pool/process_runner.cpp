@@ -10,15 +10,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <thread>
 
 #include "base/fault.h"
+#include "base/thread_annotations.h"
 #include "pool/process_spawn.h"
 
 namespace ccpool::pool {
@@ -76,11 +75,13 @@ struct ProcessRunner::State {
   int wake_fd = -1;  // eventfd: spawn() with a deadline, shutdown
   std::thread reaper;
 
-  mutable std::mutex mutex;
-  std::condition_variable done_cv;                        // a child finished or a callback returned
-  std::map<pid_t, std::unique_ptr<Child>> children;       // guarded by mutex; erased only by the reaper
-  size_t callbacks_in_flight = 0;                         // guarded by mutex
-  bool stopping = false;                                  // guarded by mutex
+  mutable Mutex mutex;
+  CondVar done_cv{&mutex};  // a child finished or a callback returned
+  std::map<pid_t, std::unique_ptr<Child>> children GUARDED_BY(mutex);  // erased only by the reaper
+  size_t callbacks_in_flight GUARDED_BY(mutex) = 0;
+  bool stopping GUARDED_BY(mutex) = false;
+
+  bool all_done() const REQUIRES(mutex) { return children.empty() && callbacks_in_flight == 0; }
 
   void wake() {
     uint64_t one = 1;
@@ -92,7 +93,7 @@ struct ProcessRunner::State {
   void handle_pipe(Child& child, int stream);
   void handle_exit(Child& child);
   void maybe_complete(Child& child);
-  void kill_group_locked(Child& child, int sig);
+  void kill_group_locked(Child& child, int sig) REQUIRES(mutex);
 };
 
 void ProcessRunner::State::kill_group_locked(Child& child, int sig) {
@@ -100,7 +101,7 @@ void ProcessRunner::State::kill_group_locked(Child& child, int sig) {
 }
 
 int ProcessRunner::State::next_timeout_ms() {
-  std::lock_guard lock(mutex);
+  MutexLock lock(&mutex);
   std::optional<Clock::time_point> next;
   for (auto& [pid, child] : children) {
     if (child->deadline && (!next || *child->deadline < *next)) next = child->deadline;
@@ -113,7 +114,7 @@ int ProcessRunner::State::next_timeout_ms() {
 void ProcessRunner::State::handle_deadlines() {
   std::vector<Child*> lingering;
   {
-    std::lock_guard lock(mutex);
+    MutexLock lock(&mutex);
     auto now = Clock::now();
     for (auto& [pid, child] : children) {
       if (!child->deadline || *child->deadline > now) continue;
@@ -151,7 +152,7 @@ void ProcessRunner::State::handle_pipe(Child& child, int stream) {
       out.append(buf, std::min<size_t>(room, static_cast<size_t>(n)));
       if (static_cast<size_t>(n) > room && child.overflow_stream < 0) {
         child.overflow_stream = stream;
-        std::lock_guard lock(mutex);
+        MutexLock lock(&mutex);
         child.overflow = true;
         kill_group_locked(child, SIGKILL);
       }
@@ -169,7 +170,7 @@ void ProcessRunner::State::handle_pipe(Child& child, int stream) {
 
 void ProcessRunner::State::handle_exit(Child& child) {
   {
-    std::lock_guard lock(mutex);
+    MutexLock lock(&mutex);
     // The leader is a zombie, so its pid (= pgid) cannot be recycled yet: kill
     // anything left in the group (no orphans), then reap.
     ::kill(-child.pid, SIGKILL);
@@ -237,7 +238,7 @@ void ProcessRunner::State::maybe_complete(Child& child) {
   if (child.pidfd >= 0 || child.fds[0] >= 0 || child.fds[1] >= 0) return;
   std::unique_ptr<Child> owned;
   {
-    std::lock_guard lock(mutex);
+    MutexLock lock(&mutex);
     auto it = children.find(child.pid);
     owned = std::move(it->second);
     children.erase(it);
@@ -251,9 +252,9 @@ void ProcessRunner::State::maybe_complete(Child& child) {
   } catch (...) {
     // on_exit must not throw; a throwing callback must not take the reaper down.
   }
-  std::lock_guard lock(mutex);
+  MutexLock lock(&mutex);
   --callbacks_in_flight;
-  done_cv.notify_all();
+  done_cv.signal_all();
 }
 
 void ProcessRunner::State::loop() {
@@ -271,7 +272,7 @@ void ProcessRunner::State::loop() {
       pid_t pid = static_cast<pid_t>(tag >> 2);
       Child* child = nullptr;
       {
-        std::lock_guard lock(mutex);
+        MutexLock lock(&mutex);
         auto it = children.find(pid);
         if (it != children.end()) child = it->second.get();
       }
@@ -285,7 +286,7 @@ void ProcessRunner::State::loop() {
       maybe_complete(*child);
     }
     handle_deadlines();
-    std::lock_guard lock(mutex);
+    MutexLock lock(&mutex);
     if (stopping && children.empty()) break;
   }
 }
@@ -304,7 +305,7 @@ ProcessRunner::ProcessRunner(FaultInjector& faults) : m_state(std::make_unique<S
 ProcessRunner::~ProcessRunner() {
   State& s = *m_state;
   {
-    std::unique_lock lock(s.mutex);
+    MutexLock lock(&s.mutex);
     s.stopping = true;
     for (auto& [pid, child] : s.children) {
       child->cancelled = true;
@@ -343,7 +344,7 @@ Result<pid_t> ProcessRunner::spawn(const SpawnSpec& spec, uint64_t tag,
   State& s = *m_state;
   {
     // Registered before its fds enter epoll, so the reaper always finds it.
-    std::lock_guard lock(s.mutex);
+    MutexLock lock(&s.mutex);
     s.children.emplace(spawned.pid, std::move(child));
     if (faults.should_kill_exec()) ::kill(-spawned.pid, SIGKILL);
   }
@@ -361,7 +362,7 @@ Result<pid_t> ProcessRunner::spawn(const SpawnSpec& spec, uint64_t tag,
 
 void ProcessRunner::cancel(pid_t pid) {
   State& s = *m_state;
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(&s.mutex);
   auto it = s.children.find(pid);
   if (it == s.children.end() || it->second->reaped) return;
   it->second->cancelled = true;
@@ -370,26 +371,28 @@ void ProcessRunner::cancel(pid_t pid) {
 
 void ProcessRunner::terminate_all(std::chrono::milliseconds grace) {
   State& s = *m_state;
-  std::unique_lock lock(s.mutex);
-  auto all_done = [&s] { return s.children.empty() && s.callbacks_in_flight == 0; };
+  MutexLock lock(&s.mutex);
   for (auto& [pid, child] : s.children) {
     if (child->reaped) continue;
     child->terminated = true;
     s.kill_group_locked(*child, SIGTERM);
   }
-  if (!s.done_cv.wait_for(lock, grace, all_done)) {
+  const Clock::time_point deadline = Clock::now() + grace;
+  while (!s.all_done() && s.done_cv.wait_until(deadline)) {
+  }
+  if (!s.all_done()) {
     for (auto& [pid, child] : s.children) {
       child->terminated = true;
       s.kill_group_locked(*child, SIGKILL);
     }
-    s.done_cv.wait(lock, all_done);
+    while (!s.all_done()) s.done_cv.wait();
   }
 }
 
 std::vector<RunningProcess> ProcessRunner::running() const {
   std::vector<RunningProcess> out;
   {
-    std::lock_guard lock(m_state->mutex);
+    MutexLock lock(&m_state->mutex);
     auto now = Clock::now();
     for (auto& [pid, child] : m_state->children) {
       if (child->reaped) continue;
@@ -403,7 +406,7 @@ std::vector<RunningProcess> ProcessRunner::running() const {
 }
 
 size_t ProcessRunner::running_count() const {
-  std::lock_guard lock(m_state->mutex);
+  MutexLock lock(&m_state->mutex);
   return m_state->children.size();
 }
 

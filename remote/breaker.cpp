@@ -8,7 +8,7 @@ CircuitBreaker::CircuitBreaker(int failures, std::chrono::milliseconds cooldown,
     : m_threshold(std::max(1, failures)), m_cooldown(cooldown), m_clock(std::move(clock)) {}
 
 bool CircuitBreaker::allow() {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&m_mutex);
   if (!m_open) return true;
   TimePoint t = now();
   if (t < m_reopen_at) return false;
@@ -19,13 +19,13 @@ bool CircuitBreaker::allow() {
 }
 
 void CircuitBreaker::record_success() {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&m_mutex);
   m_failures = 0;
   m_open = false;
 }
 
 void CircuitBreaker::record_failure() {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&m_mutex);
   ++m_failures;
   if (m_open) {
     m_reopen_at = now() + m_cooldown;
@@ -39,12 +39,12 @@ void CircuitBreaker::record_failure() {
 }
 
 bool CircuitBreaker::is_open() const {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&m_mutex);
   return m_open;
 }
 
 uint64_t CircuitBreaker::times_opened() const {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&m_mutex);
   return m_times_opened;
 }
 

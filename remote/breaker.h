@@ -6,7 +6,8 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <mutex>
+
+#include "base/thread_annotations.h"
 
 namespace ccpool::remote {
 
@@ -32,11 +33,11 @@ class CircuitBreaker {
   const int m_threshold;
   const std::chrono::milliseconds m_cooldown;
   const Clock m_clock;
-  mutable std::mutex m_mutex;
-  int m_failures = 0;             // guarded by m_mutex
-  bool m_open = false;            // guarded by m_mutex
-  TimePoint m_reopen_at{};        // guarded by m_mutex: when a probe may go
-  uint64_t m_times_opened = 0;    // guarded by m_mutex
+  mutable Mutex m_mutex;
+  int m_failures GUARDED_BY(m_mutex) = 0;
+  bool m_open GUARDED_BY(m_mutex) = false;
+  TimePoint m_reopen_at GUARDED_BY(m_mutex){};  // when a probe may go
+  uint64_t m_times_opened GUARDED_BY(m_mutex) = 0;
 };
 
 }  // namespace ccpool::remote

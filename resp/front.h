@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/thread_annotations.h"
 #include "resp/lease_table.h"
 
 namespace ccpool::resp {
@@ -98,12 +98,12 @@ class InMemoryKv : public KvBackend {
     std::string value;
     int64_t expires_at_ms = 0;  // 0 = none
   };
-  // Finds a live entry, erasing it when expired. Caller holds m_mutex.
-  Entry* find_live(std::string_view key);
+  // Finds a live entry, erasing it when expired.
+  Entry* find_live(std::string_view key) REQUIRES(m_mutex);
 
   Clock m_now;
-  std::mutex m_mutex;
-  std::unordered_map<std::string, Entry> m_entries;  // guarded by m_mutex
+  Mutex m_mutex;
+  std::unordered_map<std::string, Entry> m_entries GUARDED_BY(m_mutex);
 };
 
 struct FrontCounters {

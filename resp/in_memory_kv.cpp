@@ -25,14 +25,14 @@ InMemoryKv::Entry* InMemoryKv::find_live(std::string_view key) {
 }
 
 std::optional<std::string> InMemoryKv::get(std::string_view key) {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&m_mutex);
   Entry* entry = find_live(key);
   if (!entry) return std::nullopt;
   return entry->value;
 }
 
 bool InMemoryKv::set(std::string_view key, std::string_view value, int64_t expires_at_ms) {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&m_mutex);
   Entry& entry = m_entries[std::string(key)];
   entry.value.assign(value);
   entry.expires_at_ms = expires_at_ms;
@@ -40,19 +40,19 @@ bool InMemoryKv::set(std::string_view key, std::string_view value, int64_t expir
 }
 
 bool InMemoryKv::del(std::string_view key) {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&m_mutex);
   if (!find_live(key)) return false;
   m_entries.erase(std::string(key));
   return true;
 }
 
 bool InMemoryKv::exists(std::string_view key) {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&m_mutex);
   return find_live(key) != nullptr;
 }
 
 bool InMemoryKv::expire(std::string_view key, int64_t expires_at_ms) {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&m_mutex);
   Entry* entry = find_live(key);
   if (!entry) return false;
   entry->expires_at_ms = expires_at_ms;
@@ -60,14 +60,14 @@ bool InMemoryKv::expire(std::string_view key, int64_t expires_at_ms) {
 }
 
 int64_t InMemoryKv::expires_at(std::string_view key) {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&m_mutex);
   Entry* entry = find_live(key);
   if (!entry) return -2;
   return entry->expires_at_ms == 0 ? -1 : entry->expires_at_ms;
 }
 
 size_t InMemoryKv::size() {
-  std::lock_guard lock(m_mutex);
+  MutexLock lock(&m_mutex);
   int64_t now = m_now();
   size_t live = 0;
   for (const auto& [key, entry] : m_entries) {

@@ -158,8 +158,7 @@ IoLoop::IoLoop(SharedState& shared, const LoopConfig& config)
 
 IoLoop::~IoLoop() {
   if (m_thread.joinable()) {
-    uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = write(m_wake.get(), &one, sizeof(one));
+    m_loop->wake();
     m_thread.join();
   }
   m_shared.connected.fetch_sub(m_connections.size());
@@ -169,20 +168,14 @@ IoLoop::~IoLoop() {
 }
 
 Result<void> IoLoop::start() {
-  m_epoll.reset(epoll_create1(EPOLL_CLOEXEC));
-  m_wake.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  CCPOOL_TRY_ASSIGN(m_loop, EventLoop::create());
   m_completions->event.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!m_epoll || !m_wake || !m_completions->event) return make_error(ErrorCode::kIo, std::string("epoll/eventfd: ") + std::strerror(errno));
-  auto watch = [&](int fd, uint32_t events) -> Result<void> {
-    epoll_event ev{};
-    ev.events = events;
-    ev.data.fd = fd;
-    if (epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
-      return make_error(ErrorCode::kIo, std::string("epoll_ctl: ") + std::strerror(errno));
-    }
-    return ok();
+  if (!m_completions->event) {
+    return make_error(ErrorCode::kIo, std::string("epoll/eventfd: ") + std::strerror(errno));
+  }
+  auto watch = [&](int fd, uint32_t events) {
+    return m_loop->watch(fd, events, static_cast<uint64_t>(fd));
   };
-  CCPOOL_TRY(watch(m_wake.get(), EPOLLIN));
   CCPOOL_TRY(watch(m_completions->event.get(), EPOLLIN));
   if (m_config.unix_listener >= 0) CCPOOL_TRY(watch(m_config.unix_listener, EPOLLIN | EPOLLEXCLUSIVE));
   if (m_config.tcp_listener >= 0) CCPOOL_TRY(watch(m_config.tcp_listener, EPOLLIN | EPOLLEXCLUSIVE));
@@ -192,14 +185,12 @@ Result<void> IoLoop::start() {
 
 void IoLoop::run() {
   pthread_setname_np(pthread_self(), "ccpool-resp");
-  epoll_event events[64];
   while (true) {
-    int n = epoll_wait(m_epoll.get(), events, 64, -1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return;
-    for (int i = 0; i < n; ++i) {
-      int fd = events[i].data.fd;
-      if (fd == m_wake.get()) return;
+    auto events = m_loop->wait(-1);
+    if (!events) return;
+    for (const EventLoop::Event& event : *events) {
+      if (event.tag == EventLoop::kWakeTag) return;
+      int fd = static_cast<int>(event.tag);
       if (fd == m_completions->event.get()) {
         on_completions();
         continue;
@@ -209,7 +200,7 @@ void IoLoop::run() {
         continue;
       }
       auto it = m_connections.find(fd);
-      if (it != m_connections.end()) on_event(*it->second, events[i].events);
+      if (it != m_connections.end()) on_event(*it->second, event.events);
     }
     // Every ready socket was served: the SETs of this pass need not wait for
     // company that would only arrive after their replies.
@@ -246,10 +237,8 @@ void IoLoop::accept_from(int listener) {
       conn->pre_auth = true;
       conn->parser.set_limits(kPreAuthMaxBytes, kPreAuthMaxArgs, kPreAuthMaxBytes);
     }
-    epoll_event ev{};
-    ev.events = conn->events = EPOLLIN;
-    ev.data.fd = fd;
-    if (epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+    conn->events = EPOLLIN;
+    if (!m_loop->watch(fd, EPOLLIN, static_cast<uint64_t>(fd))) {
       if (conn->pre_auth) m_shared.unauthenticated.fetch_sub(1);
       continue;
     }
@@ -453,10 +442,9 @@ void IoLoop::update(Connection& conn) {
   if (conn.pending() > 0) want |= EPOLLOUT;
   if (!conn.closing && !conn.read_eof && !conn.held && conn.backlog() < kOutHighWater) want |= EPOLLIN;
   if (want == conn.events) return;
-  epoll_event ev{};
-  ev.events = want;
-  ev.data.fd = conn.fd.get();
-  if (epoll_ctl(m_epoll.get(), EPOLL_CTL_MOD, conn.fd.get(), &ev) != 0) return close_connection(conn.fd.get());
+  if (!m_loop->rewatch(conn.fd.get(), want, static_cast<uint64_t>(conn.fd.get()))) {
+    return close_connection(conn.fd.get());
+  }
   conn.events = want;
 }
 
@@ -468,7 +456,7 @@ void IoLoop::leave_pre_auth(Connection& conn) {
 }
 
 void IoLoop::close_connection(int fd) {
-  epoll_ctl(m_epoll.get(), EPOLL_CTL_DEL, fd, nullptr);
+  m_loop->unwatch(fd);
   auto it = m_connections.find(fd);
   if (it == m_connections.end()) return;
   if (it->second->pre_auth) m_shared.unauthenticated.fetch_sub(1);

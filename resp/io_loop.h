@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/event_loop.h"
 #include "base/fs.h"
 #include "resp/front.h"
 #include "resp/session.h"
@@ -56,8 +57,7 @@ class IoLoop {
 
   SharedState& m_shared;
   LoopConfig m_config;
-  UniqueFd m_epoll;
-  UniqueFd m_wake;  // eventfd: written once to stop the loop
+  std::unique_ptr<EventLoop> m_loop;  // tags: descriptors; a wake-up stops the loop
   std::thread m_thread;
   std::shared_ptr<Completions> m_completions;  // shared with pending SETs: may outlive the loop
   std::unordered_map<int, std::unique_ptr<Connection>> m_connections;  // loop thread only

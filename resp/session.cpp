@@ -149,7 +149,7 @@ struct Commands {
       if (stored) notify_stored(s, argv[1], argv[2]);
       return Session::set_reply(stored, out);
     }
-    std::lock_guard lock(shared(s).conditional_mutex);
+    MutexLock lock(&shared(s).conditional_mutex);
     std::optional<std::string> old;
     bool present = false;
     if (want_old) {

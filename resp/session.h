@@ -6,10 +6,10 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "base/thread_annotations.h"
 #include "resp/auth_budget.h"
 #include "resp/front.h"
 #include "resp/lease_table.h"
@@ -26,7 +26,7 @@ struct SharedState {
   const std::function<int64_t()> now;
   // KvBackend has no compare-and-set; SET NX/XX/GET/KEEPTTL read then write
   // under this mutex so they are atomic among front clients.
-  std::mutex conditional_mutex;
+  Mutex conditional_mutex;
   std::atomic<uint64_t> next_client_id{1};
   std::atomic<uint64_t> connections{0};
   std::atomic<uint64_t> connected{0};  // open right now

@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,8 +13,7 @@ namespace ccpool::service {
 namespace {
 
 constexpr size_t kMaxConnections = 4096;
-constexpr uint64_t kListenTag = 0;
-constexpr uint64_t kWakeTag = ~0ull;
+constexpr uint64_t kListenTag = 0;   // connection ids start at 1
 constexpr size_t kMaxPassedFds = 4;  // per connection, unclaimed; more is a protocol error
 
 // recv() that also collects SCM_RIGHTS descriptors (close-on-exec) into `fds`.
@@ -81,30 +79,20 @@ Result<std::unique_ptr<ConnectionHub>> ConnectionHub::create(const std::string& 
   if (owns_path) {
     CCPOOL_TRY_ASSIGN(listen_fd, ipc::listen_unix(socket_path, &inode));
   }
-  UniqueFd epoll_fd(::epoll_create1(EPOLL_CLOEXEC));
-  UniqueFd wake_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!epoll_fd || !wake_fd) {
-    return make_error(ErrorCode::kIo, std::string("epoll/eventfd: ") + std::strerror(errno));
-  }
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u64 = kListenTag;
-  ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, listen_fd.get(), &ev);
-  ev.data.u64 = kWakeTag;
-  ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, wake_fd.get(), &ev);
-  auto hub = std::unique_ptr<ConnectionHub>(new ConnectionHub(
-      owns_path ? socket_path : std::string(), std::move(listen_fd), std::move(epoll_fd), std::move(wake_fd),
-      std::move(callbacks)));
+  CCPOOL_TRY_ASSIGN(std::unique_ptr<EventLoop> loop, EventLoop::create());
+  [[maybe_unused]] auto watched = loop->watch(listen_fd.get(), EPOLLIN, kListenTag);
+  auto hub = std::unique_ptr<ConnectionHub>(
+      new ConnectionHub(owns_path ? socket_path : std::string(), std::move(listen_fd),
+                        std::move(loop), std::move(callbacks)));
   hub->m_socket_inode = inode;
   return hub;
 }
 
-ConnectionHub::ConnectionHub(std::string path, UniqueFd listen_fd, UniqueFd epoll_fd,
-                             UniqueFd wake_fd, Callbacks callbacks)
+ConnectionHub::ConnectionHub(std::string path, UniqueFd listen_fd, std::unique_ptr<EventLoop> loop,
+                             Callbacks callbacks)
     : m_path(std::move(path)),
       m_listen_fd(std::move(listen_fd)),
-      m_epoll_fd(std::move(epoll_fd)),
-      m_wake_fd(std::move(wake_fd)),
+      m_loop(std::move(loop)),
       m_callbacks(std::move(callbacks)) {
   m_last_activity_ns = now_ns();
 }
@@ -116,14 +104,9 @@ std::chrono::steady_clock::time_point ConnectionHub::last_activity() const {
       std::chrono::steady_clock::duration(m_last_activity_ns.load()));
 }
 
-void ConnectionHub::wake() {
-  uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(m_wake_fd.get(), &one, sizeof one);
-}
-
 void ConnectionHub::stop_accepting() {
   if (!m_listen_fd) return;
-  ::epoll_ctl(m_epoll_fd.get(), EPOLL_CTL_DEL, m_listen_fd.get(), nullptr);
+  m_loop->unwatch(m_listen_fd.get());
   m_listen_fd.reset();
   // An inherited socket (m_path empty) is systemd's; ours only while the path
   // still names the socket we bound.
@@ -169,7 +152,7 @@ void ConnectionHub::send(uint64_t conn_id, const ipc::Message& message, bool clo
       bytes.erase(0, written);
     }
     ++lane->queued;
-    std::lock_guard outbox_lock(m_outbox_mutex);
+    MutexLock outbox_lock(&m_outbox_mutex);
     m_outbox.push_back({conn_id, std::move(bytes), close_after});
   }
   wake();
@@ -177,23 +160,21 @@ void ConnectionHub::send(uint64_t conn_id, const ipc::Message& message, bool clo
 
 void ConnectionHub::run(const std::function<bool()>& should_stop,
                         const std::function<void()>& on_tick) {
-  epoll_event events[64];
   auto next_tick = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (!should_stop()) {
-    int n = ::epoll_wait(m_epoll_fd.get(), events, 64, 250);
-    for (int i = 0; i < n; ++i) {
-      uint64_t tag = events[i].data.u64;
-      if (tag == kListenTag) {
+    // A failed wait is a pass with no events, as an interrupted one.
+    std::span<const EventLoop::Event> events =
+        m_loop->wait(250).value_or(std::span<const EventLoop::Event>());
+    for (const EventLoop::Event& event : events) {
+      if (event.tag == kListenTag) {
         accept_all();
-      } else if (tag == kWakeTag) {
-        uint64_t value;
-        [[maybe_unused]] ssize_t r = ::read(m_wake_fd.get(), &value, sizeof value);
-      } else {
-        auto it = m_conns.find(tag);
+      } else if (event.tag != EventLoop::kWakeTag) {  // a wake-up only ends the wait
+        auto it = m_conns.find(event.tag);
         if (it == m_conns.end()) continue;
         Connection& conn = *it->second;
-        if (events[i].events & EPOLLOUT) write_some(conn);
-        if (m_conns.count(tag) && (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) {
+        if (event.events & EPOLLOUT) write_some(conn);
+        if (m_conns.count(event.tag) &&
+            (event.events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) {
           handle_readable(conn);
         }
       }
@@ -239,10 +220,7 @@ void ConnectionHub::accept_all() {
       conn->lane->fd = fd;
     }
     conn->peer = *peer;
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.u64 = conn->id;
-    ::epoll_ctl(m_epoll_fd.get(), EPOLL_CTL_ADD, fd, &ev);
+    [[maybe_unused]] auto watched = m_loop->watch(fd, EPOLLIN | EPOLLRDHUP, conn->id);
     ++m_counters.accepted;
     {
       MutexLock lock(&m_lanes_mutex);
@@ -363,10 +341,8 @@ void ConnectionHub::write_some(Connection& conn) {
   if (error != 0) {
     if (error == EAGAIN) {
       if (!conn.want_out) {
-        epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLRDHUP | EPOLLOUT;
-        ev.data.u64 = conn.id;
-        ::epoll_ctl(m_epoll_fd.get(), EPOLL_CTL_MOD, conn.fd.get(), &ev);
+        [[maybe_unused]] auto watched =
+            m_loop->rewatch(conn.fd.get(), EPOLLIN | EPOLLRDHUP | EPOLLOUT, conn.id);
         conn.want_out = true;
       }
       return;
@@ -375,10 +351,7 @@ void ConnectionHub::write_some(Connection& conn) {
     return;
   }
   if (conn.want_out) {
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.u64 = conn.id;
-    ::epoll_ctl(m_epoll_fd.get(), EPOLL_CTL_MOD, conn.fd.get(), &ev);
+    [[maybe_unused]] auto watched = m_loop->rewatch(conn.fd.get(), EPOLLIN | EPOLLRDHUP, conn.id);
     conn.want_out = false;
   }
   if (conn.closing) close_connection(conn.id);
@@ -387,7 +360,7 @@ void ConnectionHub::write_some(Connection& conn) {
 void ConnectionHub::close_connection(uint64_t conn_id) {
   auto it = m_conns.find(conn_id);
   if (it == m_conns.end()) return;
-  ::epoll_ctl(m_epoll_fd.get(), EPOLL_CTL_DEL, it->second->fd.get(), nullptr);
+  m_loop->unwatch(it->second->fd.get());
   {
     // No send() uses the descriptor after this, so closing it below cannot
     // make a reply land on a reused descriptor number.
@@ -406,7 +379,7 @@ void ConnectionHub::close_connection(uint64_t conn_id) {
 void ConnectionHub::drain_outbox() {
   std::deque<Outgoing> batch;
   {
-    std::lock_guard lock(m_outbox_mutex);
+    MutexLock lock(&m_outbox_mutex);
     batch.swap(m_outbox);
   }
   for (auto& item : batch) {
@@ -423,11 +396,11 @@ void ConnectionHub::flush_pending(std::chrono::milliseconds budget) {
     bool pending = false;
     for (auto& [id, conn] : m_conns) pending |= conn->out_pos < conn->out.size();
     if (!pending) return;
-    epoll_event events[64];
-    int n = ::epoll_wait(m_epoll_fd.get(), events, 64, 20);
-    for (int i = 0; i < n; ++i) {
-      auto it = m_conns.find(events[i].data.u64);
-      if (it != m_conns.end() && (events[i].events & EPOLLOUT)) write_some(*it->second);
+    auto events = m_loop->wait(20);
+    if (!events) continue;
+    for (const EventLoop::Event& event : *events) {
+      auto it = m_conns.find(event.tag);
+      if (it != m_conns.end() && (event.events & EPOLLOUT)) write_some(*it->second);
     }
   }
 }

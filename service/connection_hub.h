@@ -15,16 +15,16 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
-#include <vector>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "base/error.h"
-#include "base/thread_annotations.h"
+#include "base/event_loop.h"
 #include "base/fs.h"
+#include "base/thread_annotations.h"
 #include "ipc/protocol.h"
 #include "ipc/socket.h"
 
@@ -62,8 +62,8 @@ class ConnectionHub {
 
   // Thread-safe. Queues a whole frame for the connection (dropped if it is gone).
   void send(uint64_t conn_id, const ipc::Message& message, bool close_after = false);
-  // Thread-safe and async-signal-safe: interrupts epoll_wait.
-  void wake();
+  // Thread-safe and async-signal-safe: interrupts the loop's wait.
+  void wake() { m_loop->wake(); }
   // Closes the listening socket and unlinks its path unless it was inherited
   // (shutdown: stop accepting).
   void stop_accepting();
@@ -74,7 +74,6 @@ class ConnectionHub {
   std::chrono::steady_clock::time_point last_activity() const;
   const HubCounters& counters() const { return m_counters; }
   void note_protocol_error() { ++m_counters.protocol_errors; }
-  int wake_fd() const { return m_wake_fd.get(); }
 
  private:
   struct Connection;
@@ -85,7 +84,7 @@ class ConnectionHub {
     bool close_after;
   };
 
-  ConnectionHub(std::string path, UniqueFd listen_fd, UniqueFd epoll_fd, UniqueFd wake_fd,
+  ConnectionHub(std::string path, UniqueFd listen_fd, std::unique_ptr<EventLoop> loop,
                 Callbacks callbacks);
   void accept_all();
   void handle_readable(Connection& conn);
@@ -99,15 +98,16 @@ class ConnectionHub {
 
   std::string m_path;
   ino_t m_socket_inode = 0;  // stop_accepting unlinks m_path only while it is still our socket
-  UniqueFd m_listen_fd, m_epoll_fd, m_wake_fd;
+  UniqueFd m_listen_fd;
+  std::unique_ptr<EventLoop> m_loop;  // tags: kListenTag, EventLoop::kWakeTag, connection ids
   Callbacks m_callbacks;
   HubCounters m_counters;
   std::atomic<size_t> m_connection_count{0};
   std::atomic<int64_t> m_last_activity_ns{0};
   uint64_t m_next_conn_id = 1;                                      // I/O thread only
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> m_conns;  // I/O thread only
-  std::mutex m_outbox_mutex;
-  std::deque<Outgoing> m_outbox;  // guarded by m_outbox_mutex
+  Mutex m_outbox_mutex;
+  std::deque<Outgoing> m_outbox GUARDED_BY(m_outbox_mutex);
   Mutex m_lanes_mutex;
   std::unordered_map<uint64_t, std::shared_ptr<Lane>> m_lanes GUARDED_BY(m_lanes_mutex);  // open connections
 };

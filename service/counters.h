@@ -4,11 +4,11 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 
 #include "base/histogram.h"
+#include "base/thread_annotations.h"
 
 namespace ccpool::service {
 
@@ -19,7 +19,7 @@ class ReasonCounts {
  public:
   static constexpr size_t kMaxCodes = 256;
   void add(std::string_view code) {
-    std::lock_guard<std::mutex> lock(m_mutex);
+    MutexLock lock(&m_mutex);
     auto it = m_counts.find(code);
     if (it != m_counts.end()) {
       ++it->second;
@@ -30,13 +30,13 @@ class ReasonCounts {
     }
   }
   std::map<std::string, uint64_t> snapshot() const {
-    std::lock_guard<std::mutex> lock(m_mutex);
+    MutexLock lock(&m_mutex);
     return {m_counts.begin(), m_counts.end()};
   }
 
  private:
-  mutable std::mutex m_mutex;
-  std::map<std::string, uint64_t, std::less<>> m_counts;  // GUARDED_BY(m_mutex)
+  mutable Mutex m_mutex;
+  std::map<std::string, uint64_t, std::less<>> m_counts GUARDED_BY(m_mutex);
 };
 
 struct Counters {

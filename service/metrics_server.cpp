@@ -2,8 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <sys/eventfd.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,6 +21,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kDrainMs = 1000;
+constexpr uint64_t kListenTag = 0;  // connection ids start at 1
 
 std::string http_reply(std::string_view status, std::string_view type, const std::string& body,
                        bool head_only) {
@@ -57,7 +57,15 @@ struct Connection {
   bool draining = false;
   Clock::time_point deadline;
   uid_t uid = 0;
+  uint64_t id = 0;       // its tag in the event loop
+  uint32_t watched = 0;  // what the loop watches for it now (0: not yet)
+  uint32_t revents = 0;  // what the last wait reported for it
 };
+
+void close_connection(EventLoop& loop, Connection& c) {
+  loop.unwatch(c.fd.get());
+  c.fd.reset();
+}
 
 void send_busy(int fd, uid_t uid) {
   std::string busy = plain("503 Service Unavailable", "uid " + std::to_string(uid) + " has " +
@@ -69,7 +77,7 @@ void send_busy(int fd, uid_t uid) {
 // One more connection of `uid` may open: below its kMaxPerUid, or by closing
 // (503) its oldest connection still waiting for a request. false: every one
 // of its connections is being answered.
-bool make_room_for(std::vector<Connection>& conns, uid_t uid) {
+bool make_room_for(EventLoop& loop, std::vector<Connection>& conns, uid_t uid) {
   size_t open = 0;
   Connection* oldest_idle = nullptr;
   for (Connection& c : conns) {
@@ -80,7 +88,7 @@ bool make_room_for(std::vector<Connection>& conns, uid_t uid) {
   if (open < MetricsServer::kMaxPerUid) return true;
   if (!oldest_idle) return false;
   send_busy(oldest_idle->fd.get(), uid);
-  oldest_idle->fd.reset();
+  close_connection(loop, *oldest_idle);
   std::erase_if(conns, [](const Connection& c) { return !c.fd; });
   return true;
 }
@@ -136,57 +144,75 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(int port, Render ren
   }
   socklen_t len = sizeof addr;
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-  UniqueFd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!wake) return make_error(ErrorCode::kIo, std::string("eventfd: ") + std::strerror(errno));
+  CCPOOL_TRY_ASSIGN(std::unique_ptr<EventLoop> loop, EventLoop::create());
   return std::unique_ptr<MetricsServer>(
-      new MetricsServer(std::move(fd), std::move(wake), ntohs(addr.sin_port), std::move(render)));
+      new MetricsServer(std::move(fd), std::move(loop), ntohs(addr.sin_port), std::move(render)));
 }
 
-MetricsServer::MetricsServer(UniqueFd listen_fd, UniqueFd wake_fd, int port, Render render)
+MetricsServer::MetricsServer(UniqueFd listen_fd, std::unique_ptr<EventLoop> loop, int port,
+                             Render render)
     : m_listen_fd(std::move(listen_fd)),
-      m_wake_fd(std::move(wake_fd)),
+      m_loop(std::move(loop)),
       m_port(port),
       m_render(std::move(render)) {
   m_thread = std::thread([this] { run(); });
 }
 
 MetricsServer::~MetricsServer() {
-  uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(m_wake_fd.get(), &one, sizeof one);
+  m_loop->wake();
   if (m_thread.joinable()) m_thread.join();
 }
 
 void MetricsServer::run() {
   std::vector<Connection> conns;
+  uint64_t next_id = kListenTag + 1;
+  bool listening = false;
   for (;;) {
     auto now = Clock::now();
-    std::vector<pollfd> fds;
-    fds.push_back({m_wake_fd.get(), POLLIN, 0});
     // At the bound, new connections wait in the kernel's backlog.
-    fds.push_back({conns.size() < kMaxConnections ? m_listen_fd.get() : -1, POLLIN, 0});
+    if (listening != (conns.size() < kMaxConnections)) {
+      listening = !listening;
+      if (listening) {
+        [[maybe_unused]] auto watched = m_loop->watch(m_listen_fd.get(), EPOLLIN, kListenTag);
+      } else {
+        m_loop->unwatch(m_listen_fd.get());
+      }
+    }
     int timeout_ms = -1;
-    for (const Connection& c : conns) {
-      fds.push_back({c.fd.get(), static_cast<short>(c.replying && !c.draining ? POLLOUT : POLLIN), 0});
+    for (Connection& c : conns) {
+      uint32_t want = c.replying && !c.draining ? EPOLLOUT : EPOLLIN;
+      if (want != c.watched) {
+        [[maybe_unused]] auto watched = c.watched == 0 ? m_loop->watch(c.fd.get(), want, c.id)
+                                                       : m_loop->rewatch(c.fd.get(), want, c.id);
+        c.watched = want;
+      }
+      c.revents = 0;
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(c.deadline - now).count();
       int ms = left < 0 ? 0 : static_cast<int>(left) + 1;
       timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
     }
-    int rc = ::poll(fds.data(), fds.size(), timeout_ms);
-    if (rc < 0 && errno != EINTR) {
-      spdlog::error("metrics: poll failed: {}; the metrics endpoint stops", std::strerror(errno));
+    auto events = m_loop->wait(timeout_ms);
+    if (!events) {
+      spdlog::error("metrics: {}; the metrics endpoint stops", events.error().message);
       return;
     }
-    if (fds[0].revents != 0) return;
+    uint32_t listener_events = 0;
+    for (const EventLoop::Event& event : *events) {
+      if (event.tag == EventLoop::kWakeTag) return;
+      if (event.tag == kListenTag) listener_events = event.events;
+      for (Connection& c : conns) {
+        if (c.id == event.tag) c.revents = event.events;
+      }
+    }
     now = Clock::now();
-    for (size_t i = 0; i < conns.size(); ++i) {
-      Connection& c = conns[i];
-      short ev = fds[i + 2].revents;
+    for (Connection& c : conns) {
+      uint32_t ev = c.revents;
       bool done = false;
-      if (c.draining && (ev & (POLLIN | POLLHUP | POLLERR))) {
+      if (c.draining && (ev & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
         char buf[4096];
         ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
         done = n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
-      } else if (!c.replying && (ev & (POLLIN | POLLHUP | POLLERR))) {
+      } else if (!c.replying && (ev & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
         char buf[2048];
         ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
         if (n <= 0) {
@@ -202,7 +228,7 @@ void MetricsServer::run() {
             c.replying = true;
           }
         }
-      } else if (c.replying && (ev & (POLLOUT | POLLHUP | POLLERR))) {
+      } else if (c.replying && (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR))) {
         ssize_t n = ::send(c.fd.get(), c.out.data() + c.sent, c.out.size() - c.sent,
                            MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) c.sent += static_cast<size_t>(n);
@@ -213,23 +239,24 @@ void MetricsServer::run() {
           c.deadline = std::min(c.deadline, now + std::chrono::milliseconds(kDrainMs));
         }
       }
-      if (done || now >= c.deadline) c.fd.reset();
+      if (done || now >= c.deadline) close_connection(*m_loop, c);
     }
     std::erase_if(conns, [](const Connection& c) { return !c.fd; });
-    if (fds[1].revents & POLLIN) {
+    if (listener_events & EPOLLIN) {
       while (conns.size() < kMaxConnections) {
         int fd = ::accept4(m_listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;
         UniqueFd accepted(fd);
         auto uid = resp::tcp_peer_uid(fd);
         if (!uid) continue;  // gone already, or unknowable: not worth a slot
-        if (!make_room_for(conns, *uid)) {
+        if (!make_room_for(*m_loop, conns, *uid)) {
           send_busy(fd, *uid);
           continue;
         }
         Connection c;
         c.fd = std::move(accepted);
         c.uid = *uid;
+        c.id = next_id++;
         c.deadline = Clock::now() + std::chrono::milliseconds(kIoTimeoutMs);
         conns.push_back(std::move(c));
       }

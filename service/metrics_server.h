@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/event_loop.h"
 #include "base/fs.h"
 #include "service/metrics.h"
 
@@ -42,11 +43,12 @@ class MetricsServer {
   int port() const { return m_port; }
 
  private:
-  MetricsServer(UniqueFd listen_fd, UniqueFd wake_fd, int port, Render render);
+  MetricsServer(UniqueFd listen_fd, std::unique_ptr<EventLoop> loop, int port, Render render);
   void run();
 
   UniqueFd m_listen_fd;
-  UniqueFd m_wake_fd;
+  // Tags: kListenTag, connection ids, EventLoop::kWakeTag (stop).
+  std::unique_ptr<EventLoop> m_loop;
   int m_port;
   Render m_render;
   std::thread m_thread;

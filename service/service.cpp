@@ -7,7 +7,6 @@
 #include <atomic>
 #include <csignal>
 #include <ctime>
-#include <mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +14,7 @@
 #include "base/fault.h"
 #include "base/fs.h"
 #include "base/paths.h"
+#include "base/thread_annotations.h"
 #include "cache/record.h"
 #include "cache/store.h"
 #include "compiler/planner.h"
@@ -107,8 +107,8 @@ struct Service::Impl {
 
   // Store figures for status and metrics, refreshed with the periodic flush
   // in the arena: a full stats() scan never runs on the I/O thread.
-  std::mutex store_stats_mutex;
-  std::optional<StoreFigures> store_stats;  // guarded by store_stats_mutex
+  Mutex store_stats_mutex;
+  std::optional<StoreFigures> store_stats GUARDED_BY(store_stats_mutex);
 
   std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
   uint64_t last_front_commands = 0;
@@ -333,7 +333,7 @@ ServiceStatus Service::Impl::status_figures(const Readings& r) {
   s.protocol_errors = hub->counters().protocol_errors.load();
   s.store_errors = counters.store_errors.load();
   {
-    std::lock_guard lock(store_stats_mutex);
+    MutexLock lock(&store_stats_mutex);
     s.store = store_stats;
   }
   const remote::RemoteCounters& rc = r.remote;
@@ -431,7 +431,7 @@ void Service::Impl::refresh_store_stats() {
     return;
   }
   StoreFigures figures = store_figures(*stats);
-  std::lock_guard lock(store_stats_mutex);
+  MutexLock lock(&store_stats_mutex);
   store_stats = figures;
 }
 

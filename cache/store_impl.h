@@ -2,6 +2,7 @@
 // by store.cpp (get/put), store_admin.cpp (stats, gc, verify...) and archive.cpp.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -47,6 +48,7 @@ struct Store::Impl {
   Codec codec{1};
 
   std::shared_mutex env_mutex;  // shared: any open txn of this process; exclusive: map resize
+  std::atomic<uint64_t> read_txns{0};  // read transactions begun (Store::read_transactions)
   Mutex write_mutex;            // one write txn of this process at a time; taken before env_mutex
 
   Mutex touch_mutex;
@@ -72,6 +74,7 @@ struct Store::Impl {
         continue;
       }
       if (rc != 0) return tl::unexpected(lmdb_error(rc, "begin read"));
+      read_txns.fetch_add(1, std::memory_order_relaxed);
       return read(*txn);
     }
   }

@@ -151,7 +151,10 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
     }
   }
   impl->storage = std::make_unique<Storage>(*impl->store, impl->tier.get());
-  impl->planner = std::make_unique<compiler::Planner>();
+  compiler::PlannerOptions planner_options;
+  planner_options.validation_memo = true;
+  planner_options.validation_memo_drops_events = FaultInjector::instance().drops_fs_events();
+  impl->planner = std::make_unique<compiler::Planner>(std::move(planner_options));
   pool::SchedulerOptions sched;
   sched.jobs = options.jobs;
   sched.mem_budget = options.mem_budget;
@@ -325,6 +328,14 @@ nlohmann::json Service::Impl::status() {
   j["protocol_errors"] = hub->counters().protocol_errors.load();
   j["fallbacks"] = count_lines(state_dir + "/fallbacks.log");
   j["running_jobs"] = pipeline->running_jobs();
+  compiler::Planner::Counters pc = planner->counters();  // compiler/validation_memo.h
+  j["validation_memo"] = {{"enabled", planner->has_validation_memo()},
+                          {"served", pc.memo_served},
+                          {"learned", pc.memo_learned},
+                          {"refused", pc.memo_refused},
+                          {"probes", pc.memo_probes},
+                          {"resets", pc.memo_resets},
+                          {"watches", pc.memo_watches}};
   {
     std::lock_guard lock(store_stats_mutex);
     j["store"] = store_stats;

@@ -152,7 +152,7 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   }
   impl->storage = std::make_unique<Storage>(*impl->store, impl->tier.get());
   compiler::PlannerOptions planner_options;
-  planner_options.validation_memo = true;
+  planner_options.validation_memo = options.validation_memo;
   planner_options.validation_memo_drops_events = FaultInjector::instance().drops_fs_events();
   impl->planner = std::make_unique<compiler::Planner>(std::move(planner_options));
   pool::SchedulerOptions sched;

@@ -26,9 +26,9 @@ class GccMemoTest(E2ECase):
         rc, _, err = self.via(self.ARGS)
         self.assertEqual(rc, 0, err)
 
-    def warm(self, fault=None):
+    def warm(self, *args, fault=None):
         """A miss, a hit that teaches the memo, a hit the memo serves."""
-        self.start_service(jobs=2, fault=fault)
+        self.start_service(*args, jobs=2, fault=fault)
         self.put("inc/h.h", HEADER)
         self.put("k.c", SOURCE)
         os.makedirs(self.wpath("inc1"))
@@ -104,6 +104,13 @@ class GccMemoTest(E2ECase):
         self.assertEqual((learned["learned"], m["learned"], m["served"]), (0, 0, 0), m)
         self.assertGreater(m["refused"], 0, m)
         self.put("inc/h.h", "#define V 5\n")
+        self.assert_fresh()
+
+    def test_switched_off(self):
+        self.warm("--no-validation-memo")
+        m = self.memo()
+        self.assertEqual((m["enabled"], m["learned"], m["served"], m["watches"]), (False, 0, 0, 0), m)
+        self.put("inc/h.h", "#define V 7\n")
         self.assert_fresh()
 
     def test_header_appearing_in_a_searched_directory(self):

@@ -93,6 +93,7 @@ struct Node {
   uint64_t dev = 0, ino = 0;
   uint64_t changed = 0;  // its own content, attributes, deletion, move
   uint64_t entries = 0;  // directories: any entry created, deleted or moved
+  uint64_t named = 0;    // directories: the last event naming an entry (any of `names`)
   bool open_pending = false;  // files: opened by someone since the last writer probe
   uint32_t own_opens = 0;     // our own opens whose IN_OPEN is still to be read
   bool echoed = false;        // an event of this watch arrived: nothing depends on it before
@@ -108,7 +109,8 @@ struct Fact {
   Node* content = nullptr;  // 'f': probed for writers when opened since
   Node* listing = nullptr;  // 'd': its entries are the answer
   std::string path;         // 'f': where to probe
-  std::string answer;       // 'f': the digest's hex
+  std::string answer;       // not 'f'
+  Digest digest;            // 'f'
 };
 
 struct ValidationMemo::State {
@@ -215,6 +217,7 @@ struct ValidationMemo::State {
     if (n.dir) {
       if (e.len > 0 && e.name[0] != '\0') {
         n.names[e.name] = epoch;
+        n.named = epoch;
         if (e.mask & kEntryEvents) n.entries = epoch;
         if (n.names.size() > kMaxNamesPerDir) {
           n.changed = epoch;
@@ -384,7 +387,7 @@ struct ValidationMemo::State {
     }
     for (const auto& [n, name] : fact.names) {
       if (n->dead || !n->echoed || n->changed > since) return false;
-      if (n->names.empty()) continue;
+      if (n->named <= since) continue;  // no entry of it was named since: no need to look the name up
       auto it = n->names.find(name);
       if (it != n->names.end() && it->second > since) return false;
     }
@@ -440,6 +443,22 @@ struct ValidationMemo::State {
     return true;
   }
 
+  // The kept fact under `key` if it is still valid (counted as served);
+  // an invalid one is forgotten.
+  const Fact* find_valid(const std::string& key) REQUIRES(mutex) {
+    auto it = facts.find(key);
+    if (it == facts.end()) return nullptr;
+    uint64_t before = resets;
+    bool ok = valid(it->second);
+    if (resets != before) return nullptr;  // everything, `it` included, is gone
+    if (!ok) {
+      facts.erase(it);
+      return nullptr;
+    }
+    ++counters.served;
+    return &it->second;
+  }
+
   // Learns one item into `fact` (deps and answer); false: not kept.
   bool learn_one(const Item& item, DirListings& listings, WalkCache& cache, Fact& fact)
       REQUIRES(mutex) {
@@ -458,7 +477,7 @@ struct ValidationMemo::State {
         if (!hashed) return false;
         fact.content = final_node;
         fact.path = item.abs;
-        fact.answer = hashed->hex();
+        fact.digest = *hashed;
         break;
       }
       case 'n': {
@@ -531,23 +550,15 @@ void ValidationMemo::sync() {
 }
 
 std::optional<Digest> ValidationMemo::content(const std::string& abs) {
-  std::optional<std::string> hex = answer('f', abs);
-  return hex ? Digest::from_hex(*hex) : std::nullopt;
+  MutexLock lock(&m_state->mutex);
+  const Fact* fact = m_state->find_valid(key_of('f', abs, ""));
+  return fact ? std::optional<Digest>(fact->digest) : std::nullopt;
 }
 
 std::optional<std::string> ValidationMemo::answer(char kind, const std::string& abs, const std::string& extra) {
   MutexLock lock(&m_state->mutex);
-  auto it = m_state->facts.find(key_of(kind, abs, extra));
-  if (it == m_state->facts.end()) return std::nullopt;
-  uint64_t before = m_state->resets;
-  bool ok = m_state->valid(it->second);
-  if (m_state->resets != before) return std::nullopt;
-  if (!ok) {
-    m_state->facts.erase(it);
-    return std::nullopt;
-  }
-  ++m_state->counters.served;
-  return it->second.answer;
+  const Fact* fact = m_state->find_valid(key_of(kind, abs, extra));
+  return fact ? std::optional<std::string>(fact->answer) : std::nullopt;
 }
 
 void ValidationMemo::learn(const std::vector<Item>& items, DirListings& listings) {

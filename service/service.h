@@ -30,7 +30,10 @@ struct ServiceOptions {
   int listen_fd = -1;     // a listening socket passed by systemd; the service owns it
   std::string python_dir;  // holds the ccpool package the node pool's workers run (share/ccpool/python)
   std::chrono::milliseconds worker_idle_timeout{60'000};  // an idle compile worker exits after this
-  bool validation_memo = true;  // keep lookup answers across requests (compiler/validation_memo.h)
+  // Keep lookup answers across requests (compiler/validation_memo.h). Off by
+  // default: it holds inotify watches from the user's own limit, and until
+  // the other recorded checks are memoized too it measured no faster.
+  bool validation_memo = false;
 };
 
 inline constexpr const char* kVersion = "0.1.0";

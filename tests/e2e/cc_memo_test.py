@@ -26,9 +26,9 @@ class GccMemoTest(E2ECase):
         rc, _, err = self.via(self.ARGS)
         self.assertEqual(rc, 0, err)
 
-    def warm(self, *args, fault=None):
+    def warm(self, memo=True, fault=None):
         """A miss, a hit that teaches the memo, a hit the memo serves."""
-        self.start_service(*args, jobs=2, fault=fault)
+        self.start_service(*(["--validation-memo"] if memo else []), jobs=2, fault=fault)
         self.put("inc/h.h", HEADER)
         self.put("k.c", SOURCE)
         os.makedirs(self.wpath("inc1"))
@@ -107,7 +107,7 @@ class GccMemoTest(E2ECase):
         self.assert_fresh()
 
     def test_switched_off(self):
-        self.warm("--no-validation-memo")
+        self.warm(memo=False)  # the default
         m = self.memo()
         self.assertEqual((m["enabled"], m["learned"], m["served"], m["watches"]), (False, 0, 0, 0), m)
         self.put("inc/h.h", "#define V 7\n")

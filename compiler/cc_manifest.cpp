@@ -208,7 +208,7 @@ bool Planner::Impl::entry_holds(const ParsedEntry& pe, const ObservedView& view,
     if (!dirs.check(dir, g.names, g.absent)) return false;
     if (memo) learn->push_back(negative_item(dir, g, std::move(key), listings));
   }
-  return checks_hold(e, view, listings, &link_stats);
+  return checks_hold(e, view, listings, &link_stats, memo, learn);
 }
 
 Result<Finished> Planner::Impl::finish_cc(const Plan& plan, const RunFacts& run,

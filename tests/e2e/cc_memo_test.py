@@ -106,6 +106,25 @@ class GccMemoTest(E2ECase):
         self.put("inc/h.h", "#define V 5\n")
         self.assert_fresh()
 
+    def test_system_header_replaced_by_a_link_to_an_identical_copy(self):
+        """Same bytes, another real path: gcc canonicalizes a system header's
+        path (realpath), so its recorded real-path check no longer holds and
+        full validation misses; the memo must miss too."""
+        self.ARGS = ["gcc", "-O2", "-isystem", "inc", "-c", "k.c", "-o", "k.o"]
+        self.assert_memo_served(self.warm())
+        self.put("other/h.h", HEADER)
+        os.remove(self.wpath("inc/h.h"))
+        os.symlink(self.wpath("other/h.h"), self.wpath("inc/h.h"))
+        self.remove("k.o")
+        rc, _, err = self.direct(self.ARGS, env={"CCPOOL_DISABLE": "1"})
+        self.assertEqual(rc, 0, err)
+        want = self.bytes_of("k.o")
+        self.remove("k.o")
+        before = self.counters()
+        self.via_ok()
+        self.assert_delta(before, misses=1, hits=0, executions=1)
+        self.assertEqual(self.bytes_of("k.o"), want)
+
     def test_switched_off(self):
         self.warm(memo=False)  # the default
         m = self.memo()

@@ -8,9 +8,12 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <deque>
 #include <unordered_map>
 
+#include "base/fs.h"
 #include "base/thread_annotations.h"
 #include "compiler/dir_listing.h"
 #include "compiler/file_hasher.h"
@@ -250,6 +253,10 @@ struct ValidationMemo::State {
     if (it != nodes.end()) {
       Node* n = it->second.get();
       return n->dir == dir && n->fs_ok ? n : nullptr;
+    }
+    if (nodes.size() >= options.max_watches) {
+      ::inotify_rm_watch(inotify_fd, wd);  // a new one past the bound: the user's other programs need theirs
+      return nullptr;
     }
     auto node = std::make_unique<Node>();
     node->wd = wd;
@@ -512,6 +519,13 @@ struct ValidationMemo::State {
 std::unique_ptr<ValidationMemo> ValidationMemo::create(Options options) {
   auto state = std::make_unique<State>();
   state->options = std::move(options);
+  if (state->options.max_watches == 0) {
+    size_t limit = 8192;  // the kernel's old default
+    if (Result<std::string> text = read_file("/proc/sys/fs/inotify/max_user_watches")) {
+      limit = static_cast<size_t>(std::strtoull(text->c_str(), nullptr, 10));
+    }
+    state->options.max_watches = std::min<size_t>(limit / 4, kMaxWatches);
+  }
   state->epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
   if (state->epoll_fd < 0) return nullptr;
   {

@@ -61,6 +61,10 @@ class ValidationMemo {
     // content was read, before the fact is kept.
     bool drop_events = false;
     std::function<void(const std::string& path)> after_read;
+    // The most inotify watches the memo holds (they come out of the user's
+    // own fs.inotify.max_user_watches, shared with editors and IDEs); past
+    // it nothing new is kept. 0: a quarter of that limit, at most 65536.
+    size_t max_watches = 0;
   };
 
   // nullptr when inotify is not available (then every lookup validates).

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -122,6 +123,25 @@ TEST_F(ValidationMemoTest, UnwatchedFilesystemIsNeverKept) {
   EXPECT_EQ(look(h), std::nullopt);
   EXPECT_EQ(look(h), std::nullopt);
   EXPECT_EQ(m_memo->counters().learned, 0u);
+}
+
+TEST_F(ValidationMemoTest, NoWatchesPastTheBound) {
+  std::string h = m_dir + "/h.h";
+  put(h, "one\n");
+  size_t depth = std::count(m_dir.begin(), m_dir.end(), '/');  // directories from "/" to m_dir's parent
+  ValidationMemo::Options options;
+  options.max_watches = depth + 1;  // every directory, not the file
+  m_memo = ValidationMemo::create(std::move(options));
+  ASSERT_NE(m_memo, nullptr);
+  EXPECT_EQ(look(h), std::nullopt);
+  EXPECT_EQ(look(h), std::nullopt);
+  EXPECT_EQ(m_memo->counters().learned, 0u);
+  EXPECT_EQ(m_memo->counters().watches, depth + 1);
+  options = {};
+  options.max_watches = depth + 2;
+  m_memo = ValidationMemo::create(std::move(options));
+  EXPECT_EQ(look(h), std::nullopt);
+  EXPECT_EQ(look(h), digest_of("one\n"));
 }
 
 TEST_F(ValidationMemoTest, NegativeAnswerForgottenWhenTheNameAppears) {

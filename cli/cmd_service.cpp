@@ -334,8 +334,9 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--metrics-port", flags->metrics_port, "Serve Prometheus metrics at http://127.0.0.1:PORT/metrics");
   cmd->add_flag("--no-resp", flags->no_resp, "Do not start the Redis-protocol front");
   cmd->add_flag("--validation-memo", flags->validation_memo,
-                "Keep the answers of a hit's recorded file and absent-path lookups across requests while inotify "
-                "reports no change to them (also CCPOOL_VALIDATION_MEMO=1; uses inotify watches of your limit)");
+                "Keep the answers of a hit's recorded lookups (file contents, absent paths, types, real paths) "
+                "across requests while inotify reports no change to them (also CCPOOL_VALIDATION_MEMO=1; uses "
+                "inotify watches of your limit)");
   cmd->add_flag("--foreground", flags->foreground, "Do not daemonize; also log to stderr (implied under systemd socket activation)");
   cmd->callback([flags] { throw CLI::RuntimeError(serve(*flags)); });
 }

@@ -31,8 +31,7 @@ struct ServiceOptions {
   std::string python_dir;  // holds the ccpool package the node pool's workers run (share/ccpool/python)
   std::chrono::milliseconds worker_idle_timeout{60'000};  // an idle compile worker exits after this
   // Keep lookup answers across requests (compiler/validation_memo.h). Off by
-  // default: it holds inotify watches from the user's own limit, and until
-  // the other recorded checks are memoized too it measured no faster.
+  // default: it holds inotify watches from the user's own limit.
   bool validation_memo = false;
 };
 

@@ -15,6 +15,8 @@
 //   throw_in_start=N     the Nth job start throws (0 = every start)
 //   delay_finish=MS      hold each finished execution MS before its result is
 //                        collected: its flight stays joinable with its tool gone
+//   drop_fs_events=1     the validation memo reads and drops every inotify event
+//                        (a filesystem that reports no changes)
 #pragma once
 
 #include <atomic>
@@ -42,6 +44,7 @@ class FaultInjector {
   bool should_throw_in_request();    // counts requests
   bool should_throw_in_start();      // counts job starts
   int64_t finish_delay_ms() const { return m_delay_finish_ms; }
+  bool drops_fs_events() const { return m_drop_fs_events; }
 
  private:
   std::string m_spec;
@@ -56,6 +59,7 @@ class FaultInjector {
   std::atomic<int64_t> m_request_count{0};
   std::atomic<int64_t> m_start_count{0};
   int64_t m_delay_finish_ms = 0;
+  bool m_drop_fs_events = false;
   std::atomic<int64_t> m_exec_count{0};
   std::atomic<int64_t> m_reply_count{0};
   std::atomic<int64_t> m_store_write_count{0};

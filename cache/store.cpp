@@ -115,6 +115,7 @@ Store::~Store() {
 
 const std::string& Store::dir() const { return m_impl->dir; }
 uint64_t Store::max_size() const { return m_impl->options.max_size; }
+uint64_t Store::read_transactions() const { return m_impl->read_txns.load(std::memory_order_relaxed); }
 
 Result<PreparedEntry> Store::Impl::prepare(const Digest& key, const Entry& entry) {
   PreparedEntry p;
@@ -279,7 +280,7 @@ void Store::Impl::evict_corrupt(const Digest& key, const std::string& problem) {
   if (!r) spdlog::warn("cache: could not evict corrupt entry {}: {}", key.hex(), r.error().message);
 }
 
-Result<std::optional<Entry>> Store::get(const Digest& key) {
+Result<std::optional<Entry>> Store::get(const Digest& key, Expired expired) {
   auto entry = m_impl->run_read<std::optional<Entry>>(
       [&](lmdb::Txn& txn) { return m_impl->read_entry(txn, key, true); });
   if (!entry && entry.error().code == ErrorCode::kCorruption) {
@@ -288,8 +289,8 @@ Result<std::optional<Entry>> Store::get(const Digest& key) {
   }
   if (!entry) return entry;
   bool hit = entry->has_value() && ((*entry)->expires_ms == 0 || (*entry)->expires_ms > now_ms());
-  if (!hit) entry->reset();
   m_impl->record_use(key, hit, hit ? (*entry)->time_saved_ms : 0);
+  if (!hit && expired == Expired::kHide) entry->reset();
   bool full;
   {
     MutexLock lock(&m_impl->touch_mutex);

@@ -84,6 +84,11 @@ struct StoreStats {
   std::map<std::string, uint64_t> events;  // count_event() totals by name
 };
 
+// Store::get of an entry whose expiry passed: kHide answers nullopt; kKeep
+// returns it (still counted as a miss, not touched), for a caller that must
+// tell "expired here" from "absent" without a second read.
+enum class Expired { kHide, kKeep };
+
 enum class SortBy { kUsed, kSize, kHits };
 
 struct GcOptions {
@@ -135,7 +140,7 @@ class Store {
 
   // Verified bodies; corrupt -> evict+count+log, returns nullopt; counts hit/miss; records the use
   // for LRU (buffered, not a write txn per get).
-  Result<std::optional<Entry>> get(const Digest& key);
+  Result<std::optional<Entry>> get(const Digest& key, Expired expired = Expired::kHide);
   // No counters, no touch (for show/ls). Without bodies, outputs carry name/mode/size/checksum only.
   Result<std::optional<Entry>> peek(const Digest& key, bool with_bodies);
   // Replaces. Enforces max_size by evicting LRU; on MDB_MAP_FULL grows and retries. Failure is
@@ -188,6 +193,9 @@ class Store {
 
   const std::string& dir() const;
   uint64_t max_size() const;
+  // Read transactions this Store began (get, peek, get_packed, stats...): what
+  // a test counts to prove a path reads the store once.
+  uint64_t read_transactions() const;
 
   // Test seam: flips bytes inside the stored (compressed) body of output `output_index`.
   Result<void> corrupt_body_for_testing(const Digest& key, size_t output_index);

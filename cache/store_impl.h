@@ -2,6 +2,7 @@
 // by store.cpp (get/put), store_admin.cpp (stats, gc, verify...) and archive.cpp.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -49,6 +50,7 @@ struct Store::Impl {
   // txn of this process at a time and is taken before env_mutex.
   SharedMutex env_mutex;
   Mutex write_mutex ACQUIRED_BEFORE(env_mutex);
+  std::atomic<uint64_t> read_txns{0};  // read transactions begun (Store::read_transactions)
 
   Mutex touch_mutex;
   std::unordered_map<Digest, Usage> touches GUARDED_BY(touch_mutex);  // hits are deltas
@@ -73,6 +75,7 @@ struct Store::Impl {
         continue;
       }
       if (rc != 0) return tl::unexpected(lmdb_error(rc, "begin read"));
+      read_txns.fetch_add(1, std::memory_order_relaxed);
       return read(*txn);
     }
   }

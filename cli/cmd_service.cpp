@@ -39,6 +39,7 @@ struct ServeFlags {
   bool remote_unsigned = false;
   int metrics_port = -1;
   bool no_resp = false;
+  bool validation_memo = false;
   bool foreground = false;
 };
 
@@ -105,6 +106,7 @@ service::ServiceOptions resolve(const ServeFlags& f) {
     o.remote = r;
   }
   o.resp_enabled = !f.no_resp;
+  o.validation_memo = f.validation_memo || env_or("CCPOOL_VALIDATION_MEMO", "0") != "0";
   if (f.metrics_port > 65535 || f.metrics_port < -1) {
     fail(kExitUsage, "invalid --metrics-port " + std::to_string(f.metrics_port) + "; use 1-65535 (0: any free port)");
   }
@@ -336,6 +338,10 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--resp-password-file", flags->resp_password_file, "Require AUTH with the password in this file on the Redis-protocol front");
   cmd->add_option("--metrics-port", flags->metrics_port, "Serve Prometheus metrics at http://127.0.0.1:PORT/metrics");
   cmd->add_flag("--no-resp", flags->no_resp, "Do not start the Redis-protocol front");
+  cmd->add_flag("--validation-memo", flags->validation_memo,
+                "Keep the answers of a hit's recorded lookups (file contents, absent paths, types, real paths) "
+                "across requests while inotify reports no change to them (also CCPOOL_VALIDATION_MEMO=1; uses "
+                "inotify watches of your limit)");
   cmd->add_flag("--foreground", flags->foreground, "Do not daemonize; also log to stderr (implied under systemd socket activation)");
   cmd->callback([flags] { throw CLI::RuntimeError(serve(*flags)); });
 }

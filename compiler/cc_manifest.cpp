@@ -134,15 +134,50 @@ Result<std::optional<Digest>> Planner::Impl::lookup_cc(const Plan& plan,
   if (!manifest) return std::optional<Digest>();
   DirListings::Scope dirs(listings);  // this lookup's directory stats, shared by its entries
   ObservedView view{cc.cwd, plan.run_env};
+  // The memo only for a requester who sees the files as the service does;
+  // what the kernel reported since the last lookup is read first.
+  ValidationMemo* kept = memo && memo->in_own_view() ? memo.get() : nullptr;
+  if (kept) kept->sync();
   for (const ParsedEntry& pe : manifest->entries) {
     const ManifestEntry& e = pe.entry;
-    if (!pe.key_ok || !entry_holds(pe, view, dirs)) continue;
+    std::vector<ValidationMemo::Item> learn;
+    if (!pe.key_ok || !entry_holds(pe, view, dirs, kept, &learn)) continue;
+    if (kept) kept->learn(learn, listings);
     return std::optional<Digest>(e.result_key);
   }
   return std::optional<Digest>();
 }
 
-bool Planner::Impl::entry_holds(const ParsedEntry& pe, const ObservedView& view, DirListings::Scope& dirs) {
+namespace {
+
+// The memo's key for one negative group: its names, in order.
+std::string names_key(const NegativeGroup& g) {
+  Hasher h;
+  h.add_u64(g.names.size());
+  for (const std::string& n : g.names) h.add_field(n);
+  h.add_u64(g.absent.size());
+  for (const std::string& a : g.absent) h.add_field(a);
+  return h.digest().hex();
+}
+
+ValidationMemo::Item negative_item(const std::string& dir, const NegativeGroup& g, std::string key,
+                                   DirListings& listings) {
+  ValidationMemo::Item item;
+  item.kind = 'n';
+  item.abs = dir;
+  item.extra = std::move(key);
+  item.names = g.names;
+  item.names.insert(item.names.end(), g.absent.begin(), g.absent.end());
+  item.compute = [&listings, dir, names = g.names, absent = g.absent] {
+    return listings.check(dir, names, absent) ? std::string("1") : std::string("0");
+  };
+  return item;
+}
+
+}  // namespace
+
+bool Planner::Impl::entry_holds(const ParsedEntry& pe, const ObservedView& view, DirListings::Scope& dirs,
+                                ValidationMemo* memo, std::vector<ValidationMemo::Item>* learn) {
   const ManifestEntry& e = pe.entry;
   // Environment and cwd first (no system call), then every file by content
   // (memoized by stat), absent paths one parent directory at a time
@@ -153,15 +188,27 @@ bool Planner::Impl::entry_holds(const ParsedEntry& pe, const ObservedView& view,
   LinkStats link_stats;
   for (const auto& [path, digest] : e.files) {
     std::string abs = absolute_path(path, view.cwd);
+    if (memo) {
+      if (std::optional<Digest> content = memo->content(abs)) {
+        if (*content != digest) return false;
+        continue;
+      }
+      ValidationMemo::Item item;
+      item.abs = abs;
+      learn->push_back(std::move(item));
+    }
     const std::optional<FileStat>& st = link_stats.of(abs);
     Result<HashedFile> f = st && !S_ISLNK(st->mode) ? hasher.hash(abs, *st) : hasher.hash(abs);
     if (!f || f->content != digest) return false;
   }
   for (const NegativeGroup& g : pe.groups) {
     std::string dir = g.dir.empty() ? (view.cwd.empty() ? "." : view.cwd) : absolute_path(g.dir, view.cwd);
+    std::string key = memo ? names_key(g) : std::string();
+    if (memo && memo->answer('n', dir, key) == "1") continue;
     if (!dirs.check(dir, g.names, g.absent)) return false;
+    if (memo) learn->push_back(negative_item(dir, g, std::move(key), listings));
   }
-  return checks_hold(e, view, listings, &link_stats);
+  return checks_hold(e, view, listings, &link_stats, memo, learn);
 }
 
 Result<Finished> Planner::Impl::finish_cc(const Plan& plan, const RunFacts& run,

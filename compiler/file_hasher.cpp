@@ -1,8 +1,11 @@
 #include "compiler/file_hasher.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 
 namespace ccpool::compiler {
 namespace {
@@ -20,6 +23,20 @@ std::optional<FileStat> stat_path(const std::string& path) {
   out.ctime_ns = int64_t{st.st_ctim.tv_sec} * 1000000000 + st.st_ctim.tv_nsec;
   out.mode = st.st_mode;
   return out;
+}
+
+Result<Digest> hash_descriptor(int fd, const std::string& path) {
+  Hasher hasher;
+  char buf[64 * 1024];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) return hasher.digest();
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return make_error(ErrorCode::kIo, "cannot read '" + path + "': " + std::strerror(errno));
+    }
+    hasher.update(std::string_view(buf, static_cast<size_t>(n)));
+  }
 }
 
 size_t FileHasher::KeyHash::operator()(const Key& k) const noexcept {

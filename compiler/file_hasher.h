@@ -33,6 +33,11 @@ struct HashedFile {
   FileStat stat;
 };
 
+// The content digest of the file open as `fd` (read from its current offset
+// to the end; the same digest as FileHasher's), never memoized. `path` names
+// it in errors.
+Result<Digest> hash_descriptor(int fd, const std::string& path);
+
 class FileHasher {
  public:
   // Hashes a regular file's content (memoized). kNotFound when missing,

@@ -510,15 +510,48 @@ const std::optional<FileStat>& LinkStats::of(const std::string& abs) {
   return m_memo.emplace(abs, out).first->second;
 }
 
-bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListings& listings, LinkStats* link_stats) {
+namespace {
+
+// Answers that depend only on how a path resolves and on the final inode's
+// type and permissions: what the validation memo's watches cover. Not 'm'
+// (size and mtime), 'o' (an open's errno) or the environment's.
+bool memoizable_check(char kind) {
+  return kind == 't' || kind == 'l' || kind == 'k' || kind == 'r' || kind == 'a';
+}
+
+ValidationMemo::Item check_item(char kind, const std::string& abs, const std::string& recorded,
+                                const std::string& cwd) {
+  ValidationMemo::Item item;
+  item.kind = kind;
+  item.abs = abs;
+  item.extra = kind == 'a' ? recorded : std::string();  // the mode asked
+  item.follow_last = kind != 'l' && kind != 'r';
+  // Asked again once the watches exist, without this lookup's shared stats.
+  item.compute = [kind, abs, recorded, cwd] {
+    return answer_now(kind, abs, recorded, cwd, std::vector<std::string>(), nullptr, nullptr);
+  };
+  return item;
+}
+
+}  // namespace
+
+bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListings& listings, LinkStats* link_stats,
+                 ValidationMemo* memo, std::vector<ValidationMemo::Item>* learn) {
   RealPaths real(link_stats);
   if (!environment_holds(entry, view)) return false;
   for (const ManifestCheck& c : entry.checks) {
     if (c.kind == 'e' || c.kind == 'g') continue;
     std::string abs = is_path_check(c.kind) ? lexical_absolute(c.path, view.cwd) : c.path;
-    if (answer_now(c.kind, abs, c.answer, view.cwd, view.env, &real, link_stats) != expand_cwd(c.answer, view.cwd)) {
-      return false;
+    std::string want = expand_cwd(c.answer, view.cwd);
+    bool kept = memo && learn && memoizable_check(c.kind) && !abs.empty() && abs[0] == '/';
+    if (kept) {
+      if (std::optional<std::string> answer = memo->answer(c.kind, abs, c.kind == 'a' ? c.answer : std::string())) {
+        if (*answer != want) return false;
+        continue;
+      }
     }
+    if (answer_now(c.kind, abs, c.answer, view.cwd, view.env, &real, link_stats) != want) return false;
+    if (kept) learn->push_back(check_item(c.kind, abs, c.answer, view.cwd));
   }
   for (const auto& [path, digest] : entry.dirs) {
     std::optional<Digest> names = listings.names_digest(lexical_absolute(path, view.cwd));

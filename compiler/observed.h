@@ -28,6 +28,7 @@
 #include "compiler/file_hasher.h"
 #include "compiler/manifest.h"
 #include "compiler/trace_record.h"
+#include "compiler/validation_memo.h"
 #include "compiler/why_not.h"
 
 namespace ccpool::compiler {
@@ -78,8 +79,11 @@ class LinkStats {
 
 // True when every check of `entry` other than its files and absent paths
 // (validated by the caller, memoized) gives the recorded answer for `view`.
+// With `memo`: a type, link, real-path or access answer the memo still
+// vouches for is not asked again, and what was asked is added to `learn`.
 bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListings& listings,
-                 LinkStats* link_stats = nullptr);
+                 LinkStats* link_stats = nullptr, ValidationMemo* memo = nullptr,
+                 std::vector<ValidationMemo::Item>* learn = nullptr);
 
 // "\x01" at the start of an answer stands for the job's cwd.
 inline constexpr char kCwdMark = '\x01';

@@ -193,12 +193,29 @@ Planner::Planner() : Planner(PlannerOptions{}) {}
 
 Planner::Planner(PlannerOptions options) : m_impl(std::make_unique<Impl>()) {
   m_impl->trace_library = find_trace_library(std::move(options.trace_library));
+  if (options.validation_memo) {
+    ValidationMemo::Options memo;
+    memo.drop_events = options.validation_memo_drops_events;
+    m_impl->memo = ValidationMemo::create(std::move(memo));
+  }
 }
 Planner::~Planner() = default;
 
 Planner::Counters Planner::counters() const {
-  return Counters{m_impl->manifest_parses.load(), m_impl->listings.reads()};
+  Counters c{m_impl->manifest_parses.load(), m_impl->listings.reads()};
+  if (m_impl->memo) {
+    ValidationMemo::Counters m = m_impl->memo->counters();
+    c.memo_served = m.served;
+    c.memo_learned = m.learned;
+    c.memo_refused = m.refused;
+    c.memo_probes = m.probes;
+    c.memo_resets = m.resets;
+    c.memo_watches = m.watches;
+  }
+  return c;
 }
+
+bool Planner::has_validation_memo() const { return m_impl->memo != nullptr; }
 
 Result<Plan> Planner::plan(const Request& request, const std::string& work_dir) {
   if (request.argv.empty() || request.program.empty() || request.program[0] != '/') {

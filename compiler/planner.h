@@ -122,6 +122,13 @@ struct PlannerOptions {
   // running executable; when none exists, C/C++ compiles pass through
   // (trace_unavailable).
   std::string trace_library;
+  // Keep the answers of recorded lookups across requests, re-checking only
+  // what the kernel reported changed (compiler/validation_memo.h; the
+  // service). Off: every lookup validates every recorded answer.
+  bool validation_memo = false;
+  // Test seam: the memo's events are read and dropped (a filesystem that
+  // reports nothing); lookups must then validate in full.
+  bool validation_memo_drops_events = false;
 };
 
 class Planner {
@@ -181,8 +188,13 @@ class Planner {
   struct Counters {
     uint64_t manifest_parses = 0;
     uint64_t directory_reads = 0;
+    // The validation memo (zero without it): answers served without their
+    // own system calls, kept, refused, writer probes, resets, watches held.
+    uint64_t memo_served = 0, memo_learned = 0, memo_refused = 0;
+    uint64_t memo_probes = 0, memo_resets = 0, memo_watches = 0;
   };
   Counters counters() const;
+  bool has_validation_memo() const;  // asked for, and inotify available
 
   struct Impl;
 

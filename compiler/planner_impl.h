@@ -21,6 +21,7 @@
 #include "compiler/planner.h"
 #include "compiler/reason_code.h"
 #include "compiler/subprocess.h"
+#include "compiler/validation_memo.h"
 #include "compiler/why_not.h"
 #include "base/thread_annotations.h"
 
@@ -180,7 +181,11 @@ struct Planner::Impl {
                        const ManifestStorage& manifests);
   Result<std::optional<Digest>> lookup_cc(const Plan& plan, const ManifestStorage& manifests);
   // Whether every recorded lookup of `pe` gives the same answer for `view`.
-  bool entry_holds(const ParsedEntry& pe, const ObservedView& view, DirListings::Scope& dirs);
+  // With `memo`: files and absent paths the memo still vouches for are not
+  // checked again, and what was checked is added to `learn` (to be kept once
+  // the whole entry held).
+  bool entry_holds(const ParsedEntry& pe, const ObservedView& view, DirListings::Scope& dirs,
+                   ValidationMemo* memo = nullptr, std::vector<ValidationMemo::Item>* learn = nullptr);
   Result<Finished> finish_cc(const Plan& plan, const RunFacts& run, const ManifestStorage& manifests);
 
   // Scan flags and include spellings of a file's content, memoized by
@@ -195,6 +200,7 @@ struct Planner::Impl {
   static constexpr size_t kMaxParsedManifests = 256;  // memo cleared when full
   DirListings listings;
   std::atomic<uint64_t> manifest_parses{0};
+  std::unique_ptr<ValidationMemo> memo;  // PlannerOptions::validation_memo; null: off or no inotify
 
   // The memo tables: scans by content, parsed manifests by bytes, families
   // and helper outputs by tool identity. Each lookup copies out under the

@@ -161,7 +161,10 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
     }
   }
   impl->storage = std::make_unique<Storage>(*impl->store, impl->tier.get());
-  impl->planner = std::make_unique<compiler::Planner>();
+  compiler::PlannerOptions planner_options;
+  planner_options.validation_memo = options.validation_memo;
+  planner_options.validation_memo_drops_events = options.faults->drops_fs_events();
+  impl->planner = std::make_unique<compiler::Planner>(std::move(planner_options));
   pool::SchedulerOptions sched;
   sched.jobs = options.jobs;
   sched.mem_budget = options.mem_budget;
@@ -376,6 +379,14 @@ nlohmann::json Service::Impl::status() {
   j["store_largest_batch"] = commits.largest_batch;
   j["store_coalesced_puts"] = commits.coalesced;
   j["running_jobs"] = pipeline->running_jobs();
+  compiler::Planner::Counters pc = planner->counters();  // compiler/validation_memo.h
+  j["validation_memo"] = {{"enabled", planner->has_validation_memo()},
+                          {"served", pc.memo_served},
+                          {"learned", pc.memo_learned},
+                          {"refused", pc.memo_refused},
+                          {"probes", pc.memo_probes},
+                          {"resets", pc.memo_resets},
+                          {"watches", pc.memo_watches}};
   j["metrics_port"] = metrics ? metrics->port() : 0;
   j["remote_skipped"] = r.remote.skipped;
   const workers::WorkerPoolStats& ws = r.workers;

@@ -14,9 +14,10 @@ Storage::Storage(cache::Store& local, remote::Tier* tier, cache::GroupCommitter:
       m_tier(tier),
       m_commit(std::make_unique<cache::GroupCommitter>(local, std::move(writer), cache::GroupCommitOptions{})) {}
 
-std::optional<cache::Entry> Storage::read_local(const Digest& key, Bodies bodies, Touch touch) {
+std::optional<cache::Entry> Storage::read_local(const Digest& key, Bodies bodies, Touch touch,
+                                                cache::Expired expired) {
   Result<std::optional<cache::Entry>> entry =
-      touch == Touch::kCount ? m_local.get(key) : m_local.peek(key, bodies == Bodies::kWith);
+      touch == Touch::kCount ? m_local.get(key, expired) : m_local.peek(key, bodies == Bodies::kWith);
   if (!entry) {
     spdlog::warn("cannot read {} from the store: {}", key.hex(), entry.error().message);
     return std::nullopt;
@@ -29,9 +30,9 @@ std::optional<Found> Storage::get(const Digest& key, Bodies bodies, Touch touch)
   return get_remote(key, bodies, touch);
 }
 
-std::optional<Found> Storage::get_local(const Digest& key, Bodies bodies, Touch touch) {
+std::optional<Found> Storage::get_local(const Digest& key, Bodies bodies, Touch touch, cache::Expired expired) {
   auto started = std::chrono::steady_clock::now();
-  std::optional<cache::Entry> local = read_local(key, bodies, touch);
+  std::optional<cache::Entry> local = read_local(key, bodies, touch, expired);
   m_local_latency.observe_since(started);
   if (local) return Found{std::move(*local), Source::kLocal};
   return std::nullopt;

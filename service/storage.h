@@ -55,8 +55,11 @@ class Storage {
                            Touch touch = Touch::kCount);
   // get() in two halves, for callers that decide between them (the Redis
   // front's DEL tombstones): the node store only; the tier only (its value is
-  // stored locally, then read back from the node store).
-  std::optional<Found> get_local(const Digest& key, Bodies bodies = Bodies::kWith, Touch touch = Touch::kCount);
+  // stored locally, then read back from the node store). get_local with
+  // cache::Expired::kKeep also returns an entry whose expiry passed (a peek,
+  // Touch::kPeek, always does).
+  std::optional<Found> get_local(const Digest& key, Bodies bodies = Bodies::kWith, Touch touch = Touch::kCount,
+                                 cache::Expired expired = cache::Expired::kHide);
   std::optional<Found> get_remote(const Digest& key, Bodies bodies = Bodies::kWith, Touch touch = Touch::kCount);
   // Writes a value another node made (already verified by the tier's envelope)
   // into the node store. False when the store refused it.
@@ -80,7 +83,8 @@ class Storage {
   Histogram::Snapshot tier_latency() const { return m_tier_latency.snapshot(); }
 
  private:
-  std::optional<cache::Entry> read_local(const Digest& key, Bodies bodies, Touch touch);
+  std::optional<cache::Entry> read_local(const Digest& key, Bodies bodies, Touch touch,
+                                        cache::Expired expired = cache::Expired::kHide);
   void write_behind(const Digest& key);
 
   cache::Store& m_local;

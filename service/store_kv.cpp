@@ -23,21 +23,21 @@ Digest StoreKv::store_key(std::string_view redis_key) {
 // once the write-back lands, on every node.
 constexpr int64_t kDeletedExpiry = 1;
 
-// A local DEL wins over the tier: until its tombstone reaches Redis the tier
-// may still hold the old value, which must not be fetched back.
-bool StoreKv::deleted_here(const Digest& key) {
-  auto local = m_storage.local().peek(key, false);
-  return local && *local && (*local)->expires_ms == kDeletedExpiry;
-}
-
 // A value in the node store is served without more ado; only a key the node
 // store does not have is looked up in the tier, and then not when the node
-// store holds its DEL tombstone (so a GET hit is one store read).
+// store holds its DEL tombstone: a local DEL wins over the tier, which may
+// still hold the old value until the tombstone reaches Redis. One store read
+// answers both (it keeps expired entries, the tombstone among them), so a GET
+// reads the node store once.
 std::optional<cache::Entry> StoreKv::load(const Digest& key, bool with_bodies) {
   Bodies bodies = with_bodies ? Bodies::kWith : Bodies::kWithout;
   Touch touch = with_bodies ? Touch::kCount : Touch::kPeek;
-  std::optional<Found> found = m_storage.get_local(key, bodies, touch);
-  if (!found && m_storage.has_tier() && !deleted_here(key)) {
+  std::optional<Found> found = m_storage.get_local(key, bodies, touch, cache::Expired::kKeep);
+  bool tombstone = found && found->entry.expires_ms == kDeletedExpiry;
+  // A counted read treats a value that merely expired as absent (the tier may
+  // hold a newer one); a peek never asked the tier about a key it found.
+  if (found && !tombstone && touch == Touch::kCount && !live(found->entry)) found.reset();
+  if (!found && m_storage.has_tier()) {
     found = m_storage.get_remote(key, bodies, touch);
     if (found) ++m_remote_hits;
   }

@@ -32,7 +32,6 @@ class StoreKv : public resp::KvBackend {
 
  private:
   std::optional<cache::Entry> load(const Digest& key, bool with_bodies);
-  bool deleted_here(const Digest& key);  // the local entry is a DEL tombstone
   bool save(const Digest& key, const cache::Entry& entry);
   static cache::Entry blob(std::string_view key, std::string_view value, int64_t expires_at_ms);
 

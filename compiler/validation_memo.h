@@ -1,0 +1,121 @@
+// Answers of recorded lookups kept across requests (docs/cache-keys.md,
+// "The validation memo"): a file's content, a path's type, real path or
+// access answer, a directory's names, "no regular file here". A fact is
+// served without a system call only while the kernel has reported nothing
+// that could change it (inotify), so a repeated hit re-checks only what can
+// have changed.
+//
+// The rule that makes a fact safe to keep:
+// - every directory the path's resolution went through is watched (entries
+//   created, deleted or moved; its own attributes, deletion or move), and so
+//   is the file itself, by inode (written, truncated, attributes, moved,
+//   deleted; and opened: see below). A change made through any name (a hard
+//   link, a bind mount) is reported on the inode's watch;
+// - the watches exist before the answer is read, and a fact is kept only if
+//   no event arrived between the first watch and the read's end (a change in
+//   that window, within one timestamp tick or not, refuses it);
+// - writes through a shared mapping report nothing, but they need the file
+//   open for writing: a file is kept only when a read lease can be taken on
+//   it (F_SETLEASE fails while anyone holds it open for writing or mapped
+//   writable), and any later open of it, by anyone, makes the next use take
+//   that probe again before the fact is believed. A file we cannot probe (not
+//   ours, no CAP_LEASE) is never kept;
+// - only filesystems whose every change goes through this kernel's VFS are
+//   watched (ext2/3/4, xfs, btrfs, tmpfs): on NFS, FUSE, overlayfs and the
+//   rest a change can happen without an event, so their paths are validated
+//   on every request, as without the memo;
+// - no fact depends on a watch before an event of it arrived: each new
+//   watch is followed by the memo's own open of its inode, whose IN_OPEN
+//   must come back (an inotify instance that reports nothing keeps nothing);
+// - a lost event (queue overflow) or a change of the mount table
+//   (/proc/self/mountinfo) forgets everything.
+// Used only for requesters in the service's own mount namespace and root
+// (in_own_view()).
+//
+// Thread-safe: one lock orders every call; learning holds it while it reads.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/hash.h"
+
+namespace ccpool::compiler {
+
+class DirListings;
+
+class ValidationMemo {
+ public:
+  struct Options {
+    // Whether inotify reports every change on a filesystem of this statfs
+    // f_type; null: the built-in list.
+    std::function<bool(int64_t fs_type)> reports_events;
+    // Test seams: events are read and dropped (a filesystem that reports
+    // nothing); a hook that runs after a file's watches exist and its
+    // content was read, before the fact is kept.
+    bool drop_events = false;
+    std::function<void(const std::string& path)> after_read;
+    // The most inotify watches the memo holds (they come out of the user's
+    // own fs.inotify.max_user_watches, shared with editors and IDEs); past
+    // it nothing new is kept. 0: a quarter of that limit, at most 65536.
+    size_t max_watches = 0;
+  };
+
+  // nullptr when inotify is not available (then every lookup validates).
+  static std::unique_ptr<ValidationMemo> create(Options options);
+  ~ValidationMemo();
+  ValidationMemo(const ValidationMemo&) = delete;
+  ValidationMemo& operator=(const ValidationMemo&) = delete;
+
+  // Whether the calling thread sees the files as the memo's creator did: the
+  // same mount namespace and the same root directory. Two stat(2) calls.
+  bool in_own_view() const;
+
+  // Reads what the kernel reported since the last call (one epoll_wait when
+  // nothing did). Call at the start of every validation: a change made
+  // before the request was sent is queued by then.
+  void sync();
+
+  // The content digest of the regular file `abs` resolves to, if kept and
+  // still valid.
+  std::optional<Digest> content(const std::string& abs);
+  // Another answer (kind as in ManifestCheck, 'n' for "no regular file and
+  // no entry", 'd' for a directory's names), if kept and still valid.
+  std::optional<std::string> answer(char kind, const std::string& abs, const std::string& extra = "");
+
+  // What to learn, read again after the watches exist. For 'f' the memo
+  // reads the file itself; for the others `compute` gives the answer.
+  struct Item {
+    char kind = 'f';
+    std::string abs;
+    std::string extra;                     // part of the key ('a': the mode; 'n': the names)
+    bool follow_last = true;               // the last component is resolved through a link
+    std::vector<std::string> names;        // 'n': the names that must not be regular files or exist
+    std::function<std::string()> compute;  // not 'f'
+  };
+  void learn(const std::vector<Item>& items, DirListings& listings);
+
+  struct Counters {
+    uint64_t served = 0;    // facts served without a system call of their own
+    uint64_t learned = 0;   // facts kept
+    uint64_t refused = 0;   // facts not kept (a change while learning, a writer, an unwatched filesystem)
+    uint64_t probes = 0;    // writer probes of files opened since they were learned
+    uint64_t resets = 0;    // everything forgotten (overflow, mount table)
+    uint64_t watches = 0;   // inotify watches held
+  };
+  Counters counters() const;
+
+  struct State;
+
+ private:
+  explicit ValidationMemo(std::unique_ptr<State> state);
+  std::unique_ptr<State> m_state;
+};
+
+}  // namespace ccpool::compiler

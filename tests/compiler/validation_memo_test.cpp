@@ -1,0 +1,174 @@
+// compiler/validation_memo.cpp at the library level: a kept fact is served
+// until the kernel reports a change that could affect it, and nothing is
+// kept where changes might not be reported. The end-to-end cases with real
+// gcc are tests/e2e/cc_memo_test.py.
+#include "compiler/validation_memo.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "compiler/dir_listing.h"
+#include "compiler/file_hasher.h"
+#include "tests/support/scratch.h"
+
+namespace ccpool::compiler {
+namespace {
+
+void put(const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+ValidationMemo::Item file_item(const std::string& abs) {
+  ValidationMemo::Item item;
+  item.abs = abs;
+  return item;
+}
+
+class ValidationMemoTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m_dir = std::filesystem::canonical(ccpool::testing::scratch_dir()).string();
+    m_memo = ValidationMemo::create({});
+    ASSERT_NE(m_memo, nullptr);
+  }
+  // What a lookup does: sync, ask, and learn what was not served.
+  std::optional<Digest> look(const std::string& abs) {
+    m_memo->sync();
+    std::optional<Digest> kept = m_memo->content(abs);
+    if (!kept) m_memo->learn({file_item(abs)}, m_listings);
+    return kept;
+  }
+  Digest digest_of(const std::string& text) { return hash_bytes(text); }
+
+  std::string m_dir;
+  DirListings m_listings;
+  std::unique_ptr<ValidationMemo> m_memo;
+};
+
+TEST_F(ValidationMemoTest, ServedUntilWrittenInPlace) {
+  std::string h = m_dir + "/inc/h.h";
+  put(h, "one\n");
+  EXPECT_EQ(look(h), std::nullopt);  // learned now
+  EXPECT_EQ(m_memo->counters().learned, 1u);
+  EXPECT_EQ(look(h), digest_of("one\n"));
+  EXPECT_EQ(m_memo->counters().served, 1u);
+  put(h, "two\n");  // same size, same inode
+  EXPECT_EQ(look(h), std::nullopt);
+  EXPECT_EQ(look(h), digest_of("two\n"));
+}
+
+TEST_F(ValidationMemoTest, HardLinkAndRenameAreSeen) {
+  std::string h = m_dir + "/inc/h.h";
+  put(h, "one\n");
+  look(h);
+  ASSERT_EQ(look(h), digest_of("one\n"));
+  ASSERT_EQ(::link(h.c_str(), (m_dir + "/alias.h").c_str()), 0);
+  // A new name elsewhere changes nothing here (the inode's link count is an attribute: refused once).
+  look(h);
+  put(m_dir + "/alias.h", "via link\n");
+  EXPECT_EQ(look(h), std::nullopt);
+  EXPECT_EQ(look(h), digest_of("via link\n"));
+  put(m_dir + "/other.h", "replaced\n");
+  ASSERT_EQ(::rename((m_dir + "/other.h").c_str(), h.c_str()), 0);
+  EXPECT_EQ(look(h), std::nullopt);
+  EXPECT_EQ(look(h), digest_of("replaced\n"));
+}
+
+TEST_F(ValidationMemoTest, WriterThroughSharedMappingIsNeverBelieved) {
+  std::string h = m_dir + "/h.h";
+  put(h, "one\n");
+  look(h);
+  ASSERT_EQ(look(h), digest_of("one\n"));
+  int fd = ::open(h.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  void* map = ::mmap(nullptr, 4, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  ::close(fd);
+  static_cast<char*>(map)[0] = 'O';  // no event for this write
+  uint64_t probes = m_memo->counters().probes;
+  EXPECT_EQ(look(h), std::nullopt);  // opened since: probed, a writer holds it
+  EXPECT_EQ(m_memo->counters().probes, probes + 1);
+  EXPECT_EQ(look(h), std::nullopt);  // still mapped writable: not learned either
+  ::munmap(map, 4);
+  EXPECT_EQ(look(h), std::nullopt);  // learned once the mapping is gone
+  EXPECT_EQ(look(h), digest_of("One\n"));
+}
+
+TEST_F(ValidationMemoTest, NothingKeptWithoutEvents) {
+  ValidationMemo::Options options;
+  options.drop_events = true;
+  m_memo = ValidationMemo::create(std::move(options));
+  ASSERT_NE(m_memo, nullptr);
+  std::string h = m_dir + "/h.h";
+  put(h, "one\n");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(look(h), std::nullopt);
+  EXPECT_EQ(m_memo->counters().learned, 0u);
+  EXPECT_EQ(m_memo->counters().refused, 3u);
+}
+
+TEST_F(ValidationMemoTest, UnwatchedFilesystemIsNeverKept) {
+  ValidationMemo::Options options;
+  options.reports_events = [](int64_t) { return false; };
+  m_memo = ValidationMemo::create(std::move(options));
+  ASSERT_NE(m_memo, nullptr);
+  std::string h = m_dir + "/h.h";
+  put(h, "one\n");
+  EXPECT_EQ(look(h), std::nullopt);
+  EXPECT_EQ(look(h), std::nullopt);
+  EXPECT_EQ(m_memo->counters().learned, 0u);
+}
+
+TEST_F(ValidationMemoTest, NoWatchesPastTheBound) {
+  std::string h = m_dir + "/h.h";
+  put(h, "one\n");
+  size_t depth = std::count(m_dir.begin(), m_dir.end(), '/');  // directories from "/" to m_dir's parent
+  ValidationMemo::Options options;
+  options.max_watches = depth + 1;  // every directory, not the file
+  m_memo = ValidationMemo::create(std::move(options));
+  ASSERT_NE(m_memo, nullptr);
+  EXPECT_EQ(look(h), std::nullopt);
+  EXPECT_EQ(look(h), std::nullopt);
+  EXPECT_EQ(m_memo->counters().learned, 0u);
+  EXPECT_EQ(m_memo->counters().watches, depth + 1);
+  options = {};
+  options.max_watches = depth + 2;
+  m_memo = ValidationMemo::create(std::move(options));
+  EXPECT_EQ(look(h), std::nullopt);
+  EXPECT_EQ(look(h), digest_of("one\n"));
+}
+
+TEST_F(ValidationMemoTest, NegativeAnswerForgottenWhenTheNameAppears) {
+  std::string dir = m_dir + "/inc1";
+  std::filesystem::create_directories(dir);
+  auto ask = [&] {
+    m_memo->sync();
+    std::optional<std::string> kept = m_memo->answer('n', dir, "h.h");
+    if (!kept) {
+      ValidationMemo::Item item;
+      item.kind = 'n';
+      item.abs = dir;
+      item.extra = "h.h";
+      item.names = {"h.h"};
+      item.compute = [&] { return m_listings.check(dir, {"h.h"}, {}) ? std::string("1") : std::string("0"); };
+      m_memo->learn({item}, m_listings);
+    }
+    return kept;
+  };
+  EXPECT_EQ(ask(), std::nullopt);
+  EXPECT_EQ(ask(), "1");
+  put(dir + "/unrelated.h", "x\n");
+  EXPECT_EQ(ask(), "1");  // another name: still served
+  put(dir + "/h.h", "x\n");
+  EXPECT_EQ(ask(), std::nullopt);
+  EXPECT_EQ(ask(), "0");
+}
+
+}  // namespace
+}  // namespace ccpool::compiler

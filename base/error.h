@@ -4,9 +4,8 @@
 #pragma once
 
 #include <string>
-#include <utility>
-
 #include <tl/expected.hpp>
+#include <utility>
 
 namespace ccpool {
 
@@ -42,7 +41,9 @@ template <typename T>
 using Result = tl::expected<T, Error>;
 
 // Result<void> success value.
-inline Result<void> ok() { return {}; }
+inline Result<void> ok() {
+  return {};
+}
 
 inline tl::unexpected<Error> make_error(ErrorCode code, std::string message) {
   return tl::unexpected<Error>(Error(code, std::move(message)));
@@ -52,13 +53,12 @@ inline tl::unexpected<Error> make_error(ErrorCode code, std::string message) {
 
 // Propagates the error of an expression returning Result<T>.
 //   CCPOOL_TRY(write_all(fd, data));
-#define CCPOOL_TRY(expr)                                          \
-  do {                                                            \
-    auto ccpool_try_result_ = (expr);                             \
-    if (!ccpool_try_result_) {                                    \
-      return tl::unexpected<::ccpool::Error>(                     \
-          std::move(ccpool_try_result_).error());                 \
-    }                                                             \
+#define CCPOOL_TRY(expr)                                                             \
+  do {                                                                               \
+    auto ccpool_try_result_ = (expr);                                                \
+    if (!ccpool_try_result_) {                                                       \
+      return tl::unexpected<::ccpool::Error>(std::move(ccpool_try_result_).error()); \
+    }                                                                                \
   } while (false)
 
 // Assigns the value of a Result<T> expression or propagates its error.
@@ -67,7 +67,7 @@ inline tl::unexpected<Error> make_error(ErrorCode code, std::string message) {
 #define CCPOOL_TRY_CONCAT(a, b) CCPOOL_TRY_CONCAT_(a, b)
 #define CCPOOL_TRY_ASSIGN(lhs, expr) \
   CCPOOL_TRY_ASSIGN_IMPL_(CCPOOL_TRY_CONCAT(ccpool_try_tmp_, __LINE__), lhs, expr)
-#define CCPOOL_TRY_ASSIGN_IMPL_(tmp, lhs, expr)                               \
-  auto tmp = (expr);                                                          \
+#define CCPOOL_TRY_ASSIGN_IMPL_(tmp, lhs, expr)                             \
+  auto tmp = (expr);                                                        \
   if (!tmp) return tl::unexpected<::ccpool::Error>(std::move(tmp).error()); \
   lhs = std::move(*tmp)

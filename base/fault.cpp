@@ -25,7 +25,8 @@ FaultInjector::FaultInjector(const std::string& spec) : m_spec(spec) {
     } else if (name == "delay_reply") {
       auto colon = value.find(':');
       m_delay_reply_index = std::atoll(value.substr(0, colon).c_str());
-      if (colon != std::string::npos) m_delay_reply_ms = std::atoll(value.substr(colon + 1).c_str());
+      if (colon != std::string::npos)
+        m_delay_reply_ms = std::atoll(value.substr(colon + 1).c_str());
     } else if (name == "fail_store_write") {
       m_fail_store_write = std::atoll(value.c_str());
     } else if (name == "delay_exec") {

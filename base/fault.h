@@ -37,12 +37,12 @@ class FaultInjector {
   bool enabled() const { return m_enabled; }
   const std::string& spec() const { return m_spec; }
 
-  bool should_kill_exec();           // counts executions
-  int64_t reply_delay_ms();          // counts replies; 0 when no delay
-  bool should_fail_store_write();    // counts store writes
+  bool should_kill_exec();         // counts executions
+  int64_t reply_delay_ms();        // counts replies; 0 when no delay
+  bool should_fail_store_write();  // counts store writes
   int64_t exec_delay_ms() const { return m_delay_exec_ms; }
-  bool should_throw_in_request();    // counts requests
-  bool should_throw_in_start();      // counts job starts
+  bool should_throw_in_request();  // counts requests
+  bool should_throw_in_start();    // counts job starts
   int64_t finish_delay_ms() const { return m_delay_finish_ms; }
   bool drops_fs_events() const { return m_drop_fs_events; }
 

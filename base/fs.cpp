@@ -6,13 +6,13 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <algorithm>
-#include <atomic>
 
 namespace ccpool {
 
@@ -143,9 +143,10 @@ Result<void> check_ancestors(const std::string& path) {
     }
     if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
       return make_error(ErrorCode::kPermission,
-                        "'" + dir + "' (a parent of '" + path + "') is writable by every user (mode " +
-                            mode_text(st.st_mode) + ", no sticky bit), so another user could replace '" +
-                            path + "'; run 'chmod o-w " + dir + "' or choose a directory elsewhere");
+                        "'" + dir + "' (a parent of '" + path +
+                            "') is writable by every user (mode " + mode_text(st.st_mode) +
+                            ", no sticky bit), so another user could replace '" + path +
+                            "'; run 'chmod o-w " + dir + "' or choose a directory elsewhere");
     }
   }
   return ok();
@@ -160,40 +161,58 @@ Result<void> check_private_dir(const std::string& path) {
                       "cannot stat '" + path + "': " + errno_text(errno));
   }
   if (!S_ISDIR(st.st_mode)) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "'" + path + "' exists and is not a directory; remove it or pick another path");
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        "'" + path + "' exists and is not a directory; remove it or pick another path");
   }
   if (st.st_uid != ::geteuid()) {
-    return make_error(ErrorCode::kPermission,
-                      "'" + path + "' is owned by uid " + std::to_string(st.st_uid) +
-                          ", not by you (uid " + std::to_string(::geteuid()) +
-                          "); use a directory of your own");
+    return make_error(ErrorCode::kPermission, "'" + path + "' is owned by uid " +
+                                                  std::to_string(st.st_uid) + ", not by you (uid " +
+                                                  std::to_string(::geteuid()) +
+                                                  "); use a directory of your own");
   }
   if (st.st_mode & (S_IWGRP | S_IWOTH)) {
     return make_error(ErrorCode::kPermission, "'" + path + "' is writable by others (mode " +
-                                                  mode_text(st.st_mode) + "); run 'chmod 700 " + path + "'");
+                                                  mode_text(st.st_mode) + "); run 'chmod 700 " +
+                                                  path + "'");
   }
   return check_ancestors(path);
 }
 
 const char* network_filesystem_name(int64_t magic) {
   switch (static_cast<uint32_t>(magic)) {
-    case NFS_SUPER_MAGIC: return "NFS";
-    case 0xFF534D42: return "CIFS";           // CIFS_MAGIC_NUMBER
-    case SMB_SUPER_MAGIC: return "SMB";
-    case 0xFE534D42: return "SMB2";
-    case 0x0BD00BD0: return "Lustre";
-    case 0x47504653: return "GPFS";
-    case V9FS_MAGIC: return "9p";
-    case CODA_SUPER_MAGIC: return "Coda";
-    case AFS_SUPER_MAGIC: return "AFS";
-    case 0x6B414653: return "AFS";            // kAFS
-    case 0x564C: return "NCP";
-    case 0x013111A8: return "IBRIX";
-    case 0x19830326: return "BeeGFS";
-    case 0x00C36400: return "CephFS";
-    case 0xAAD7AAEA: return "PanFS";
-    default: return nullptr;
+    case NFS_SUPER_MAGIC:
+      return "NFS";
+    case 0xFF534D42:
+      return "CIFS";  // CIFS_MAGIC_NUMBER
+    case SMB_SUPER_MAGIC:
+      return "SMB";
+    case 0xFE534D42:
+      return "SMB2";
+    case 0x0BD00BD0:
+      return "Lustre";
+    case 0x47504653:
+      return "GPFS";
+    case V9FS_MAGIC:
+      return "9p";
+    case CODA_SUPER_MAGIC:
+      return "Coda";
+    case AFS_SUPER_MAGIC:
+      return "AFS";
+    case 0x6B414653:
+      return "AFS";  // kAFS
+    case 0x564C:
+      return "NCP";
+    case 0x013111A8:
+      return "IBRIX";
+    case 0x19830326:
+      return "BeeGFS";
+    case 0x00C36400:
+      return "CephFS";
+    case 0xAAD7AAEA:
+      return "PanFS";
+    default:
+      return nullptr;
   }
 }
 
@@ -210,10 +229,10 @@ Result<void> check_local_filesystem(const std::string& path, const std::string& 
     magic = static_cast<int64_t>(sfs.f_type);
   }
   if (const char* name = network_filesystem_name(magic)) {
-    return make_error(ErrorCode::kUnsupported,
-                      "'" + path + "' is on a network filesystem (" + name +
-                          "); LMDB needs a node-local disk: set " + what +
-                          " to a local path, e.g. " + what + "=/tmp/ccpool-$USER");
+    return make_error(ErrorCode::kUnsupported, "'" + path + "' is on a network filesystem (" +
+                                                   name + "); LMDB needs a node-local disk: set " +
+                                                   what + " to a local path, e.g. " + what +
+                                                   "=/tmp/ccpool-$USER");
   }
   return ok();
 }

@@ -59,7 +59,9 @@ Hasher::Hasher() : m_state(XXH3_createState()) {
   XXH3_128bits_reset(static_cast<XXH3_state_t*>(m_state));
 }
 
-Hasher::~Hasher() { XXH3_freeState(static_cast<XXH3_state_t*>(m_state)); }
+Hasher::~Hasher() {
+  XXH3_freeState(static_cast<XXH3_state_t*>(m_state));
+}
 
 void Hasher::update(std::string_view data) {
   XXH3_128bits_update(static_cast<XXH3_state_t*>(m_state), data.data(), data.size());

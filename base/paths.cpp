@@ -8,7 +8,9 @@
 namespace ccpool {
 namespace {
 
-std::string env_or_empty(const char* name) { return own_env(name).value_or(""); }
+std::string env_or_empty(const char* name) {
+  return own_env(name).value_or("");
+}
 
 }  // namespace
 
@@ -39,7 +41,9 @@ std::string default_socket_path(const std::string& flag) {
 
 std::string state_dir_for_socket(const std::string& socket_path) {
   auto slash = socket_path.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : socket_path.substr(0, slash);
+  std::string dir = slash == std::string::npos ? "."
+                    : slash == 0               ? "/"
+                                               : socket_path.substr(0, slash);
   std::string name = slash == std::string::npos ? socket_path : socket_path.substr(slash + 1);
   if (name == kDefaultSocketName) return dir;
   return (dir == "/" ? "" : dir) + "/" + name + ".d";

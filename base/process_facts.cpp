@@ -9,9 +9,11 @@
 
 namespace ccpool {
 
-std::optional<std::string_view> env_value(const std::vector<std::string>& env, std::string_view name) {
+std::optional<std::string_view> env_value(const std::vector<std::string>& env,
+                                          std::string_view name) {
   for (const std::string& entry : env) {
-    if (entry.size() > name.size() && entry[name.size()] == '=' && entry.compare(0, name.size(), name) == 0) {
+    if (entry.size() > name.size() && entry[name.size()] == '=' &&
+        entry.compare(0, name.size(), name) == 0) {
       return std::string_view(entry).substr(name.size() + 1);
     }
   }
@@ -48,14 +50,18 @@ int available_cpus() {
 Result<int> parse_jobs(std::string_view text, std::string_view origin) {
   int value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  bool digits_only = !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
-  if (digits_only && ec == std::errc() && end == text.data() + text.size() && value > 0 && value <= kMaxJobs) {
+  bool digits_only =
+      !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
+  if (digits_only && ec == std::errc() && end == text.data() + text.size() && value > 0 &&
+      value <= kMaxJobs) {
     return value;
   }
   std::string name(origin);
-  std::string what = "'" + std::string(text) + "' is not a positive whole number (1-" + std::to_string(kMaxJobs) + ")";
+  std::string what = "'" + std::string(text) + "' is not a positive whole number (1-" +
+                     std::to_string(kMaxJobs) + ")";
   if (name.starts_with("--")) {
-    return make_error(ErrorCode::kInvalidArgument, name + " " + what + "; give a number of slots, e.g. " + name + " 8");
+    return make_error(ErrorCode::kInvalidArgument,
+                      name + " " + what + "; give a number of slots, e.g. " + name + " 8");
   }
   return make_error(ErrorCode::kInvalidArgument,
                     name + "=" + what + "; unset it or set a number of slots, e.g. " + name + "=8");

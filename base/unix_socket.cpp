@@ -15,7 +15,8 @@ Result<bool> someone_listens(const sockaddr_un& addr, const std::string& path) {
   UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!probe) return make_error(ErrorCode::kIo, "socket() failed: " + errno_text(errno));
   for (;;) {
-    if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) return true;
+    if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0)
+      return true;
     int err = errno;
     if (err == EINTR) continue;
     if (err == EAGAIN) return true;
@@ -31,10 +32,11 @@ Result<sockaddr_un> unix_address(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "socket path '" + path + "' is empty or longer than " +
-                          std::to_string(sizeof(addr.sun_path) - 1) +
-                          " bytes; use a shorter state dir: choose a shorter --socket or CCPOOL_SOCKET");
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        "socket path '" + path + "' is empty or longer than " +
+            std::to_string(sizeof(addr.sun_path) - 1) +
+            " bytes; use a shorter state dir: choose a shorter --socket or CCPOOL_SOCKET");
   }
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   return addr;
@@ -45,14 +47,16 @@ Result<UniqueFd> listen_unix(const std::string& path, ino_t* inode) {
   struct stat st;
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
-      return make_error(ErrorCode::kInvalidArgument,
-                        "'" + path + "' exists and is not a socket; remove it or choose another --socket");
+      return make_error(
+          ErrorCode::kInvalidArgument,
+          "'" + path + "' exists and is not a socket; remove it or choose another --socket");
     }
     // A socket file nobody accepts on is left over from a crash: reuse the path.
     CCPOOL_TRY_ASSIGN(bool live, someone_listens(addr, path));
     if (live) {
-      return make_error(ErrorCode::kUnsupported, "another process already serves '" + path +
-                                                     "' (a second ccpool service?); stop it or choose another --socket");
+      return make_error(ErrorCode::kUnsupported,
+                        "another process already serves '" + path +
+                            "' (a second ccpool service?); stop it or choose another --socket");
     }
     ::unlink(path.c_str());
   }
@@ -87,13 +91,17 @@ Result<PeerCred> peer_credentials(int fd) {
 
 Result<void> check_socket_dir(const std::string& socket_path) {
   size_t slash = socket_path.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : socket_path.substr(0, slash);
+  std::string dir = slash == std::string::npos ? "."
+                    : slash == 0               ? "/"
+                                               : socket_path.substr(0, slash);
   auto checked = check_private_dir(dir);
   if (checked || checked.error().code == ErrorCode::kNotFound) return ok();
-  return make_error(ErrorCode::kPermission,
-                    "refusing to use the ccpool socket '" + socket_path + "': " + checked.error().message +
-                        ". Another user may have created that directory to receive your compiles; remove it "
-                        "(ccpool recreates it) or set CCPOOL_SOCKET or XDG_RUNTIME_DIR to a directory of your own");
+  return make_error(
+      ErrorCode::kPermission,
+      "refusing to use the ccpool socket '" + socket_path + "': " + checked.error().message +
+          ". Another user may have created that directory to receive your compiles; remove it "
+          "(ccpool recreates it) or set CCPOOL_SOCKET or XDG_RUNTIME_DIR to a directory of your "
+          "own");
 }
 
 Result<void> check_peer_is_self(int fd, const std::string& socket_path) {
@@ -104,9 +112,10 @@ Result<void> check_peer_is_self(int fd, const std::string& socket_path) {
   // already ensures nobody else could have put a socket here.
   if (peer.uid == ::geteuid() || peer.uid == 0) return ok();
   return make_error(ErrorCode::kPermission,
-                    "refusing the ccpool socket '" + socket_path + "': the process listening on it (pid " +
-                        std::to_string(peer.pid) + ") runs as uid " + std::to_string(peer.uid) +
-                        ", not as you (uid " + std::to_string(::geteuid()) +
+                    "refusing the ccpool socket '" + socket_path +
+                        "': the process listening on it (pid " + std::to_string(peer.pid) +
+                        ") runs as uid " + std::to_string(peer.uid) + ", not as you (uid " +
+                        std::to_string(::geteuid()) +
                         "); stop it or set CCPOOL_SOCKET to a socket in a directory of your own");
 }
 

@@ -31,12 +31,14 @@ struct Fixture {
     std::filesystem::create_directories(dir + "/inc");
     std::ofstream src(dir + "/k.cpp");
     if (std_headers) {
-      for (const char* h : {"algorithm", "cmath", "cstdint", "functional", "map", "numeric", "string", "vector", "omp.h"}) {
+      for (const char* h : {"algorithm", "cmath", "cstdint", "functional", "map", "numeric",
+                            "string", "vector", "omp.h"}) {
         src << "#include <" << h << ">\n";
       }
     }
     for (int i = 0; i < headers; ++i) {
-      std::ofstream(dir + "/inc/h" + std::to_string(i) + ".h") << "inline int f" << i << "() { return " << i << "; }\n";
+      std::ofstream(dir + "/inc/h" + std::to_string(i) + ".h")
+          << "inline int f" << i << "() { return " << i << "; }\n";
       src << "#include \"h" << i << ".h\"\n";
     }
     src << "extern \"C\" int kernel() { return 1; }\n";
@@ -61,7 +63,8 @@ struct Fixture {
     Plan plan = *planner.plan(request, work);
     std::filesystem::create_directories(work);
     auto started = std::chrono::system_clock::now() - std::chrono::seconds(1);
-    run_helper(plan.run_argv, plan.run_env, plan.run_cwd, std::chrono::seconds(120), plan.run_program);
+    run_helper(plan.run_argv, plan.run_env, plan.run_cwd, std::chrono::seconds(120),
+               plan.run_program);
     planner.finish(plan, started, storage);
     remove_tree(work);
   }
@@ -106,7 +109,8 @@ void BM_MissOverheadPlanAndFinish(benchmark::State& state) {
   f.prime(planner);
   Plan plan = *planner.plan(f.request, f.dir + "/work");
   std::filesystem::create_directories(f.dir + "/work");
-  run_helper(plan.run_argv, plan.run_env, plan.run_cwd, std::chrono::seconds(120), plan.run_program);
+  run_helper(plan.run_argv, plan.run_env, plan.run_cwd, std::chrono::seconds(120),
+             plan.run_program);
   auto started = std::chrono::system_clock::now() - std::chrono::seconds(1);
   for (auto _ : state) {
     Plan p = *planner.plan(f.request, f.dir + "/work");

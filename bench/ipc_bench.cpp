@@ -98,8 +98,8 @@ double children_cpu_seconds() {
 }
 
 void report_child_cpu(benchmark::State& state, double before) {
-  state.counters["child_cpu_us"] =
-      benchmark::Counter((children_cpu_seconds() - before) * 1e6 / static_cast<double>(state.iterations()));
+  state.counters["child_cpu_us"] = benchmark::Counter((children_cpu_seconds() - before) * 1e6 /
+                                                      static_cast<double>(state.iterations()));
 }
 
 int spawn_and_wait(const char* const* argv, char* const* envp) {

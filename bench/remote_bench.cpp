@@ -68,8 +68,12 @@ void run_get(benchmark::State& state, bool sign) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * size));
 }
 
-void BM_RemoteGet(benchmark::State& state) { run_get(state, false); }
-void BM_RemoteGetSigned(benchmark::State& state) { run_get(state, true); }
+void BM_RemoteGet(benchmark::State& state) {
+  run_get(state, false);
+}
+void BM_RemoteGetSigned(benchmark::State& state) {
+  run_get(state, true);
+}
 
 BENCHMARK(BM_RemoteGet)->Arg(1 << 10)->Arg(16 << 10)->Arg(256 << 10)->Arg(4 << 20);
 BENCHMARK(BM_RemoteGetSigned)->Arg(16 << 10)->Arg(4 << 20);

@@ -2,12 +2,12 @@
 // Unix socket and loopback TCP, one request at a time and pipelined; and the
 // parser alone. Reports bytes/s of value payload.
 //   build-x/bin/resp_bench --benchmark_filter=Get
-#include <benchmark/benchmark.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <arpa/inet.h>
+#include <benchmark/benchmark.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -51,14 +51,16 @@ struct Server {
       addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
       int one = 1;
       setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return UniqueFd();
+      if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
+        return UniqueFd();
       return fd;
     }
     UniqueFd fd(socket(AF_UNIX, SOCK_STREAM, 0));
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::strncpy(addr.sun_path, front->unix_path().c_str(), sizeof(addr.sun_path) - 1);
-    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return UniqueFd();
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
+      return UniqueFd();
     return fd;
   }
 
@@ -88,11 +90,13 @@ void BM_Get(benchmark::State& state) {
   size_t reply_size = (std::to_string(size).size() + 5 + size) * static_cast<size_t>(depth);
   std::unique_ptr<char[]> buffer(new char[reply_size]);
   for (auto _ : state) {
-    if (ccpool::write_all(fd.get(), request) && read_n(fd.get(), buffer.get(), reply_size)) continue;
+    if (ccpool::write_all(fd.get(), request) && read_n(fd.get(), buffer.get(), reply_size))
+      continue;
     state.SkipWithError("connection failed");
     break;
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * depth * static_cast<int64_t>(size));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * depth *
+                          static_cast<int64_t>(size));
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * depth);
 }
 BENCHMARK(BM_Get)
@@ -111,7 +115,8 @@ BENCHMARK(BM_Get)
 void BM_ParseSet(benchmark::State& state) {
   size_t size = static_cast<size_t>(state.range(0));
   std::string value(size, 'v');
-  std::string one = "*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$" + std::to_string(size) + "\r\n" + value + "\r\n";
+  std::string one =
+      "*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$" + std::to_string(size) + "\r\n" + value + "\r\n";
   std::string batch;
   for (int i = 0; i < 64; ++i) batch += one;
   for (auto _ : state) {
@@ -125,7 +130,8 @@ void BM_ParseSet(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(commands);
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(batch.size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(batch.size()));
 }
 BENCHMARK(BM_ParseSet)->Arg(64)->Arg(16 << 10)->Arg(1 << 20);
 

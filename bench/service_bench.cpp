@@ -37,8 +37,8 @@ struct Service {
     for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 131 + 7);
     (void)ccpool::write_file_atomic(input, data, 0644);
     std::string bin = std::string(CCPOOL_BIN_DIR) + "/ccpool";
-    std::vector<std::string> args = {bin, "serve", "--foreground", "--no-resp", "--socket", socket,
-                                     "--dir", dir + "/store"};
+    std::vector<std::string> args = {bin,        "serve", "--foreground", "--no-resp",
+                                     "--socket", socket,  "--dir",        dir + "/store"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -99,7 +99,8 @@ void BM_Hit16KiB(benchmark::State& state) {
   (void)c.exec(req, deadline_in(std::chrono::seconds(30)));  // miss: fills the store
   for (auto _ : state) {
     auto reply = c.exec(req, deadline_in(std::chrono::seconds(30)));
-    if (!reply || reply->outcome != ccpool::ipc::CacheOutcome::kHit) state.SkipWithError("not a hit");
+    if (!reply || reply->outcome != ccpool::ipc::CacheOutcome::kHit)
+      state.SkipWithError("not a hit");
   }
   state.SetBytesProcessed(state.iterations() * 16 * 1024);
 }
@@ -143,9 +144,9 @@ void BM_ExecProcessHit(benchmark::State& state) {
     (void)warm.exec(req, deadline_in(std::chrono::seconds(30)));
   }
   std::string bin = std::string(CCPOOL_BIN_DIR) + "/ccpool";
-  std::vector<std::string> args = {bin,     "exec",   "--socket", service().socket, "--input",
-                                   service().input, "--output", service().output, "--",
-                                   "/bin/cp", service().input, service().output};
+  std::vector<std::string> args = {bin,       "exec",          "--socket",      service().socket,
+                                   "--input", service().input, "--output",      service().output,
+                                   "--",      "/bin/cp",       service().input, service().output};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -51,7 +51,9 @@ void spawn_loop(benchmark::State& state, SpawnFn spawn, bool preload) {
   }
 }
 
-void BM_SpawnTrue_Libc(benchmark::State& state) { spawn_loop(state, &posix_spawn, false); }
+void BM_SpawnTrue_Libc(benchmark::State& state) {
+  spawn_loop(state, &posix_spawn, false);
+}
 void BM_SpawnTrue_ShimHook(benchmark::State& state) {
   spawn_loop(state, reinterpret_cast<SpawnFn>(dlsym(shim_handle(), "posix_spawn")), false);
 }
@@ -65,7 +67,9 @@ void exec_missing(benchmark::State& state, ExecveFn exec) {
   char* argv[] = {const_cast<char*>("python3"), const_cast<char*>("train.py"), nullptr};
   for (auto _ : state) benchmark::DoNotOptimize(exec("/nonexistent/python3", argv, environ));
 }
-void BM_ExecveMissing_Libc(benchmark::State& state) { exec_missing(state, &execve); }
+void BM_ExecveMissing_Libc(benchmark::State& state) {
+  exec_missing(state, &execve);
+}
 void BM_ExecveMissing_ShimHook(benchmark::State& state) {
   exec_missing(state, reinterpret_cast<ExecveFn>(dlsym(shim_handle(), "execve")));
 }

@@ -20,9 +20,11 @@ using namespace ccpool::cache;
 const std::string& object_code() {
   static const std::string* data = [] {
     std::string env = own_env("CCPOOL_BENCH_OBJECTS").value_or("");
-    for (const char* path : {env.c_str(), "/usr/lib/gcc/x86_64-linux-gnu/12/libstdc++.a", "/usr/lib/x86_64-linux-gnu/libc.a"}) {
+    for (const char* path : {env.c_str(), "/usr/lib/gcc/x86_64-linux-gnu/12/libstdc++.a",
+                             "/usr/lib/x86_64-linux-gnu/libc.a"}) {
       if (!*path) continue;
-      if (auto bytes = read_file(path); bytes && bytes->size() > (1u << 20)) return new std::string(std::move(*bytes));
+      if (auto bytes = read_file(path); bytes && bytes->size() > (1u << 20))
+        return new std::string(std::move(*bytes));
     }
     return new std::string(32u << 20, 'x');
   }();
@@ -105,13 +107,16 @@ void BM_CompressionRatio(benchmark::State& state) {
     auto s = b.store->stats();
     state.counters["raw_MiB"] = static_cast<double>(s->logical_bytes) / (1 << 20);
     state.counters["stored_MiB"] = static_cast<double>(s->stored_bytes) / (1 << 20);
-    state.counters["ratio"] = static_cast<double>(s->logical_bytes) / static_cast<double>(s->stored_bytes);
+    state.counters["ratio"] =
+        static_cast<double>(s->logical_bytes) / static_cast<double>(s->stored_bytes);
   }
 }
 
 }  // namespace
 
-BENCHMARK(BM_Put)->Arg(1 << 10)->Arg(64 << 10)->Arg(1 << 20)->Arg(16 << 20)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Get)->Arg(1 << 10)->Arg(64 << 10)->Arg(1 << 20)->Arg(16 << 20)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Put)->Arg(1 << 10)->Arg(64 << 10)->Arg(1 << 20)->Arg(16 << 20)->Unit(
+    benchmark::kMicrosecond);
+BENCHMARK(BM_Get)->Arg(1 << 10)->Arg(64 << 10)->Arg(1 << 20)->Arg(16 << 20)->Unit(
+    benchmark::kMicrosecond);
 BENCHMARK(BM_CompressionRatio)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();

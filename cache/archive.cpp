@@ -3,9 +3,8 @@
 // body checksum, the trailer), pass 2 checks every entry again as it writes
 // it, so a file changed between the passes cannot bring in unchecked bytes.
 // A bad archive writes nothing in pass 1.
-#include <spdlog/spdlog.h>
-
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -29,16 +28,19 @@ struct FileCloser {
 };
 using File = std::unique_ptr<FILE, FileCloser>;
 
-Result<void> write_hashed(FILE* f, Hasher& hasher, std::string_view bytes, const std::string& path) {
+Result<void> write_hashed(FILE* f, Hasher& hasher, std::string_view bytes,
+                          const std::string& path) {
   hasher.update(bytes);
   if (std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
     return make_error(errno == ENOSPC ? ErrorCode::kFull : ErrorCode::kIo,
-                      "cannot write '" + path + "': " + std::strerror(errno) + "; free space or pick another path");
+                      "cannot write '" + path + "': " + std::strerror(errno) +
+                          "; free space or pick another path");
   }
   return ok();
 }
 
-Result<uint64_t> read_archive_file(const std::string& path, uint64_t max_packed, const ArchiveVisitor& visit) {
+Result<uint64_t> read_archive_file(const std::string& path, uint64_t max_packed,
+                                   const ArchiveVisitor& visit) {
   File f(std::fopen(path.c_str(), "rb"));
   if (!f) {
     return make_error(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo,
@@ -132,17 +134,24 @@ Result<ArchiveResult> Store::export_to(const std::string& path, const ProgressFn
 Result<ArchiveResult> Store::import_from(const std::string& path, const ProgressFn& progress) {
   uint64_t max_packed = max_packed_for(m_impl->options.max_size);
   // Pass 1: validate everything; nothing is written.
-  CCPOOL_TRY_ASSIGN(uint64_t total, read_archive_file(path, max_packed, [&](const Digest& key, std::optional<std::string_view> packed, uint64_t n) -> Result<void> {
-    if (packed) {
-      auto p = m_impl->prepare_packed(key, *packed);
-      if (!p && p.error().code != ErrorCode::kFull) {
-        return make_error(p.error().code, "archive '" + path + "' entry " + std::to_string(n + 1) + " (" +
-                                              key.hex() + ") is invalid: " + p.error().message + "; export it again");
-      }
-    }
-    if (progress) progress(n + 1, 0);
-    return ok();
-  }));
+  CCPOOL_TRY_ASSIGN(uint64_t total,
+                    read_archive_file(path, max_packed,
+                                      [&](const Digest& key, std::optional<std::string_view> packed,
+                                          uint64_t n) -> Result<void> {
+                                        if (packed) {
+                                          auto p = m_impl->prepare_packed(key, *packed);
+                                          if (!p && p.error().code != ErrorCode::kFull) {
+                                            return make_error(
+                                                p.error().code,
+                                                "archive '" + path + "' entry " +
+                                                    std::to_string(n + 1) + " (" + key.hex() +
+                                                    ") is invalid: " + p.error().message +
+                                                    "; export it again");
+                                          }
+                                        }
+                                        if (progress) progress(n + 1, 0);
+                                        return ok();
+                                      }));
   // Pass 2: check each entry again and write in batches, skipping keys already present.
   ArchiveResult result;
   std::vector<PreparedEntry> batch;
@@ -156,26 +165,33 @@ Result<ArchiveResult> Store::import_from(const std::string& path, const Progress
     batch_bytes = 0;
     return ok();
   };
-  CCPOOL_TRY(read_archive_file(path, max_packed, [&](const Digest& key, std::optional<std::string_view> packed, uint64_t n) -> Result<void> {
-    auto p = packed ? m_impl->prepare_packed(key, *packed)
-                    : make_error(ErrorCode::kFull, "entry " + key.hex() + " is larger than the store");
-    if (!p && p.error().code == ErrorCode::kFull) {  // larger than max_size: cannot be kept here
-      ++result.skipped;
-      return ok();
-    }
-    if (!p) {
-      return make_error(p.error().code, "archive '" + path + "' changed while it was imported: entry " +
-                                            std::to_string(n + 1) + " (" + key.hex() + ") is now invalid: " +
-                                            p.error().message + "; the " + std::to_string(result.entries) +
-                                            " entries written before it are valid; import a copy nobody writes to");
-    }
-    result.bytes += packed->size();
-    batch_bytes += p->stored_size();
-    batch.push_back(std::move(*p));
-    if (batch.size() >= kImportBatchEntries || batch_bytes >= kImportBatchBytes) CCPOOL_TRY(write_batch());
-    if (progress) progress(n + 1, total);
-    return ok();
-  }));
+  CCPOOL_TRY(read_archive_file(
+      path, max_packed,
+      [&](const Digest& key, std::optional<std::string_view> packed, uint64_t n) -> Result<void> {
+        auto p = packed ? m_impl->prepare_packed(key, *packed)
+                        : make_error(ErrorCode::kFull,
+                                     "entry " + key.hex() + " is larger than the store");
+        if (!p &&
+            p.error().code == ErrorCode::kFull) {  // larger than max_size: cannot be kept here
+          ++result.skipped;
+          return ok();
+        }
+        if (!p) {
+          return make_error(
+              p.error().code,
+              "archive '" + path + "' changed while it was imported: entry " +
+                  std::to_string(n + 1) + " (" + key.hex() + ") is now invalid: " +
+                  p.error().message + "; the " + std::to_string(result.entries) +
+                  " entries written before it are valid; import a copy nobody writes to");
+        }
+        result.bytes += packed->size();
+        batch_bytes += p->stored_size();
+        batch.push_back(std::move(*p));
+        if (batch.size() >= kImportBatchEntries || batch_bytes >= kImportBatchBytes)
+          CCPOOL_TRY(write_batch());
+        if (progress) progress(n + 1, total);
+        return ok();
+      }));
   CCPOOL_TRY(write_batch());
   return result;
 }

@@ -43,20 +43,24 @@ Result<uint64_t> read_archive(std::FILE* file, const std::string& path, uint64_t
   uint32_t version = 0, schema = 0;
   if (!read_exact(file, hasher, magic, 8) || std::string_view(magic, 8) != kArchiveMagic) {
     return make_error(ErrorCode::kUnsupported,
-                      "'" + path + "' is not a ccpool archive (no CCPOOLAR header); create one with 'ccpool cache export'");
+                      "'" + path +
+                          "' is not a ccpool archive (no CCPOOLAR header); create one with 'ccpool "
+                          "cache export'");
   }
   if (!read_exact(file, hasher, &version, 4) || !read_exact(file, hasher, &schema, 4)) {
-    return make_error(ErrorCode::kCorruption, "archive '" + path + "' is truncated (in its header); export it again");
+    return make_error(ErrorCode::kCorruption,
+                      "archive '" + path + "' is truncated (in its header); export it again");
   }
   if (version > kArchiveVersion || schema > kSchemaVersion) {
-    return make_error(ErrorCode::kUnsupported, "archive '" + path + "' is format " + std::to_string(version) +
-                                                   "/schema " + std::to_string(schema) +
-                                                   ", newer than this ccpool reads (" +
-                                                   std::to_string(kArchiveVersion) + "/" +
-                                                   std::to_string(kSchemaVersion) + "); upgrade ccpool");
+    return make_error(ErrorCode::kUnsupported,
+                      "archive '" + path + "' is format " + std::to_string(version) + "/schema " +
+                          std::to_string(schema) + ", newer than this ccpool reads (" +
+                          std::to_string(kArchiveVersion) + "/" + std::to_string(kSchemaVersion) +
+                          "); upgrade ccpool");
   }
   auto truncated = [&](uint64_t n) {
-    return make_error(ErrorCode::kCorruption, "archive '" + path + "' is truncated or damaged after " +
+    return make_error(ErrorCode::kCorruption, "archive '" + path +
+                                                  "' is truncated or damaged after " +
                                                   std::to_string(n) + " entries; export it again");
   };
   std::string packed;
@@ -71,7 +75,8 @@ Result<uint64_t> read_archive(std::FILE* file, const std::string& path, uint64_t
       if (std::fread(trailer.bytes.data(), 1, 16, file) != 16) return truncated(n);
       char extra;
       if (count != n || trailer != expected || std::fread(&extra, 1, 1, file) != 0) {
-        return make_error(ErrorCode::kCorruption, "archive '" + path + "' fails its checksum; export it again");
+        return make_error(ErrorCode::kCorruption,
+                          "archive '" + path + "' fails its checksum; export it again");
       }
       return n;
     }

@@ -27,8 +27,8 @@ inline constexpr uint8_t kArchiveTagEnd = 0xFF;
 
 // `packed` is nullopt for an entry longer than max_packed: its bytes were
 // hashed (the trailer still covers them) but not kept.
-using ArchiveVisitor =
-    std::function<Result<void>(const Digest& key, std::optional<std::string_view> packed, uint64_t index)>;
+using ArchiveVisitor = std::function<Result<void>(
+    const Digest& key, std::optional<std::string_view> packed, uint64_t index)>;
 
 // Streams the entries of the archive in `file` (named `path` in messages) to
 // `visit`; checks the header, the framing and the trailer. Returns the number

@@ -19,7 +19,9 @@ constexpr int kMaxLevel = 19;
 constexpr int kMaxWindowLog = 23;
 constexpr uint64_t kOneShotMax = 4 << 20;
 
-void put_u64(char* p, uint64_t v) { std::memcpy(p, &v, 8); }  // little-endian hosts only (x86-64, aarch64)
+void put_u64(char* p, uint64_t v) {
+  std::memcpy(p, &v, 8);
+}  // little-endian hosts only (x86-64, aarch64)
 
 }  // namespace
 
@@ -98,7 +100,8 @@ Result<void> Codec::verify(std::string_view stored, const Digest& expected, cons
 Result<void> Codec::run(std::string_view stored, const Digest& expected, const std::string& what,
                         uint64_t max_raw, std::string* keep) {
   uint64_t raw_size = 0;
-  if (!header_ok(stored, &raw_size)) return make_error(ErrorCode::kCorruption, what + ": bad body header");
+  if (!header_ok(stored, &raw_size))
+    return make_error(ErrorCode::kCorruption, what + ": bad body header");
   if (raw_size > max_raw) {
     return make_error(ErrorCode::kCorruption, what + ": declares " + std::to_string(raw_size) +
                                                   " raw bytes, more than the limit of " +
@@ -106,7 +109,8 @@ Result<void> Codec::run(std::string_view stored, const Digest& expected, const s
   }
   std::string_view payload = stored.substr(kBodyHeaderSize);
   if (static_cast<uint8_t>(stored[0]) == kCodecRaw) {
-    if (hash_bytes(payload) != expected) return make_error(ErrorCode::kCorruption, what + ": checksum mismatch");
+    if (hash_bytes(payload) != expected)
+      return make_error(ErrorCode::kCorruption, what + ": checksum mismatch");
     if (keep) keep->assign(payload);
     return ok();
   }
@@ -135,7 +139,8 @@ Result<void> Codec::run(std::string_view stored, const Digest& expected, const s
     if (ZSTD_isError(n) || n != raw_size) {
       return make_error(ErrorCode::kCorruption, what + ": compressed body does not decode");
     }
-    if (hash_bytes(out) != expected) return make_error(ErrorCode::kCorruption, what + ": checksum mismatch");
+    if (hash_bytes(out) != expected)
+      return make_error(ErrorCode::kCorruption, what + ": checksum mismatch");
     return ok();
   }
   // Larger: the output grows one slice at a time as zstd produces bytes
@@ -173,7 +178,8 @@ Result<void> Codec::run(std::string_view stored, const Digest& expected, const s
   if (bad || in.pos != in.size) {  // short, long or trailing bytes: corrupt
     return make_error(ErrorCode::kCorruption, what + ": compressed body does not decode");
   }
-  if (hasher.digest() != expected) return make_error(ErrorCode::kCorruption, what + ": checksum mismatch");
+  if (hasher.digest() != expected)
+    return make_error(ErrorCode::kCorruption, what + ": checksum mismatch");
   if (keep) out.resize(static_cast<size_t>(done));
   return ok();
 }

@@ -33,8 +33,8 @@ class Codec {
   // (size, zstd frame, checksum) is kCorruption naming `what`, and so is a
   // declared raw size above `max_raw`. Memory: the bytes actually produced,
   // at most max_raw (plus one 256 KiB slice), never what the header claims.
-  Result<std::string> decode(std::string_view stored, const Digest& expected, const std::string& what,
-                             uint64_t max_raw);
+  Result<std::string> decode(std::string_view stored, const Digest& expected,
+                             const std::string& what, uint64_t max_raw);
   // The same checks as decode() without keeping the bytes: decompresses into
   // one fixed 256 KiB slice and hashes it, so memory does not depend on the body.
   Result<void> verify(std::string_view stored, const Digest& expected, const std::string& what,

@@ -18,7 +18,8 @@ uint64_t raw_bytes(const Entry& entry) {
 
 GroupCommitter::GroupCommitter(Store& store, GroupCommitOptions options)
     : GroupCommitter(
-          store, [&store](std::vector<PreparedPut>& batch) { return store.write_prepared(batch); }, options) {}
+          store, [&store](std::vector<PreparedPut>& batch) { return store.write_prepared(batch); },
+          options) {}
 
 GroupCommitter::GroupCommitter(Store& store, BatchWriter writer, GroupCommitOptions options)
     : m_store(store), m_writer(std::move(writer)), m_options(options) {
@@ -104,8 +105,9 @@ void GroupCommitter::run() {
       // Under concurrency (the last batch had company) a batch that is not
       // full waits up to max_delay for more; a lone put commits at once.
       auto deadline = std::chrono::steady_clock::now() + m_options.max_delay;
-      while (m_last_batch > 1 && !m_stopping && !m_commit_now && m_queue.size() < m_options.max_entries &&
-             m_queued_bytes < m_options.max_bytes && m_wake.wait_until(deadline)) {
+      while (m_last_batch > 1 && !m_stopping && !m_commit_now &&
+             m_queue.size() < m_options.max_entries && m_queued_bytes < m_options.max_bytes &&
+             m_wake.wait_until(deadline)) {
       }
       m_commit_now = false;
       batch = take_batch();
@@ -129,7 +131,8 @@ void GroupCommitter::run() {
     bool failed = false;
     for (size_t p = 0; p < puts.size(); ++p) {
       if (p >= results.size()) {
-        results.push_back(make_error(ErrorCode::kIo, "group commit: the batch writer returned too few results"));
+        results.push_back(
+            make_error(ErrorCode::kIo, "group commit: the batch writer returned too few results"));
       }
       failed = failed || !results[p];
     }

@@ -40,14 +40,15 @@
 namespace ccpool::cache {
 
 struct GroupCommitOptions {
-  size_t max_entries = 1024;                   // puts in one transaction
-  uint64_t max_bytes = 32ull << 20;            // raw bytes of outputs in one transaction
-  std::chrono::microseconds max_delay{200};    // how long a non-full batch waits for more
+  size_t max_entries = 1024;                 // puts in one transaction
+  uint64_t max_bytes = 32ull << 20;          // raw bytes of outputs in one transaction
+  std::chrono::microseconds max_delay{200};  // how long a non-full batch waits for more
 };
 
 struct GroupCommitStats {
   uint64_t batches = 0, entries = 0, largest_batch = 0, failed_batches = 0;
-  uint64_t coalesced = 0;  // puts superseded by a later put of their key in the same batch (not written)
+  uint64_t coalesced =
+      0;  // puts superseded by a later put of their key in the same batch (not written)
 };
 
 class GroupCommitter {
@@ -63,7 +64,9 @@ class GroupCommitter {
   GroupCommitter(const GroupCommitter&) = delete;
   GroupCommitter& operator=(const GroupCommitter&) = delete;
 
-  void submit(const PutRequest& request, Done done) { submit(request.key, request.entry, std::move(done)); }
+  void submit(const PutRequest& request, Done done) {
+    submit(request.key, request.entry, std::move(done));
+  }
   // The entry is only read (prepared on this thread), never copied.
   void submit(const Digest& key, const Entry& entry, Done done);
   // submit() and wait for the batch holding it. Never call from a completion.

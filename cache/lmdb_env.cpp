@@ -6,13 +6,18 @@
 namespace ccpool::cache::lmdb {
 namespace {
 
-constexpr const char* kTableNames[kTableCount] = {"meta", "records", "usage", "lru", "bodies", "refs"};
+constexpr const char* kTableNames[kTableCount] = {"meta", "records", "usage",
+                                                  "lru",  "bodies",  "refs"};
 // Each MDB_MAP_RESIZED while opening means another process grew the map and
 // committed in between; growth doubles, so a few in a row already are rare.
 constexpr int kMaxOpenResizes = 16;
 
-MDB_val to_val(std::string_view s) { return MDB_val{s.size(), const_cast<char*>(s.data())}; }
-std::string_view from_val(const MDB_val& v) { return {static_cast<const char*>(v.mv_data), v.mv_size}; }
+MDB_val to_val(std::string_view s) {
+  return MDB_val{s.size(), const_cast<char*>(s.data())};
+}
+std::string_view from_val(const MDB_val& v) {
+  return {static_cast<const char*>(v.mv_data), v.mv_size};
+}
 
 }  // namespace
 
@@ -25,7 +30,9 @@ bool is_corruption(int rc) {
          rc == MDB_VERSION_MISMATCH || rc == MDB_BAD_DBI || rc == MDB_INCOMPATIBLE;
 }
 
-std::string rc_text(int rc) { return mdb_strerror(rc); }
+std::string rc_text(int rc) {
+  return mdb_strerror(rc);
+}
 
 int Env::open(const std::string& dir, uint64_t map_size, std::unique_ptr<Env>& out,
               const std::function<void()>& before_begin) {
@@ -70,7 +77,9 @@ Env::~Env() {
   if (m_env) mdb_env_close(static_cast<MDB_env*>(m_env));
 }
 
-int Env::set_map_size(uint64_t bytes) { return mdb_env_set_mapsize(static_cast<MDB_env*>(m_env), bytes); }
+int Env::set_map_size(uint64_t bytes) {
+  return mdb_env_set_mapsize(static_cast<MDB_env*>(m_env), bytes);
+}
 
 EnvInfo Env::info() const {
   MDB_envinfo info;
@@ -84,8 +93,12 @@ EnvInfo Env::info() const {
   return out;
 }
 
-int Env::reader_check(int* dead) { return mdb_reader_check(static_cast<MDB_env*>(m_env), dead); }
-int Env::sync() { return mdb_env_sync(static_cast<MDB_env*>(m_env), 1); }
+int Env::reader_check(int* dead) {
+  return mdb_reader_check(static_cast<MDB_env*>(m_env), dead);
+}
+int Env::sync() {
+  return mdb_env_sync(static_cast<MDB_env*>(m_env), 1);
+}
 
 int Txn::begin(Env& env, bool write, std::unique_ptr<Txn>& out) {
   MDB_txn* txn = nullptr;
@@ -95,7 +108,9 @@ int Txn::begin(Env& env, bool write, std::unique_ptr<Txn>& out) {
   return 0;
 }
 
-Txn::~Txn() { abort(); }
+Txn::~Txn() {
+  abort();
+}
 
 void Txn::abort() {
   if (m_txn) mdb_txn_abort(static_cast<MDB_txn*>(m_txn));
@@ -144,7 +159,8 @@ int Txn::drop_all(Table t) {
 
 uint64_t Txn::count(Table t) {
   MDB_stat st;
-  if (m_failed != 0 || track(mdb_stat(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &st)) != 0) return 0;
+  if (m_failed != 0 || track(mdb_stat(static_cast<MDB_txn*>(m_txn), m_env.dbi(t), &st)) != 0)
+    return 0;
   return st.ms_entries;
 }
 

@@ -22,7 +22,9 @@ std::string rc_text(int rc);
 enum class Table { kMeta = 0, kRecords, kUsage, kLru, kBodies, kRefs };
 inline constexpr int kTableCount = 6;
 
-struct EnvInfo { uint64_t map_size = 0, map_used = 0; };
+struct EnvInfo {
+  uint64_t map_size = 0, map_used = 0;
+};
 
 class Env {
  public:
@@ -84,8 +86,8 @@ class Txn {
   Txn(Env& env, void* txn) : m_env(env), m_txn(txn) {}
   int track(int rc);  // records the first failure; returns rc
   Env& m_env;
-  void* m_txn;        // MDB_txn*, null once ended
-  int m_failed = 0;   // the first failing status of an operation
+  void* m_txn;       // MDB_txn*, null once ended
+  int m_failed = 0;  // the first failing status of an operation
 };
 
 }  // namespace ccpool::cache::lmdb

@@ -13,7 +13,9 @@ void put_body(ByteWriter& w, const BodyRef& b) {
   w.u64(b.size);
   w.digest(b.digest);
 }
-bool get_body(ByteReader& r, BodyRef& b) { return r.u64(b.size) && r.digest(b.digest); }
+bool get_body(ByteReader& r, BodyRef& b) {
+  return r.u64(b.size) && r.digest(b.digest);
+}
 
 void put_list(ByteWriter& w, const std::vector<std::string>& items) {
   w.u32(static_cast<uint32_t>(items.size()));
@@ -80,10 +82,12 @@ Result<Record> decode_record(std::string_view bytes) {
                       "record from a newer ccpool (version " + std::to_string(version) + ")");
   }
   if (version < kRecordVersion) {
-    return make_error(ErrorCode::kCorruption, "record version " + std::to_string(version) +
-                                                  " has no checksum (an older ccpool wrote it); it is rebuilt");
+    return make_error(ErrorCode::kCorruption,
+                      "record version " + std::to_string(version) +
+                          " has no checksum (an older ccpool wrote it); it is rebuilt");
   }
-  if (bytes.size() < 1 + kRecordChecksumSize) return make_error(ErrorCode::kCorruption, "malformed record");
+  if (bytes.size() < 1 + kRecordChecksumSize)
+    return make_error(ErrorCode::kCorruption, "malformed record");
   std::string_view fields = bytes.substr(0, bytes.size() - kRecordChecksumSize);
   Digest trailer;
   std::memcpy(trailer.bytes.data(), bytes.data() + fields.size(), kRecordChecksumSize);
@@ -184,12 +188,16 @@ std::map<std::string, uint64_t> decode_events(std::string_view bytes) {
   return out;
 }
 
-void merge_events(std::map<std::string, uint64_t>& total, const std::map<std::string, uint64_t>& delta) {
+void merge_events(std::map<std::string, uint64_t>& total,
+                  const std::map<std::string, uint64_t>& delta) {
   for (const auto& [name, n] : delta) {
     auto it = total.find(name);
-    if (it != total.end()) it->second += n;
-    else if (total.size() < Store::kMaxEvents) total.emplace(name, n);
-    else total["other"] += n;
+    if (it != total.end())
+      it->second += n;
+    else if (total.size() < Store::kMaxEvents)
+      total.emplace(name, n);
+    else
+      total["other"] += n;
   }
 }
 
@@ -225,7 +233,8 @@ Result<UnpackedEntry> unpack_entry(std::string_view packed) {
   if (version > kPackedVersion) {
     return make_error(ErrorCode::kUnsupported, "packed entry version " + std::to_string(version) +
                                                    " is newer than this ccpool supports (" +
-                                                   std::to_string(kPackedVersion) + "); upgrade ccpool");
+                                                   std::to_string(kPackedVersion) +
+                                                   "); upgrade ccpool");
   }
   if (hash_bytes(body) != trailer) return corrupt("fails its checksum (truncated or damaged)");
   UnpackedEntry out;

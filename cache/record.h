@@ -74,7 +74,8 @@ Counters decode_counters(std::string_view bytes);
 std::string encode_events(const std::map<std::string, uint64_t>& events);
 std::map<std::string, uint64_t> decode_events(std::string_view bytes);  // empty when malformed
 // Adds `delta` into `total`, keeping at most kMaxEvents names (the rest go to "other").
-void merge_events(std::map<std::string, uint64_t>& total, const std::map<std::string, uint64_t>& delta);
+void merge_events(std::map<std::string, uint64_t>& total,
+                  const std::map<std::string, uint64_t>& delta);
 
 // Packed entry: "CCPE" | u32 version | u32 record_len | record | u32 body_count |
 // body_count x (digest16 | u64 len | stored body) | XXH3-128 of everything before it.

@@ -46,15 +46,16 @@ Result<void> check_schema(Store::Impl& impl) {
     bool empty = txn.count(Table::kRecords) == 0;
     if (rc == 0 && version == kSchemaVersion) return 0;
     if (version > kSchemaVersion) {
-      error = Error(ErrorCode::kUnsupported,
-                    "the store in '" + impl.dir + "' has schema version " + std::to_string(version) +
-                        ", newer than this ccpool understands (" + std::to_string(kSchemaVersion) +
-                        "); upgrade ccpool or use another --dir/CCPOOL_DIR");
+      error =
+          Error(ErrorCode::kUnsupported,
+                "the store in '" + impl.dir + "' has schema version " + std::to_string(version) +
+                    ", newer than this ccpool understands (" + std::to_string(kSchemaVersion) +
+                    "); upgrade ccpool or use another --dir/CCPOOL_DIR");
       return kBodyFailed;
     }
     if (!empty) {
-      spdlog::warn("cache: the store in '{}' has old schema version {}; cleared it (it refills)", impl.dir,
-                   version);
+      spdlog::warn("cache: the store in '{}' has old schema version {}; cleared it (it refills)",
+                   impl.dir, version);
       for (Table t : {Table::kRecords, Table::kUsage, Table::kLru, Table::kBodies, Table::kRefs}) {
         if ((rc = txn.drop_all(t)) != 0) return rc;
       }
@@ -76,8 +77,9 @@ Store::Impl::~Impl() {
 Result<std::unique_ptr<Store>> Store::open(const StoreOptions& options) {
   std::string dir = default_store_dir(options.dir);
   if (!options.create_if_missing && !path_exists(dir)) {
-    return make_error(ErrorCode::kNotFound, "no store at '" + dir +
-                                                "' (the directory does not exist); check --dir or CCPOOL_DIR");
+    return make_error(
+        ErrorCode::kNotFound,
+        "no store at '" + dir + "' (the directory does not exist); check --dir or CCPOOL_DIR");
   }
   CCPOOL_TRY(ensure_private_dir(dir));
   CCPOOL_TRY(check_local_filesystem(dir, "CCPOOL_DIR", options.statfs_type));
@@ -89,14 +91,16 @@ Result<std::unique_ptr<Store>> Store::open(const StoreOptions& options) {
     MutexLock lock(&stores.mutex);
     if (!stores.dirs.insert(canonical(dir)).second) {
       impl->dir.clear();  // not ours to unregister
-      return make_error(ErrorCode::kInvalidArgument,
-                        "the store in '" + dir + "' is already open in this process; share that Store");
+      return make_error(
+          ErrorCode::kInvalidArgument,
+          "the store in '" + dir + "' is already open in this process; share that Store");
     }
   }
   uint64_t initial = options.initial_map_size ? options.initial_map_size : kDefaultInitialMap;
   initial = std::max(kMinMap, (initial + 4095) & ~uint64_t{4095});
-  impl->map_cap = options.max_map_size ? std::max(options.max_map_size, initial)
-                                       : std::max<uint64_t>(initial, options.max_size * 2 + (64ull << 20));
+  impl->map_cap = options.max_map_size
+                      ? std::max(options.max_map_size, initial)
+                      : std::max<uint64_t>(initial, options.max_size * 2 + (64ull << 20));
   initial = std::min(initial, impl->map_cap);
   int rc = lmdb::Env::open(dir, initial, impl->env);
   if (rc != 0) {
@@ -113,9 +117,15 @@ Store::~Store() {
   if (m_impl && m_impl->env) flush();
 }
 
-const std::string& Store::dir() const { return m_impl->dir; }
-uint64_t Store::max_size() const { return m_impl->options.max_size; }
-uint64_t Store::read_transactions() const { return m_impl->read_txns.load(std::memory_order_relaxed); }
+const std::string& Store::dir() const {
+  return m_impl->dir;
+}
+uint64_t Store::max_size() const {
+  return m_impl->options.max_size;
+}
+uint64_t Store::read_transactions() const {
+  return m_impl->read_txns.load(std::memory_order_relaxed);
+}
 
 Result<PreparedEntry> Store::Impl::prepare(const Digest& key, const Entry& entry) {
   PreparedEntry p;
@@ -136,16 +146,18 @@ Result<PreparedEntry> Store::Impl::prepare(const Digest& key, const Entry& entry
     if (ref.size) p.bodies.emplace_back(ref.digest, codec.encode(data));
     return ref;
   };
-  for (const Output& out : entry.outputs) rec.outputs.push_back({out.name, out.mode, add_body(out.data)});
+  for (const Output& out : entry.outputs)
+    rec.outputs.push_back({out.name, out.mode, add_body(out.data)});
   rec.stdout_body = add_body(entry.stdout_data);
   rec.stderr_body = add_body(entry.stderr_data);
   p.record = encode_record(rec);
   p.logical_bytes = rec.logical_bytes();
   p.usage = Usage{entry.last_used_ms ? entry.last_used_ms : now_ms(), entry.hits};
   if (p.stored_size() > options.max_size) {
-    return make_error(ErrorCode::kFull, "entry " + key.hex() + " needs " + std::to_string(p.stored_size()) +
-                                            " bytes, more than the store's max_size of " +
-                                            std::to_string(options.max_size) + "; raise --max-size");
+    return make_error(ErrorCode::kFull,
+                      "entry " + key.hex() + " needs " + std::to_string(p.stored_size()) +
+                          " bytes, more than the store's max_size of " +
+                          std::to_string(options.max_size) + "; raise --max-size");
   }
   return p;
 }
@@ -160,8 +172,10 @@ Result<PreparedEntry> Store::Impl::prepare_packed(const Digest& key, std::string
   uint64_t logical = 0;
   for (const BodyRef& ref : rec.bodies()) {
     if (ref.size > options.max_size || logical + ref.size > options.max_size) {
-      return make_error(ErrorCode::kFull, "entry " + key.hex() + " declares more raw bytes than the store's max_size of " +
-                                              std::to_string(options.max_size) + "; raise --max-size");
+      return make_error(ErrorCode::kFull,
+                        "entry " + key.hex() +
+                            " declares more raw bytes than the store's max_size of " +
+                            std::to_string(options.max_size) + "; raise --max-size");
     }
     logical += ref.size;
   }
@@ -175,7 +189,8 @@ Result<PreparedEntry> Store::Impl::prepare_packed(const Digest& key, std::string
     auto it = bodies.find(ref.digest);
     uint64_t raw_size = 0;
     if (it == bodies.end() || !Codec::header_ok(it->second, &raw_size) || raw_size != ref.size) {
-      return make_error(ErrorCode::kCorruption, "packed entry " + key.hex() + " lacks body " + ref.digest.hex());
+      return make_error(ErrorCode::kCorruption,
+                        "packed entry " + key.hex() + " lacks body " + ref.digest.hex());
     }
     if (verified.insert(ref.digest).second) {
       CCPOOL_TRY(codec.verify(it->second, ref.digest, "packed entry " + key.hex(), ref.size));
@@ -183,15 +198,19 @@ Result<PreparedEntry> Store::Impl::prepare_packed(const Digest& key, std::string
     p.bodies.emplace_back(ref.digest, std::string(it->second));
   }
   if (p.stored_size() > options.max_size) {
-    return make_error(ErrorCode::kFull, "entry " + key.hex() + " is larger than the store's max_size; raise it");
+    return make_error(ErrorCode::kFull,
+                      "entry " + key.hex() + " is larger than the store's max_size; raise it");
   }
   return p;
 }
 
-Result<uint64_t> Store::Impl::write_entries(const std::vector<PreparedEntry>& batch, bool skip_existing) {
+Result<uint64_t> Store::Impl::write_entries(const std::vector<PreparedEntry>& batch,
+                                            bool skip_existing) {
   if (options.faults->should_fail_store_write()) {
-    return make_error(ErrorCode::kIo, "store write to '" + dir +
-                                          "' failed (injected by CCPOOL_FAULT=fail_store_write); unset CCPOOL_FAULT");
+    return make_error(
+        ErrorCode::kIo,
+        "store write to '" + dir +
+            "' failed (injected by CCPOOL_FAULT=fail_store_write); unset CCPOOL_FAULT");
   }
   uint64_t skipped = 0;
   std::unordered_set<Digest> keys;
@@ -214,7 +233,8 @@ Result<uint64_t> Store::Impl::write_entries(const std::vector<PreparedEntry>& ba
   return skipped;
 }
 
-Result<std::optional<Entry>> Store::Impl::read_entry(lmdb::Txn& txn, const Digest& key, bool with_bodies) {
+Result<std::optional<Entry>> Store::Impl::read_entry(lmdb::Txn& txn, const Digest& key,
+                                                     bool with_bodies) {
   std::string_view raw;
   int rc = txn.get(Table::kRecords, key_view(key), raw);
   if (rc == lmdb::kNotFound) return std::optional<Entry>();
@@ -243,7 +263,8 @@ Result<std::optional<Entry>> Store::Impl::read_entry(lmdb::Txn& txn, const Diges
       return make_error(ErrorCode::kCorruption, "body " + ref.digest.hex() + " is missing");
     }
     CCPOOL_TRY_ASSIGN(out, codec.decode(stored, ref.digest, "body " + ref.digest.hex(), ref.size));
-    if (out.size() != ref.size) return make_error(ErrorCode::kCorruption, "body " + ref.digest.hex() + " has the wrong size");
+    if (out.size() != ref.size)
+      return make_error(ErrorCode::kCorruption, "body " + ref.digest.hex() + " has the wrong size");
     return ok();
   };
   for (const RecordOutput& o : rec.outputs) {
@@ -270,7 +291,8 @@ void Store::Impl::record_use(const Digest& key, bool hit, uint64_t time_saved_ms
 }
 
 void Store::Impl::evict_corrupt(const Digest& key, const std::string& problem) {
-  spdlog::warn("cache: entry {} in '{}' is corrupt ({}); evicted it, it will be rebuilt", key.hex(), dir, problem);
+  spdlog::warn("cache: entry {} in '{}' is corrupt ({}); evicted it, it will be rebuilt", key.hex(),
+               dir, problem);
   auto r = run_write([&](lmdb::Txn& txn, Counters& c, std::optional<Error>&) {
     bool found = false;
     int rc = remove_entry(txn, key, c, &found);
@@ -316,8 +338,8 @@ namespace {
 // Writes `prepared` in one transaction. A batch that does not fit the map even
 // after eviction (kFull) is split in halves, so a batch never fails where the
 // same puts made one by one would succeed; any other failure fails every member.
-void write_split(Store::Impl& impl, std::vector<PreparedEntry>& prepared, const std::vector<size_t>& members,
-                 std::vector<Result<void>>& results) {
+void write_split(Store::Impl& impl, std::vector<PreparedEntry>& prepared,
+                 const std::vector<size_t>& members, std::vector<Result<void>>& results) {
   if (prepared.empty()) return;
   auto written = impl.write_entries(prepared, false);
   if (written) return;
@@ -378,7 +400,8 @@ std::vector<Result<void>> Store::write_prepared(std::vector<PreparedPut>& batch)
   prepared.reserve(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!batch[i].m_entry) {
-      results[i] = make_error(ErrorCode::kInvalidArgument, "write_prepared: an empty PreparedPut (moved from)");
+      results[i] = make_error(ErrorCode::kInvalidArgument,
+                              "write_prepared: an empty PreparedPut (moved from)");
       continue;
     }
     prepared.push_back(std::move(*batch[i].m_entry));
@@ -397,7 +420,8 @@ Result<bool> Store::remove(const Digest& key) {
   return found;
 }
 
-Result<std::optional<std::string>> Store::Impl::pack(lmdb::Txn& txn, const Digest& key, bool verify_bodies) {
+Result<std::optional<std::string>> Store::Impl::pack(lmdb::Txn& txn, const Digest& key,
+                                                     bool verify_bodies) {
   std::string_view record;
   int rc = txn.get(Table::kRecords, key_view(key), record);
   if (rc == lmdb::kNotFound) return std::optional<std::string>();
@@ -409,7 +433,8 @@ Result<std::optional<std::string>> Store::Impl::pack(lmdb::Txn& txn, const Diges
     if (!seen.insert(ref.digest).second) continue;
     std::string_view stored;
     if (txn.get(Table::kBodies, key_view(ref.digest), stored) != 0) {
-      return make_error(ErrorCode::kCorruption, "entry " + key.hex() + ": body " + ref.digest.hex() + " is missing");
+      return make_error(ErrorCode::kCorruption,
+                        "entry " + key.hex() + ": body " + ref.digest.hex() + " is missing");
     }
     if (verify_bodies) CCPOOL_TRY(codec.verify(stored, ref.digest, "entry " + key.hex(), ref.size));
     bodies.push_back({ref.digest, stored});
@@ -432,8 +457,10 @@ void Store::count_event(std::string_view name, uint64_t n) {
   std::string key(name.substr(0, kMaxEventName));
   MutexLock lock(&m_impl->touch_mutex);
   std::map<std::string, uint64_t>& pending = m_impl->pending_events;
-  if (pending.size() < kMaxEvents || pending.count(key)) pending[key] += n;
-  else pending["other"] += n;
+  if (pending.size() < kMaxEvents || pending.count(key))
+    pending[key] += n;
+  else
+    pending["other"] += n;
 }
 
 void Store::flush() {

@@ -26,7 +26,10 @@ namespace ccpool::cache {
 
 inline constexpr uint32_t kSchemaVersion = 1;
 
-enum class EntryKind : uint8_t { kCompile = 1, kBlob = 2 };  // kBlob: plain key/value (Redis front, manifests)
+enum class EntryKind : uint8_t {
+  kCompile = 1,
+  kBlob = 2
+};  // kBlob: plain key/value (Redis front, manifests)
 
 struct Output {
   std::string name;
@@ -46,8 +49,9 @@ struct Entry {
   int32_t exit_code = 0;
   std::string tool, cwd;
   std::vector<std::string> argv, inputs;  // descriptive metadata
-  std::string label;       // free text; the Redis front stores the Redis key here (shown by ls/show)
-  int64_t expires_ms = 0;  // 0 = never; otherwise get() treats it as missing after this time and gc removes it
+  std::string label;  // free text; the Redis front stores the Redis key here (shown by ls/show)
+  int64_t expires_ms =
+      0;  // 0 = never; otherwise get() treats it as missing after this time and gc removes it
 };
 
 struct StoreOptions {
@@ -58,7 +62,8 @@ struct StoreOptions {
   StatfsTypeFn statfs_type;       // seam (base/fs.h)
   bool create_if_missing = true;  // false: a missing directory is kNotFound (CLI commands)
   uint64_t max_map_size = 0;      // cap of the LMDB map; 0 = 2 * max_size + 64 MiB
-  FaultInjector* faults = &FaultInjector::none();  // seam (base/fault.h): fail_store_write; not owned
+  FaultInjector* faults =
+      &FaultInjector::none();  // seam (base/fault.h): fail_store_write; not owned
 };
 
 // One line of `ccpool cache ls`.
@@ -95,15 +100,22 @@ struct GcOptions {
   std::optional<uint64_t> max_size;      // evict LRU down to this; default: the store's max_size
   std::optional<int64_t> older_than_ms;  // also evict entries last used longer ago than this
 };
-struct GcResult { uint64_t removed_entries = 0, expired = 0, freed_bytes = 0; };
+struct GcResult {
+  uint64_t removed_entries = 0, expired = 0, freed_bytes = 0;
+};
 
-struct CorruptEntry { Digest key; std::string problem; };
+struct CorruptEntry {
+  Digest key;
+  std::string problem;
+};
 struct VerifyResult {
   uint64_t checked_entries = 0, checked_bodies = 0, removed = 0;
   std::vector<CorruptEntry> corrupt;
 };
 
-struct ArchiveResult { uint64_t entries = 0, skipped = 0, bytes = 0; };
+struct ArchiveResult {
+  uint64_t entries = 0, skipped = 0, bytes = 0;
+};
 
 // One member of Store::put_batch (and of a GroupCommitter batch).
 struct PutRequest {
@@ -141,7 +153,8 @@ class Store {
   // Verified bodies; corrupt -> evict+count+log, returns nullopt; counts hit/miss; records the use
   // for LRU (buffered, not a write txn per get).
   Result<std::optional<Entry>> get(const Digest& key, Expired expired = Expired::kHide);
-  // No counters, no touch (for show/ls). Without bodies, outputs carry name/mode/size/checksum only.
+  // No counters, no touch (for show/ls). Without bodies, outputs carry name/mode/size/checksum
+  // only.
   Result<std::optional<Entry>> peek(const Digest& key, bool with_bodies);
   // Replaces. Enforces max_size by evicting LRU; on MDB_MAP_FULL grows and retries. Failure is
   // reported (kFull/kIo), never crashes, never loses committed entries.

@@ -36,7 +36,8 @@ struct PreparedEntry {
 
 // A write body returns an LMDB rc, or kBodyFailed after setting `error`.
 inline constexpr int kBodyFailed = -30000;
-using WriteBody = std::function<int(lmdb::Txn& txn, Counters& counters, std::optional<Error>& error)>;
+using WriteBody =
+    std::function<int(lmdb::Txn& txn, Counters& counters, std::optional<Error>& error)>;
 
 struct Store::Impl {
   StoreOptions options;
@@ -87,7 +88,8 @@ struct Store::Impl {
   // Building blocks for write bodies. They return an LMDB rc.
   int insert_entry(lmdb::Txn& txn, const PreparedEntry& e, Counters& c);
   int remove_entry(lmdb::Txn& txn, const Digest& key, Counters& c, bool* found = nullptr);
-  int evict_to(lmdb::Txn& txn, Counters& c, uint64_t limit, const std::unordered_set<Digest>& protect);
+  int evict_to(lmdb::Txn& txn, Counters& c, uint64_t limit,
+               const std::unordered_set<Digest>& protect);
   int apply_touches(lmdb::Txn& txn, const std::unordered_map<Digest, Usage>& t, Counters& c);
 
   Result<PreparedEntry> prepare(const Digest& key, const Entry& entry);

@@ -37,8 +37,9 @@ uint64_t PreparedEntry::stored_size() const {
 
 Error Store::Impl::lmdb_error(int rc, const std::string& doing) const {
   if (rc == ENOSPC) {
-    return Error(ErrorCode::kFull, "disk full while writing the store in '" + dir +
-                                       "': free space, or set CCPOOL_DIR (or --dir) to a disk with room");
+    return Error(ErrorCode::kFull,
+                 "disk full while writing the store in '" + dir +
+                     "': free space, or set CCPOOL_DIR (or --dir) to a disk with room");
   }
   if (rc == EACCES || rc == EPERM || rc == EROFS) {
     return Error(ErrorCode::kPermission, "no permission to use the store in '" + dir + "' (" +
@@ -47,12 +48,13 @@ Error Store::Impl::lmdb_error(int rc, const std::string& doing) const {
   }
   if (rc == lmdb::kMapFull) {
     return Error(ErrorCode::kFull, "the store in '" + dir + "' is full (map at its cap of " +
-                                       std::to_string(map_cap >> 20) + " MiB); run 'ccpool cache gc'");
+                                       std::to_string(map_cap >> 20) +
+                                       " MiB); run 'ccpool cache gc'");
   }
   if (lmdb::is_corruption(rc)) {
-    return Error(ErrorCode::kCorruption, "the store in '" + dir + "' is corrupt (" + lmdb::rc_text(rc) +
-                                             "); remove it with 'rm -rf " + dir +
-                                             "' (it refills) or choose another --dir");
+    return Error(ErrorCode::kCorruption, "the store in '" + dir + "' is corrupt (" +
+                                             lmdb::rc_text(rc) + "); remove it with 'rm -rf " +
+                                             dir + "' (it refills) or choose another --dir");
   }
   return Error(ErrorCode::kIo, doing + " in '" + dir + "' failed: " + lmdb::rc_text(rc));
 }
@@ -147,7 +149,8 @@ int del_if_present(lmdb::Txn& txn, Table t, std::string_view key) {
 
 }  // namespace
 
-int Store::Impl::apply_touches(lmdb::Txn& txn, const std::unordered_map<Digest, Usage>& t, Counters& c) {
+int Store::Impl::apply_touches(lmdb::Txn& txn, const std::unordered_map<Digest, Usage>& t,
+                               Counters& c) {
   for (const auto& [key, use] : t) {
     std::string_view raw;
     if (txn.get(Table::kUsage, key_view(key), raw) != 0) continue;  // removed meanwhile
@@ -165,7 +168,8 @@ int Store::Impl::insert_entry(lmdb::Txn& txn, const PreparedEntry& e, Counters& 
   for (const auto& [digest, stored] : e.bodies) {
     std::string_view raw;
     uint64_t refs = 0;
-    if (txn.get(Table::kRefs, key_view(digest), raw) == 0 && raw.size() == 8) std::memcpy(&refs, raw.data(), 8);
+    if (txn.get(Table::kRefs, key_view(digest), raw) == 0 && raw.size() == 8)
+      std::memcpy(&refs, raw.data(), 8);
     int rc = 0;
     if (refs == 0) {
       rc = txn.put(Table::kBodies, key_view(digest), stored);
@@ -173,7 +177,9 @@ int Store::Impl::insert_entry(lmdb::Txn& txn, const PreparedEntry& e, Counters& 
       c.bodies += 1;
     }
     ++refs;
-    if (rc == 0) rc = txn.put(Table::kRefs, key_view(digest), std::string_view(reinterpret_cast<char*>(&refs), 8));
+    if (rc == 0)
+      rc = txn.put(Table::kRefs, key_view(digest),
+                   std::string_view(reinterpret_cast<char*>(&refs), 8));
     if (rc != 0) return rc;
   }
   int rc = txn.put(Table::kRecords, key_view(e.key), e.record);
@@ -202,7 +208,8 @@ int Store::Impl::remove_entry(lmdb::Txn& txn, const Digest& key, Counters& c, bo
       }
       if (refs > 1) {
         --refs;
-        rc = txn.put(Table::kRefs, key_view(body.digest), std::string_view(reinterpret_cast<char*>(&refs), 8));
+        rc = txn.put(Table::kRefs, key_view(body.digest),
+                     std::string_view(reinterpret_cast<char*>(&refs), 8));
       } else {
         std::string_view stored;
         if (txn.get(Table::kBodies, key_view(body.digest), stored) == 0) {

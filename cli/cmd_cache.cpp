@@ -30,7 +30,9 @@ struct CacheArgs {
   bool fix = false;
 };
 
-int exit_code_for(const Error& e) { return e.code == ErrorCode::kInvalidArgument ? kExitUsage : kExitError; }
+int exit_code_for(const Error& e) {
+  return e.code == ErrorCode::kInvalidArgument ? kExitUsage : kExitError;
+}
 
 std::unique_ptr<Store> open_store(const CacheArgs& a, bool create) {
   cache::StoreOptions options;
@@ -56,12 +58,14 @@ Digest resolve_key(Store& store, const std::string& text) {
   auto matches = store.find_prefix(text, 8);
   if (!matches) fail(kExitUsage, matches.error().message);
   if (matches->empty()) {
-    fail(kExitError, "no entry matches key '" + text + "' in '" + store.dir() + "'; list keys with 'ccpool cache ls'");
+    fail(kExitError, "no entry matches key '" + text + "' in '" + store.dir() +
+                         "'; list keys with 'ccpool cache ls'");
   }
   if (matches->size() > 1) {
     std::string list;
     for (const Digest& d : *matches) list += "\n  " + d.hex();
-    fail(kExitError, "key prefix '" + text + "' is ambiguous; give more digits. Candidates:" + list);
+    fail(kExitError,
+         "key prefix '" + text + "' is ambiguous; give more digits. Candidates:" + list);
   }
   return (*matches)[0];
 }
@@ -69,7 +73,9 @@ Digest resolve_key(Store& store, const std::string& text) {
 CLI::App* add_command(CLI::App* group, const std::shared_ptr<CacheArgs>& a, const std::string& name,
                       const std::string& help, bool json) {
   CLI::App* sub = group->add_subcommand(name, help);
-  sub->add_option("--dir", a->dir, "Store directory (default: $CCPOOL_DIR, else ${XDG_CACHE_HOME:-~/.cache}/ccpool)");
+  sub->add_option(
+      "--dir", a->dir,
+      "Store directory (default: $CCPOOL_DIR, else ${XDG_CACHE_HOME:-~/.cache}/ccpool)");
   if (json) sub->add_flag("--json", a->json, "Print JSON (stable keys, see docs/cli.md)");
   return sub;
 }
@@ -106,8 +112,9 @@ void cmd_stats(const CacheArgs& a) {
 }
 
 void cmd_ls(const CacheArgs& a) {
-  cache::SortBy sort = a.sort == "size" ? cache::SortBy::kSize : a.sort == "hits" ? cache::SortBy::kHits
-                                                                                   : cache::SortBy::kUsed;
+  cache::SortBy sort = a.sort == "size"   ? cache::SortBy::kSize
+                       : a.sort == "hits" ? cache::SortBy::kHits
+                                          : cache::SortBy::kUsed;
   auto store = open_store(a, false);
   auto entries = check(store->list(sort, a.limit));
   if (a.json) {
@@ -117,10 +124,10 @@ void cmd_ls(const CacheArgs& a) {
     return;
   }
   for (const auto& e : entries) {
-    std::printf("%s  %-7s %10s  %5llu hits  %s  %s%s%s\n", e.key.hex().c_str(), kind_name(e.kind).c_str(),
-                format_size(e.logical_bytes).c_str(), static_cast<unsigned long long>(e.hits),
-                format_time(e.last_used_ms).c_str(), e.tool.c_str(), e.label.empty() ? "" : "  ",
-                e.label.c_str());
+    std::printf("%s  %-7s %10s  %5llu hits  %s  %s%s%s\n", e.key.hex().c_str(),
+                kind_name(e.kind).c_str(), format_size(e.logical_bytes).c_str(),
+                static_cast<unsigned long long>(e.hits), format_time(e.last_used_ms).c_str(),
+                e.tool.c_str(), e.label.empty() ? "" : "  ", e.label.c_str());
   }
 }
 
@@ -129,8 +136,10 @@ void cmd_show(const CacheArgs& a) {
   Digest key = resolve_key(*store, a.key);
   auto e = check(store->peek(key, true));
   if (!e) fail(kExitError, "entry " + key.hex() + " was removed meanwhile");
-  if (a.json) print_json(entry_json(key, *e));
-  else print_entry(key, *e);
+  if (a.json)
+    print_json(entry_json(key, *e));
+  else
+    print_entry(key, *e);
 }
 
 void cmd_cat(const CacheArgs& a) {
@@ -156,8 +165,8 @@ void cmd_cat(const CacheArgs& a) {
     }
     return;
   }
-  fail(kExitError, "entry " + key.hex() + " has no output named '" + a.output_name + "'; it has: " +
-                       (names.empty() ? "(none)" : names));
+  fail(kExitError, "entry " + key.hex() + " has no output named '" + a.output_name +
+                       "'; it has: " + (names.empty() ? "(none)" : names));
 }
 
 void cmd_rm(const CacheArgs& a) {
@@ -167,15 +176,20 @@ void cmd_rm(const CacheArgs& a) {
     Digest key = resolve_key(*store, text);
     if (check(store->remove(key))) removed.push_back(key.hex());
   }
-  if (a.json) print_json({{"removed", removed}});
-  else std::printf("removed %zu entries\n", removed.size());
+  if (a.json)
+    print_json({{"removed", removed}});
+  else
+    std::printf("removed %zu entries\n", removed.size());
 }
 
 void cmd_clear(const CacheArgs& a) {
   auto store = open_store(a, false);
   uint64_t n = check(store->clear());
-  if (a.json) print_json({{"removed", n}});
-  else std::printf("removed %llu entries from %s\n", static_cast<unsigned long long>(n), store->dir().c_str());
+  if (a.json)
+    print_json({{"removed", n}});
+  else
+    std::printf("removed %llu entries from %s\n", static_cast<unsigned long long>(n),
+                store->dir().c_str());
 }
 
 void cmd_gc(const CacheArgs& a) {
@@ -189,9 +203,12 @@ void cmd_gc(const CacheArgs& a) {
     r = check(store->gc(options, bar.fn()));
   }
   if (a.json) {
-    print_json({{"removed_entries", r.removed_entries}, {"expired", r.expired}, {"freed_bytes", r.freed_bytes}});
+    print_json({{"removed_entries", r.removed_entries},
+                {"expired", r.expired},
+                {"freed_bytes", r.freed_bytes}});
   } else {
-    std::printf("removed %llu entries (%llu expired), freed %s\n", static_cast<unsigned long long>(r.removed_entries),
+    std::printf("removed %llu entries (%llu expired), freed %s\n",
+                static_cast<unsigned long long>(r.removed_entries),
                 static_cast<unsigned long long>(r.expired), format_size(r.freed_bytes).c_str());
   }
 }
@@ -205,13 +222,18 @@ void cmd_verify(const CacheArgs& a) {
   }
   if (a.json) {
     nlohmann::json corrupt = nlohmann::json::array();
-    for (const auto& c : r.corrupt) corrupt.push_back({{"key", c.key.hex()}, {"problem", c.problem}});
-    print_json({{"checked_entries", r.checked_entries}, {"checked_bodies", r.checked_bodies},
-                {"corrupt", corrupt}, {"removed", r.removed}});
+    for (const auto& c : r.corrupt)
+      corrupt.push_back({{"key", c.key.hex()}, {"problem", c.problem}});
+    print_json({{"checked_entries", r.checked_entries},
+                {"checked_bodies", r.checked_bodies},
+                {"corrupt", corrupt},
+                {"removed", r.removed}});
   } else {
-    for (const auto& c : r.corrupt) std::printf("corrupt %s: %s\n", c.key.hex().c_str(), c.problem.c_str());
+    for (const auto& c : r.corrupt)
+      std::printf("corrupt %s: %s\n", c.key.hex().c_str(), c.problem.c_str());
     std::printf("checked %llu entries, %llu corrupt, %llu removed\n",
-                static_cast<unsigned long long>(r.checked_entries), static_cast<unsigned long long>(r.corrupt.size()),
+                static_cast<unsigned long long>(r.checked_entries),
+                static_cast<unsigned long long>(r.corrupt.size()),
                 static_cast<unsigned long long>(r.removed));
   }
   if (!r.corrupt.empty() && !a.fix) {
@@ -225,12 +247,14 @@ void cmd_archive(const CacheArgs& a, bool do_export) {
   cache::ArchiveResult r;
   {
     ProgressBar bar(do_export ? "export" : "import");
-    auto done = do_export ? store->export_to(a.file, bar.fn()) : store->import_from(a.file, bar.fn());
+    auto done =
+        do_export ? store->export_to(a.file, bar.fn()) : store->import_from(a.file, bar.fn());
     if (!done) fail(kExitError, done.error().message);  // a bad archive is an operational error
     r = *done;
   }
   if (a.json) {
-    print_json({{"path", a.file}, {"entries", r.entries}, {"skipped", r.skipped}, {"bytes", r.bytes}});
+    print_json(
+        {{"path", a.file}, {"entries", r.entries}, {"skipped", r.skipped}, {"bytes", r.bytes}});
   } else {
     std::printf("%s %llu entries (%s), skipped %llu\n", do_export ? "exported" : "imported",
                 static_cast<unsigned long long>(r.entries), format_size(r.bytes).c_str(),
@@ -245,16 +269,19 @@ void register_cache_commands(CLI::App& app) {
   group->require_subcommand(1);
   auto a = std::make_shared<CacheArgs>();
 
-  add_command(group, a, "stats", "Show entries, sizes, compression, hits, misses, time saved and map use", true)
+  add_command(group, a, "stats",
+              "Show entries, sizes, compression, hits, misses, time saved and map use", true)
       ->callback([a] { cmd_stats(*a); });
   CLI::App* ls = add_command(group, a, "ls", "List the entries, one line each", true);
-  ls->add_option("--sort", a->sort, "Sort by: used, size or hits")->check(CLI::IsMember({"used", "size", "hits"}));
+  ls->add_option("--sort", a->sort, "Sort by: used, size or hits")
+      ->check(CLI::IsMember({"used", "size", "hits"}));
   ls->add_option("--limit", a->limit, "Show at most N entries");
   ls->callback([a] { cmd_ls(*a); });
   CLI::App* show = add_command(group, a, "show", "Show every field of one entry", true);
   show->add_option("KEY", a->key, "Key or unique hex prefix")->required();
   show->callback([a] { cmd_show(*a); });
-  CLI::App* cat = add_command(group, a, "cat", "Write one output of an entry, byte-exact, to stdout or a file", false);
+  CLI::App* cat = add_command(
+      group, a, "cat", "Write one output of an entry, byte-exact, to stdout or a file", false);
   cat->add_option("KEY", a->key, "Key or unique hex prefix")->required();
   cat->add_option("OUTPUT", a->output_name, "Output name")->required();
   cat->add_option("-o,--output", a->out_file, "Write to FILE instead of stdout");
@@ -263,8 +290,10 @@ void register_cache_commands(CLI::App& app) {
   rm->add_option("KEY", a->keys, "Keys or unique hex prefixes")->required();
   rm->callback([a] { cmd_rm(*a); });
   add_command(group, a, "clear", "Remove every entry", true)->callback([a] { cmd_clear(*a); });
-  CLI::App* gc = add_command(group, a, "gc", "Evict down to a size bound, by age, and expired entries", true);
-  gc->add_option("--max-size", a->max_size, "Evict least-recently-used entries down to SIZE (e.g. 5G)");
+  CLI::App* gc =
+      add_command(group, a, "gc", "Evict down to a size bound, by age, and expired entries", true);
+  gc->add_option("--max-size", a->max_size,
+                 "Evict least-recently-used entries down to SIZE (e.g. 5G)");
   gc->add_option("--older-than", a->older_than, "Evict entries unused for DURATION (e.g. 7d, 12h)");
   gc->callback([a] { cmd_gc(*a); });
   CLI::App* verify = add_command(group, a, "verify", "Decompress and checksum every entry", true);
@@ -273,7 +302,8 @@ void register_cache_commands(CLI::App& app) {
   CLI::App* exp = add_command(group, a, "export", "Write a portable, checksummed archive", true);
   exp->add_option("FILE", a->file, "Archive path")->required();
   exp->callback([a] { cmd_archive(*a, true); });
-  CLI::App* imp = add_command(group, a, "import", "Add the entries of an archive (present keys are skipped)", true);
+  CLI::App* imp = add_command(group, a, "import",
+                              "Add the entries of an archive (present keys are skipped)", true);
   imp->add_option("FILE", a->file, "Archive path")->required();
   imp->callback([a] { cmd_archive(*a, false); });
 }

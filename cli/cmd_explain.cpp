@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 #include "base/paths.h"
@@ -29,24 +28,31 @@ struct ExplainFlags {
 // The rule the result key is made by, as docs/cache-keys.md names it.
 const char* mode_text(compiler::KeyMode mode) {
   switch (mode) {
-    case compiler::KeyMode::kDirect: return "record";
-    case compiler::KeyMode::kPreprocessor: return "preprocessor";
-    case compiler::KeyMode::kExact: break;
+    case compiler::KeyMode::kDirect:
+      return "record";
+    case compiler::KeyMode::kPreprocessor:
+      return "preprocessor";
+    case compiler::KeyMode::kExact:
+      break;
   }
   return "exact";
 }
 
 const char* kind_text(compiler::PlanKind kind) {
   switch (kind) {
-    case compiler::PlanKind::kCompiler: return "compiler";
-    case compiler::PlanKind::kGeneric: return "declared";
-    case compiler::PlanKind::kPassthrough: break;
+    case compiler::PlanKind::kCompiler:
+      return "compiler";
+    case compiler::PlanKind::kGeneric:
+      return "declared";
+    case compiler::PlanKind::kPassthrough:
+      break;
   }
   return "passthrough";
 }
 
 // "hit", "miss" or why the store could not be asked.
-std::string store_answer(compiler::Planner& planner, const compiler::Plan& plan, const std::string& dir) {
+std::string store_answer(compiler::Planner& planner, const compiler::Plan& plan,
+                         const std::string& dir) {
   cache::StoreOptions options;
   options.dir = default_store_dir(dir);
   options.create_if_missing = false;
@@ -55,7 +61,8 @@ std::string store_answer(compiler::Planner& planner, const compiler::Plan& plan,
   compiler::ManifestStorage manifests;
   manifests.load = [&](const Digest& key) -> std::optional<std::string> {
     auto e = (*store)->peek(key, true);
-    if (!e || !*e || (*e)->kind != cache::EntryKind::kBlob || (*e)->outputs.empty()) return std::nullopt;
+    if (!e || !*e || (*e)->kind != cache::EntryKind::kBlob || (*e)->outputs.empty())
+      return std::nullopt;
     return (*e)->outputs.front().data;
   };
   auto key = planner.lookup(plan, manifests);
@@ -67,7 +74,8 @@ std::string store_answer(compiler::Planner& planner, const compiler::Plan& plan,
 }
 
 void explain(const ExplainFlags& flags) {
-  if (flags.command.empty()) fail(kExitUsage, "no command given; usage: ccpool explain [--json] -- COMPILER ARGS...");
+  if (flags.command.empty())
+    fail(kExitUsage, "no command given; usage: ccpool explain [--json] -- COMPILER ARGS...");
   char cwd[4096];
   if (::getcwd(cwd, sizeof cwd) == nullptr) fail(kExitError, "cannot read the current directory");
   auto program = client::resolve_program(flags.command[0], cwd, client::current_environment());
@@ -116,7 +124,8 @@ void explain(const ExplainFlags& flags) {
   }
   std::printf("command     %s (in %s)\n", request.program.c_str(), request.cwd.c_str());
   if (!cacheable) {
-    std::printf("cacheable   no: %s\nreason      %s\n", plan->reason_code.c_str(), plan->reason.c_str());
+    std::printf("cacheable   no: %s\nreason      %s\n", plan->reason_code.c_str(),
+                plan->reason.c_str());
     return;
   }
   std::printf("cacheable   yes (%s, %s mode)\n", kind_text(plan->kind), mode_text(plan->key_mode));
@@ -124,18 +133,24 @@ void explain(const ExplainFlags& flags) {
   std::printf("job class   %s\n", plan->job_class.c_str());
   for (const auto& in : plan->inputs) std::printf("input       %s\n", in.c_str());
   for (const auto& o : plan->outputs) {
-    std::printf("output      %s -> %s%s\n", o.name.c_str(), o.deliver_path.c_str(), o.optional ? " (optional)" : "");
+    std::printf("output      %s -> %s%s\n", o.name.c_str(), o.deliver_path.c_str(),
+                o.optional ? " (optional)" : "");
   }
   std::string run;
   for (const auto& a : j["run_argv"]) run += (run.empty() ? "" : " ") + a.get<std::string>();
   std::printf("runs        %s\n", run.c_str());
   std::printf("store       %s\n", j["store"].get<std::string>().c_str());
   if (plan->key_mode == compiler::KeyMode::kDirect) {
-    std::printf("note        the run is recorded (libccpool-trace.so): every file it reads, every lookup and\n"
-                "            variable; a hit needs each to answer the same here. Whether a result is stored is\n"
-                "            decided after the run (not_stored reason codes, docs/cache-keys.md)\n");
+    std::printf(
+        "note        the run is recorded (libccpool-trace.so): every file it reads, every lookup "
+        "and\n"
+        "            variable; a hit needs each to answer the same here. Whether a result is "
+        "stored is\n"
+        "            decided after the run (not_stored reason codes, docs/cache-keys.md)\n");
   } else if (plan->key_mode == compiler::KeyMode::kPreprocessor) {
-    std::printf("note        nvcc: every lookup reruns the host compiler's -E steps (docs/cache-keys.md)\n");
+    std::printf(
+        "note        nvcc: every lookup reruns the host compiler's -E steps "
+        "(docs/cache-keys.md)\n");
   }
 }
 
@@ -143,9 +158,12 @@ void explain(const ExplainFlags& flags) {
 
 void register_explain_command(CLI::App& app) {
   auto flags = std::make_shared<ExplainFlags>();
-  CLI::App* cmd = app.add_subcommand(
-      "explain", "Say whether a command would be cached, its key inputs and the reason when not (runs nothing)");
-  cmd->add_option("--dir", flags->dir, "store directory to look the key up in (default: $CCPOOL_DIR, else ~/.cache/ccpool)");
+  CLI::App* cmd = app.add_subcommand("explain",
+                                     "Say whether a command would be cached, its key inputs and "
+                                     "the reason when not (runs nothing)");
+  cmd->add_option(
+      "--dir", flags->dir,
+      "store directory to look the key up in (default: $CCPOOL_DIR, else ~/.cache/ccpool)");
   cmd->add_flag("--json", flags->json, "print one JSON object (keys in docs/cli.md)");
   cmd->add_option("command", flags->command, "-- COMPILER ARGS...");
   cmd->prefix_command();

@@ -75,15 +75,20 @@ CLI::Validator positive_count() {
 }
 
 void add_common_options(CLI::App* sub, LaunchFlags& flags) {
-  sub->add_option("--jobs,-j", flags.jobs, "Compiler slots on this node (default: CCPOOL_JOBS, else CPUs)");
-  sub->add_option("--ranks", flags.ranks, "Ranks per node (default: from the launcher's argv or env)")
+  sub->add_option("--jobs,-j", flags.jobs,
+                  "Compiler slots on this node (default: CCPOOL_JOBS, else CPUs)");
+  sub->add_option("--ranks", flags.ranks,
+                  "Ranks per node (default: from the launcher's argv or env)")
       ->check(positive_count());
-  sub->add_option("--socket", flags.socket, "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or /tmp/ccpool-$UID/sock)");
+  sub->add_option("--socket", flags.socket,
+                  "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or "
+                  "/tmp/ccpool-$UID/sock)");
   sub->add_flag("--frameworks-cache", flags.frameworks_cache,
                 "Point Inductor and Triton remote caches at the service's Redis front");
   sub->add_option("--resp-port", flags.resp_port, "TCP port of the Redis front (for Triton)");
-  sub->add_flag("--no-python-hooks", flags.no_python_hooks,
-                "Do not hook Python processes (Inductor's workers stay per rank, graphs compile per rank)");
+  sub->add_flag(
+      "--no-python-hooks", flags.no_python_hooks,
+      "Do not hook Python processes (Inductor's workers stay per rank, graphs compile per rank)");
 }
 
 // Starts the service unless it runs (run, env --start-service), with the
@@ -108,7 +113,8 @@ void start_service(const LaunchFlags& flags) {
 }
 
 void run_command(const LaunchFlags& flags) {
-  if (flags.command.empty()) fail(kExitUsage, "no command given; usage: ccpool run [options] -- CMD ARGS...");
+  if (flags.command.empty())
+    fail(kExitUsage, "no command given; usage: ccpool run [options] -- CMD ARGS...");
   auto grace = parse_duration(flags.grace);
   if (!grace) fail(kExitUsage, "--grace: " + grace.error().message);
   launch::EnvMap env = launch::current_environment();
@@ -124,8 +130,10 @@ void run_command(const LaunchFlags& flags) {
   launch::SuperviseOptions options;
   options.grace = *grace;
   options.verbose = flags.verbose;
-  auto result = launch::run_supervised(flags.command, launch::apply_launch_env(job_env, env), options);
-  if (!result) fail(result.error().code == ErrorCode::kNotFound ? 127 : 126, result.error().message);
+  auto result =
+      launch::run_supervised(flags.command, launch::apply_launch_env(job_env, env), options);
+  if (!result)
+    fail(result.error().code == ErrorCode::kNotFound ? 127 : 126, result.error().message);
   if (result->exit_code != 0) throw CLI::RuntimeError(result->exit_code);
 }
 
@@ -145,10 +153,13 @@ void register_launch_commands(CLI::App& app) {
   // Owned for the life of the process: CLI11 callbacks refer to it.
   static LaunchFlags* flags = new LaunchFlags();
 
-  CLI::App* run = app.add_subcommand("run", "Run a job with every compiler routed to the node service");
+  CLI::App* run =
+      app.add_subcommand("run", "Run a job with every compiler routed to the node service");
   add_common_options(run, *flags);
-  run->add_option("--mem-budget", flags->mem_budget, "Memory budget of a service this starts, e.g. 16G");
-  run->add_option("--grace", flags->grace, "Time between the first forwarded signal and SIGKILL (default: 5s)");
+  run->add_option("--mem-budget", flags->mem_budget,
+                  "Memory budget of a service this starts, e.g. 16G");
+  run->add_option("--grace", flags->grace,
+                  "Time between the first forwarded signal and SIGKILL (default: 5s)");
   run->add_option("--dir", flags->dir, "Store directory of a service this starts");
   run->add_flag("--verbose,-v", flags->verbose, "Print each variable set or kept, and why");
   // Everything from the first non-option (or after "--") is the job's argv.
@@ -159,12 +170,15 @@ void register_launch_commands(CLI::App& app) {
   run->footer("usage: ccpool run [options] [--] CMD ARGS...");
   run->callback([] { run_command(*flags); });
 
-  CLI::App* env = app.add_subcommand("env", "Print the job environment for launchers that cannot wrap");
+  CLI::App* env =
+      app.add_subcommand("env", "Print the job environment for launchers that cannot wrap");
   add_common_options(env, *flags);
   env->add_option("--shell", flags->shell, "Output syntax: sh (default), fish or json");
-  env->add_flag("--start-service", flags->start_service,
-                "Start the service first unless it runs, as ccpool run does (ccpool.enable() uses this)");
-  env->add_option("--mem-budget", flags->mem_budget, "Memory budget of a service --start-service starts, e.g. 16G");
+  env->add_flag(
+      "--start-service", flags->start_service,
+      "Start the service first unless it runs, as ccpool run does (ccpool.enable() uses this)");
+  env->add_option("--mem-budget", flags->mem_budget,
+                  "Memory budget of a service --start-service starts, e.g. 16G");
   env->add_option("--dir", flags->dir, "Store directory of a service --start-service starts");
   env->callback([] { env_command(*flags); });
 }

@@ -8,9 +8,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "base/fs.h"
 #include "base/paths.h"
@@ -75,10 +74,13 @@ service::ServiceOptions resolve(const ServeFlags& f) {
   std::string budget = f.mem_budget.empty() ? env_or("CCPOOL_MEM_BUDGET", "") : f.mem_budget;
   if (!budget.empty()) o.mem_budget = value_or_fail(parse_size(budget), "--mem-budget");
   if (!f.max_size.empty()) o.max_size = value_or_fail(parse_size(f.max_size), "--max-size");
-  if (!f.job_timeout.empty()) o.job_timeout = value_or_fail(parse_duration(f.job_timeout), "--job-timeout");
+  if (!f.job_timeout.empty())
+    o.job_timeout = value_or_fail(parse_duration(f.job_timeout), "--job-timeout");
   o.idle_timeout = value_or_fail(parse_duration(f.idle_timeout), "--idle-timeout");
-  o.worker_idle_timeout = value_or_fail(parse_duration(f.worker_idle_timeout), "--worker-idle-timeout");
-  if (o.worker_idle_timeout.count() <= 0) fail(kExitUsage, "--worker-idle-timeout must be positive, e.g. 60s");
+  o.worker_idle_timeout =
+      value_or_fail(parse_duration(f.worker_idle_timeout), "--worker-idle-timeout");
+  if (o.worker_idle_timeout.count() <= 0)
+    fail(kExitUsage, "--worker-idle-timeout must be positive, e.g. 60s");
   {
     std::string exe = self_executable();
     o.python_dir = launch::python_dir_for(exe.substr(0, exe.rfind('/')));
@@ -93,22 +95,25 @@ service::ServiceOptions resolve(const ServeFlags& f) {
     r.key_prefix = f.remote_prefix;
     r.ttl = std::chrono::duration_cast<std::chrono::seconds>(
         value_or_fail(parse_duration(f.remote_ttl), "--remote-ttl"));
-    r.op_timeout = r.connect_timeout = value_or_fail(parse_duration(f.remote_timeout), "--remote-timeout");
+    r.op_timeout = r.connect_timeout =
+        value_or_fail(parse_duration(f.remote_timeout), "--remote-timeout");
     r.max_value = value_or_fail(parse_size(f.remote_max_value), "--remote-max-value");
     bool unsigned_ok = f.remote_unsigned || env_or("CCPOOL_REMOTE_UNSIGNED", "0") != "0";
     if (r.hmac_key_file.empty() && !unsigned_ok) {
-      fail(kExitUsage, "--remote '" + remote +
-                           "' needs --remote-key-file FILE (or CCPOOL_REMOTE_KEY_FILE): without a shared key, "
-                           "anyone who can write to that Redis can serve any object to every node. Create one "
-                           "with 'head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE' on every node, or "
-                           "pass --remote-unsigned to accept unsigned entries anyway");
+      fail(kExitUsage,
+           "--remote '" + remote +
+               "' needs --remote-key-file FILE (or CCPOOL_REMOTE_KEY_FILE): without a shared key, "
+               "anyone who can write to that Redis can serve any object to every node. Create one "
+               "with 'head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE' on every node, or "
+               "pass --remote-unsigned to accept unsigned entries anyway");
     }
     o.remote = r;
   }
   o.resp_enabled = !f.no_resp;
   o.validation_memo = f.validation_memo || env_or("CCPOOL_VALIDATION_MEMO", "0") != "0";
   if (f.metrics_port > 65535 || f.metrics_port < -1) {
-    fail(kExitUsage, "invalid --metrics-port " + std::to_string(f.metrics_port) + "; use 1-65535 (0: any free port)");
+    fail(kExitUsage, "invalid --metrics-port " + std::to_string(f.metrics_port) +
+                         "; use 1-65535 (0: any free port)");
   }
   o.metrics_port = f.metrics_port;
   if (f.resp_port < 0 || f.resp_port > 65535) {
@@ -116,7 +121,8 @@ service::ServiceOptions resolve(const ServeFlags& f) {
   }
   o.resp_port = f.resp_port;
   if (f.resp_threads < 0 || f.resp_threads > 64) {
-    fail(kExitUsage, "invalid --resp-threads " + std::to_string(f.resp_threads) + "; use 1-64 (0: automatic)");
+    fail(kExitUsage,
+         "invalid --resp-threads " + std::to_string(f.resp_threads) + "; use 1-64 (0: automatic)");
   }
   o.resp_threads = static_cast<size_t>(f.resp_threads);
   if (!f.resp_password_file.empty()) {
@@ -131,14 +137,18 @@ service::ServiceOptions resolve(const ServeFlags& f) {
 // A socket named `sock` keeps its state in its own directory. When that is a
 // shared one (/tmp), "chmod 700 /tmp" is the wrong fix: say where to put it.
 std::string state_dir_advice(const Error& e, const std::string& socket) {
-  if (e.code != ErrorCode::kPermission || state_dir_for_socket(socket) + "/" + kDefaultSocketName != socket) {
+  if (e.code != ErrorCode::kPermission ||
+      state_dir_for_socket(socket) + "/" + kDefaultSocketName != socket) {
     return e.message;
   }
   std::string dir = state_dir_for_socket(socket);
   std::string base = dir == "/" ? "" : dir;
-  return "cannot keep the service's state in '" + dir + "': " + e.message.substr(0, e.message.find(';')) +
-         ". The socket's directory must be yours alone (clients refuse one others can write): use a directory of "
-         "your own (--socket " + base + "/ccpool-" + std::to_string(::geteuid()) + "/sock)";
+  return "cannot keep the service's state in '" + dir +
+         "': " + e.message.substr(0, e.message.find(';')) +
+         ". The socket's directory must be yours alone (clients refuse one others can write): use "
+         "a directory of "
+         "your own (--socket " +
+         base + "/ccpool-" + std::to_string(::geteuid()) + "/sock)";
 }
 
 // Takes the instance lock of this socket (its state directory is its own).
@@ -146,13 +156,16 @@ std::string state_dir_advice(const Error& e, const std::string& socket) {
 int take_lock(const std::string& state_dir, const std::string& socket) {
   std::string lock_path = state_dir + "/serve.lock";
   int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) fail(kExitError, "cannot open lock file '" + lock_path + "': " + std::strerror(errno));
+  if (fd < 0)
+    fail(kExitError, "cannot open lock file '" + lock_path + "': " + std::strerror(errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
   ::close(fd);
   auto pid = read_file(state_dir + "/serve.pid");
   std::string who = pid ? " (pid " + std::string(pid->substr(0, pid->find('\n'))) + ")" : "";
-  std::fprintf(stderr, "ccpool: a service is already running on %s%s; stop it with 'ccpool stop --socket %s'\n",
-               socket.c_str(), who.c_str(), socket.c_str());
+  std::fprintf(
+      stderr,
+      "ccpool: a service is already running on %s%s; stop it with 'ccpool stop --socket %s'\n",
+      socket.c_str(), who.c_str(), socket.c_str());
   return -1;
 }
 
@@ -164,7 +177,8 @@ int serve(const ServeFlags& flags) {
   if (!activation) fail(kExitError, activation.error().message);
   bool activated = static_cast<bool>(*activation);
   std::string state_dir = state_dir_for_socket(options.socket_path);
-  if (auto r = ensure_private_dir(state_dir); !r) fail(kExitError, state_dir_advice(r.error(), options.socket_path));
+  if (auto r = ensure_private_dir(state_dir); !r)
+    fail(kExitError, state_dir_advice(r.error(), options.socket_path));
   int lock_fd = take_lock(state_dir, options.socket_path);
   if (lock_fd < 0) return kExitError;
   options.listen_fd = activation->release();
@@ -197,12 +211,14 @@ int serve(const ServeFlags& flags) {
     ::dup2(devnull, 1);
     ::dup2(devnull, 2);
     if (devnull > 2) ::close(devnull);
-    if (::chdir("/") != 0) {}
+    if (::chdir("/") != 0) {
+    }
   }
   ::umask(022);
   setup_serve_logging(state_dir, foreground);
   if (activated) spdlog::info("socket-activated: accepting on the socket systemd passed");
-  auto written = write_file_atomic(state_dir + "/serve.pid", std::to_string(::getpid()) + "\n", 0600);
+  auto written =
+      write_file_atomic(state_dir + "/serve.pid", std::to_string(::getpid()) + "\n", 0600);
   if (!written) spdlog::warn("{}", written.error().message);
 
   auto service = service::Service::create(options);
@@ -214,7 +230,7 @@ int serve(const ServeFlags& flags) {
     return kExitError;
   }
   g_service = service->get();
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
@@ -271,21 +287,27 @@ void print_status_human(const nlohmann::json& j) {
   if (j.contains("worker_pool") && j["worker_pool"].is_object()) {
     const auto& w = j["worker_pool"];
     const nlohmann::json counts = w.value("counts", nlohmann::json::object());
-    std::printf("workers    %zu Inductor compile workers (%zu busy, peak %zu), %s, %zu ranks connected\n",
-                w.value("workers", size_t{0}), w.value("busy", size_t{0}), w.value("peak_workers", size_t{0}),
-                format_size(w.value("rss_bytes", 0ull)).c_str(), w.value("sessions", size_t{0}));
-    std::printf("  jobs %llu (%llu after an equal job of another rank, %zu waiting for one now), %llu failed, "
-                "%llu cancelled; Triton kernels: %llu compiled, %llu from the store\n",
-                w.value("jobs", 0ull), w.value("followed", 0ull), w.value("following", size_t{0}),
-                w.value("failed", 0ull), w.value("cancelled", 0ull), counts.value("triton_compiles", 0ull),
-                counts.value("triton_store_hits", 0ull));
+    std::printf(
+        "workers    %zu Inductor compile workers (%zu busy, peak %zu), %s, %zu ranks connected\n",
+        w.value("workers", size_t{0}), w.value("busy", size_t{0}),
+        w.value("peak_workers", size_t{0}), format_size(w.value("rss_bytes", 0ull)).c_str(),
+        w.value("sessions", size_t{0}));
+    std::printf(
+        "  jobs %llu (%llu after an equal job of another rank, %zu waiting for one now), %llu "
+        "failed, "
+        "%llu cancelled; Triton kernels: %llu compiled, %llu from the store\n",
+        w.value("jobs", 0ull), w.value("followed", 0ull), w.value("following", size_t{0}),
+        w.value("failed", 0ull), w.value("cancelled", 0ull), counts.value("triton_compiles", 0ull),
+        counts.value("triton_store_hits", 0ull));
   }
   if (j.contains("leases") && j["leases"].is_object()) {
     const auto& l = j["leases"];
-    std::printf("leases     %zu keys computed now, %zu clients waiting; waits: %llu served, %llu abandoned, "
-                "%llu timed out\n",
-                l.value("keys_in_flight", size_t{0}), l.value("waiting", size_t{0}), l.value("served", 0ull),
-                l.value("abandoned", 0ull), l.value("timed_out", 0ull));
+    std::printf(
+        "leases     %zu keys computed now, %zu clients waiting; waits: %llu served, %llu "
+        "abandoned, "
+        "%llu timed out\n",
+        l.value("keys_in_flight", size_t{0}), l.value("waiting", size_t{0}),
+        l.value("served", 0ull), l.value("abandoned", 0ull), l.value("timed_out", 0ull));
   }
   if (j.value("remote", false)) {
     std::printf("remote     %llu hits, %llu misses, %llu errors, %llu writes, breaker %s\n",
@@ -317,32 +339,60 @@ void print_status_human(const nlohmann::json& j) {
 void register_serve(CLI::App& app) {
   auto flags = std::make_shared<ServeFlags>();
   auto* cmd = app.add_subcommand("serve", "Run the node service (one per user per node)");
-  cmd->add_option("--dir", flags->dir, "Store directory (default: $CCPOOL_DIR, else ${XDG_CACHE_HOME:-~/.cache}/ccpool)");
-  cmd->add_option("--socket", flags->socket, "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or /tmp/ccpool-$UID/sock)");
-  cmd->add_option("--jobs", flags->jobs, "Concurrent tool processes (default: CCPOOL_JOBS or available CPUs)");
-  cmd->add_option("--mem-budget", flags->mem_budget, "Memory budget for running jobs, e.g. 8G (default: CCPOOL_MEM_BUDGET or min(80% MemAvailable, cgroup limit))");
-  cmd->add_option("--job-timeout", flags->job_timeout, "Kill a job's process group after this long, e.g. 10m (default: none)");
-  cmd->add_option("--idle-timeout", flags->idle_timeout, "Exit after this long without clients or jobs (default: 1h; 0 = never)");
-  cmd->add_option("--worker-idle-timeout", flags->worker_idle_timeout,
-                  "An idle Inductor compile worker of the node pool exits after this (default: 60s)");
+  cmd->add_option(
+      "--dir", flags->dir,
+      "Store directory (default: $CCPOOL_DIR, else ${XDG_CACHE_HOME:-~/.cache}/ccpool)");
+  cmd->add_option("--socket", flags->socket,
+                  "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or "
+                  "/tmp/ccpool-$UID/sock)");
+  cmd->add_option("--jobs", flags->jobs,
+                  "Concurrent tool processes (default: CCPOOL_JOBS or available CPUs)");
+  cmd->add_option("--mem-budget", flags->mem_budget,
+                  "Memory budget for running jobs, e.g. 8G (default: CCPOOL_MEM_BUDGET or min(80% "
+                  "MemAvailable, cgroup limit))");
+  cmd->add_option("--job-timeout", flags->job_timeout,
+                  "Kill a job's process group after this long, e.g. 10m (default: none)");
+  cmd->add_option("--idle-timeout", flags->idle_timeout,
+                  "Exit after this long without clients or jobs (default: 1h; 0 = never)");
+  cmd->add_option(
+      "--worker-idle-timeout", flags->worker_idle_timeout,
+      "An idle Inductor compile worker of the node pool exits after this (default: 60s)");
   cmd->add_option("--max-size", flags->max_size, "Store size bound (default: 10G)");
-  cmd->add_option("--remote", flags->remote, "Cluster tier: redis://host:port[/db] or unix:///path (default: CCPOOL_REMOTE)");
-  cmd->add_option("--remote-prefix", flags->remote_prefix, "Key prefix in Redis (default: ccpool:)");
-  cmd->add_option("--remote-ttl", flags->remote_ttl, "TTL of values written to Redis (default: 7d)");
-  cmd->add_option("--remote-timeout", flags->remote_timeout, "Connect and operation timeout for Redis (default: 300ms)");
-  cmd->add_option("--remote-max-value", flags->remote_max_value, "Larger values are not written to Redis (default: 256M)");
-  cmd->add_option("--remote-key-file", flags->remote_hmac_key_file, "Shared HMAC key file (mode 0600): sign entries and reject unsigned ones; required with --remote unless --remote-unsigned (default: CCPOOL_REMOTE_KEY_FILE)");
-  cmd->add_flag("--remote-unsigned", flags->remote_unsigned, "Run the cluster tier without --remote-key-file: any writer of that Redis can serve objects to this node (also CCPOOL_REMOTE_UNSIGNED=1; logged as a warning)");
-  cmd->add_option("--resp-port", flags->resp_port, "Also serve the Redis-protocol front on 127.0.0.1:PORT");
-  cmd->add_option("--resp-threads", flags->resp_threads, "Event-loop threads of the Redis-protocol front (default 0: one, like redis-server; four with --remote, whose lookups block their thread)");
-  cmd->add_option("--resp-password-file", flags->resp_password_file, "Require AUTH with the password in this file on the Redis-protocol front");
-  cmd->add_option("--metrics-port", flags->metrics_port, "Serve Prometheus metrics at http://127.0.0.1:PORT/metrics");
+  cmd->add_option("--remote", flags->remote,
+                  "Cluster tier: redis://host:port[/db] or unix:///path (default: CCPOOL_REMOTE)");
+  cmd->add_option("--remote-prefix", flags->remote_prefix,
+                  "Key prefix in Redis (default: ccpool:)");
+  cmd->add_option("--remote-ttl", flags->remote_ttl,
+                  "TTL of values written to Redis (default: 7d)");
+  cmd->add_option("--remote-timeout", flags->remote_timeout,
+                  "Connect and operation timeout for Redis (default: 300ms)");
+  cmd->add_option("--remote-max-value", flags->remote_max_value,
+                  "Larger values are not written to Redis (default: 256M)");
+  cmd->add_option(
+      "--remote-key-file", flags->remote_hmac_key_file,
+      "Shared HMAC key file (mode 0600): sign entries and reject unsigned ones; required with "
+      "--remote unless --remote-unsigned (default: CCPOOL_REMOTE_KEY_FILE)");
+  cmd->add_flag("--remote-unsigned", flags->remote_unsigned,
+                "Run the cluster tier without --remote-key-file: any writer of that Redis can "
+                "serve objects to this node (also CCPOOL_REMOTE_UNSIGNED=1; logged as a warning)");
+  cmd->add_option("--resp-port", flags->resp_port,
+                  "Also serve the Redis-protocol front on 127.0.0.1:PORT");
+  cmd->add_option("--resp-threads", flags->resp_threads,
+                  "Event-loop threads of the Redis-protocol front (default 0: one, like "
+                  "redis-server; four with --remote, whose lookups block their thread)");
+  cmd->add_option("--resp-password-file", flags->resp_password_file,
+                  "Require AUTH with the password in this file on the Redis-protocol front");
+  cmd->add_option("--metrics-port", flags->metrics_port,
+                  "Serve Prometheus metrics at http://127.0.0.1:PORT/metrics");
   cmd->add_flag("--no-resp", flags->no_resp, "Do not start the Redis-protocol front");
   cmd->add_flag("--validation-memo", flags->validation_memo,
-                "Keep the answers of a hit's recorded lookups (file contents, absent paths, types, real paths) "
-                "across requests while inotify reports no change to them (also CCPOOL_VALIDATION_MEMO=1; uses "
+                "Keep the answers of a hit's recorded lookups (file contents, absent paths, types, "
+                "real paths) "
+                "across requests while inotify reports no change to them (also "
+                "CCPOOL_VALIDATION_MEMO=1; uses "
                 "inotify watches of your limit)");
-  cmd->add_flag("--foreground", flags->foreground, "Do not daemonize; also log to stderr (implied under systemd socket activation)");
+  cmd->add_flag("--foreground", flags->foreground,
+                "Do not daemonize; also log to stderr (implied under systemd socket activation)");
   cmd->callback([flags] { throw CLI::RuntimeError(serve(*flags)); });
 }
 
@@ -352,9 +402,13 @@ void register_status(CLI::App& app) {
   auto watch = std::make_shared<bool>(false);
   auto prometheus = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand("status", "Show the service's pool, counters and running jobs");
-  cmd->add_option("--socket", *socket, "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or /tmp/ccpool-$UID/sock)");
-  auto* json_flag = cmd->add_flag("--json", *json, "Print one JSON object (keys in docs/service.md)");
-  auto* prom_flag = cmd->add_flag("--prometheus", *prometheus, "Print the metrics once, in the Prometheus text format");
+  cmd->add_option("--socket", *socket,
+                  "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or "
+                  "/tmp/ccpool-$UID/sock)");
+  auto* json_flag =
+      cmd->add_flag("--json", *json, "Print one JSON object (keys in docs/service.md)");
+  auto* prom_flag = cmd->add_flag("--prometheus", *prometheus,
+                                  "Print the metrics once, in the Prometheus text format");
   cmd->add_flag("--watch", *watch, "Refresh every second until interrupted");
   json_flag->excludes(prom_flag);
   cmd->callback([socket, json, watch, prometheus] {
@@ -369,7 +423,8 @@ void register_status(CLI::App& app) {
         if (*watch) std::printf("\033[H\033[2J");
         auto parsed = nlohmann::json::parse(*status, nullptr, false);
         if (parsed.is_discarded()) fail(kExitError, "the service sent a status that is not JSON");
-        std::fputs(service::render_metrics(parsed, service::MetricsFormat::kPrometheusText).c_str(), stdout);
+        std::fputs(service::render_metrics(parsed, service::MetricsFormat::kPrometheusText).c_str(),
+                   stdout);
       } else {
         if (*watch) std::printf("\033[H\033[2J");
         print_status_human(nlohmann::json::parse(*status));
@@ -383,8 +438,11 @@ void register_status(CLI::App& app) {
 
 void register_stop(CLI::App& app) {
   auto socket = std::make_shared<std::string>();
-  auto* cmd = app.add_subcommand("stop", "Stop the service: waiters run their tools locally, jobs are killed");
-  cmd->add_option("--socket", *socket, "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or /tmp/ccpool-$UID/sock)");
+  auto* cmd = app.add_subcommand(
+      "stop", "Stop the service: waiters run their tools locally, jobs are killed");
+  cmd->add_option("--socket", *socket,
+                  "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or "
+                  "/tmp/ccpool-$UID/sock)");
   cmd->callback([socket] {
     std::string path = default_socket_path(*socket);
     ipc::Client client = connect_or_fail(path);
@@ -412,7 +470,9 @@ void register_stop(CLI::App& app) {
 void register_exec(CLI::App& app) {
   auto* cmd = app.add_subcommand("exec", "Run PROGRAM through the service (cached when it can be)");
   auto unused = std::make_shared<std::vector<std::string>>();
-  cmd->add_option("--socket", "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or /tmp/ccpool-$UID/sock)");
+  cmd->add_option("--socket",
+                  "Socket path (default: CCPOOL_SOCKET, $XDG_RUNTIME_DIR/ccpool/sock or "
+                  "/tmp/ccpool-$UID/sock)");
   cmd->add_option("--input", "A file the command reads (declared jobs are cached)");
   cmd->add_option("--output", "A file the command writes");
   cmd->add_option("command", *unused, "The command, after --: PROGRAM ARGS...");

@@ -39,11 +39,16 @@ class JournalStreamSink : public spdlog::sinks::base_sink<std::mutex> {
 
 int journal_priority(int level) {
   switch (level) {
-    case spdlog::level::critical: return 2;
-    case spdlog::level::err: return 3;
-    case spdlog::level::warn: return 4;
-    case spdlog::level::info: return 6;
-    default: return 7;
+    case spdlog::level::critical:
+      return 2;
+    case spdlog::level::err:
+      return 3;
+    case spdlog::level::warn:
+      return 4;
+    case spdlog::level::info:
+      return 6;
+    default:
+      return 7;
   }
 }
 
@@ -52,7 +57,9 @@ void setup_serve_logging(const std::string& state_dir, bool foreground) {
   // The log names commands, paths and clients: owner-only, whatever the umask
   // and the state directory's mode, including the files rotation creates.
   spdlog::file_event_handlers handlers;
-  handlers.after_open = [](const spdlog::filename_t&, std::FILE* file) { ::fchmod(::fileno(file), 0600); };
+  handlers.after_open = [](const spdlog::filename_t&, std::FILE* file) {
+    ::fchmod(::fileno(file), 0600);
+  };
   sinks.push_back(std::make_shared<spdlog::sinks::rotating_file_sink_mt>(
       state_dir + "/ccpool.log", 10u << 20, 3, false, handlers));
   if (service::stderr_is_journal()) {

@@ -40,8 +40,10 @@ void reexec_serve_without_shim(char** argv) {
   if (!preload) return;
   std::string kept = ccpool::strip_shim_from_preload(*preload);
   if (kept == *preload) return;
-  if (kept.empty()) ::unsetenv("LD_PRELOAD");
-  else ::setenv("LD_PRELOAD", kept.c_str(), 1);
+  if (kept.empty())
+    ::unsetenv("LD_PRELOAD");
+  else
+    ::setenv("LD_PRELOAD", kept.c_str(), 1);
   ::execv("/proc/self/exe", argv);
   std::fprintf(stderr, "ccpool: cannot restart without the shim: %s\n", std::strerror(errno));
 }

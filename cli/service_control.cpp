@@ -7,14 +7,13 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "base/paths.h"
 #include "base/process.h"
 #include "base/process_facts.h"
-#include "base/paths.h"
 #include "base/shim_env.h"
 #include "base/unix_socket.h"
 #include "ipc/client.h"
@@ -34,7 +33,8 @@ namespace {
 // socket is not ours (see ipc::Client::connect), so never start one there.
 Result<bool> answers(const std::string& socket) {
   auto client = ipc::Client::connect(socket, ipc::deadline_in(std::chrono::milliseconds(500)));
-  if (!client && client.error().code == ErrorCode::kPermission) return tl::unexpected(client.error());
+  if (!client && client.error().code == ErrorCode::kPermission)
+    return tl::unexpected(client.error());
   return client && client->ping(ipc::deadline_in(std::chrono::milliseconds(1000)));
 }
 
@@ -75,7 +75,8 @@ Result<void> ensure_service(const ServiceSettings& settings) {
   if (settings.mem_budget > 0) {
     args.insert(args.end(), {"--mem-budget", std::to_string(settings.mem_budget)});
   }
-  if (settings.resp_port > 0) args.insert(args.end(), {"--resp-port", std::to_string(settings.resp_port)});
+  if (settings.resp_port > 0)
+    args.insert(args.end(), {"--resp-port", std::to_string(settings.resp_port)});
   std::vector<char*> argv = c_string_array(args);
   // `serve` daemonizes (setsid + double fork) and exits once the socket
   // listens, or at once when another instance holds the lock.
@@ -116,9 +117,10 @@ Result<void> check_resp_socket(const std::string& resp_socket) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) return make_error(ErrorCode::kIo, "socket() failed: " + errno_text(errno));
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-    return make_error(ErrorCode::kUnreachable, "nothing listens on the Redis front's socket '" + resp_socket +
-                                                   "' (" + errno_text(errno) +
-                                                   "); the service runs with --no-resp? restart it with `ccpool stop`");
+    return make_error(ErrorCode::kUnreachable,
+                      "nothing listens on the Redis front's socket '" + resp_socket + "' (" +
+                          errno_text(errno) +
+                          "); the service runs with --no-resp? restart it with `ccpool stop`");
   }
   return check_peer_is_self(fd.get(), resp_socket);
 }

@@ -10,11 +10,11 @@
 namespace ccpool::cli {
 
 struct ServiceSettings {
-  std::string socket;      // resolved socket path
-  std::string store_dir;   // empty: the service's own default
-  int jobs = 0;            // 0: the service's default
-  uint64_t mem_budget = 0; // 0: the service's default
-  int resp_port = 0;       // > 0: the Redis front also listens on 127.0.0.1:PORT
+  std::string socket;       // resolved socket path
+  std::string store_dir;    // empty: the service's own default
+  int jobs = 0;             // 0: the service's default
+  uint64_t mem_budget = 0;  // 0: the service's default
+  int resp_port = 0;        // > 0: the Redis front also listens on 127.0.0.1:PORT
 };
 
 // Absolute path of the running ccpool executable (own_executable()); "ccpool"

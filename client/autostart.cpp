@@ -18,7 +18,8 @@ namespace {
 
 constexpr auto kHandshakeBudget = std::chrono::milliseconds(2000);
 
-[[noreturn]] void exec_serve_in_grandchild(const std::vector<char*>& args, const std::vector<char*>& envp) {
+[[noreturn]] void exec_serve_in_grandchild(const std::vector<char*>& args,
+                                           const std::vector<char*>& envp) {
   ::setsid();
   int null_fd = ::open("/dev/null", O_RDWR);
   if (null_fd >= 0) {
@@ -40,7 +41,8 @@ std::string sibling_ccpool_binary() {
 Result<void> start_service(const std::string& ccpool_binary, const std::string& socket,
                            const std::vector<std::string>& env) {
   if (::access(ccpool_binary.c_str(), X_OK) != 0) {
-    return make_error(ErrorCode::kNotFound, "cannot start the service: '" + ccpool_binary + "' is not executable");
+    return make_error(ErrorCode::kNotFound,
+                      "cannot start the service: '" + ccpool_binary + "' is not executable");
   }
   // Everything the children need is built before fork: after fork only
   // async-signal-safe calls (the caller may have threads, e.g. `ccpool exec`).

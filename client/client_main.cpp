@@ -43,7 +43,8 @@ int replay(const ipc::ExecReply& reply) {
 }
 
 std::string status_reason(const ipc::ExecReply& reply) {
-  const char* what = reply.status == ipc::ExecStatus::kStopping ? "service stopping" : "service failed";
+  const char* what =
+      reply.status == ipc::ExecStatus::kStopping ? "service stopping" : "service failed";
   return reply.message.empty() ? what : std::string(what) + ": " + reply.message;
 }
 
@@ -51,7 +52,8 @@ std::string status_reason(const ipc::ExecReply& reply) {
 
 int run_client(const ClientInvocation& inv) {
   std::vector<std::string> env = current_environment();
-  std::vector<std::string> argv = inv.argv.empty() ? std::vector<std::string>{inv.program} : inv.argv;
+  std::vector<std::string> argv =
+      inv.argv.empty() ? std::vector<std::string>{inv.program} : inv.argv;
   char cwd_buf[4096];
   std::string cwd = ::getcwd(cwd_buf, sizeof cwd_buf) ? cwd_buf : ".";
   auto program = resolve_program(inv.program, cwd, env);

@@ -4,7 +4,8 @@
 // and `ccpool exec`.
 //
 // ccpool-client argv contract (the shim relies on it):
-//   ccpool-client [--inherited-socket=PATH] <resolved-program-path> <original argv[0]> <original argv[1]> ...
+//   ccpool-client [--inherited-socket=PATH] <resolved-program-path> <original argv[0]> <original
+//   argv[1]> ...
 // The resolved path must be absolute (the shim has already done PATH lookup),
 // so a first argument starting with "--inherited-socket=" is never a program.
 // PATH is the socket the shim's process saw when it started (its CCPOOL_SOCKET

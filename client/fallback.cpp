@@ -68,13 +68,15 @@ int acquire_fallback_slot(const std::string& state_dir, int slots) {
   return fd;
 }
 
-void log_fallback(const std::string& state_dir, std::string_view reason, const std::string& program) {
+void log_fallback(const std::string& state_dir, std::string_view reason,
+                  const std::string& program) {
   if (!ensure_private_dir(state_dir)) return;
   std::string path = state_dir + "/fallbacks.log";
   int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return;
   std::string line = std::to_string(static_cast<long long>(std::time(nullptr))) + "\t" +
-                     std::to_string(::getpid()) + "\t" + one_line(reason) + "\t" + one_line(program) + "\n";
+                     std::to_string(::getpid()) + "\t" + one_line(reason) + "\t" +
+                     one_line(program) + "\n";
   ssize_t ignored = ::write(fd, line.data(), line.size());
   (void)ignored;
   ::close(fd);
@@ -88,7 +90,8 @@ int exec_program(const std::string& program, const std::vector<std::string>& arg
   std::vector<char*> envp = c_string_array(env);
   ::execve(program.c_str(), args.data(), envp.data());
   int err = errno;
-  std::string message = "ccpool-client: cannot execute '" + program + "': " + std::strerror(err) + "\n";
+  std::string message =
+      "ccpool-client: cannot execute '" + program + "': " + std::strerror(err) + "\n";
   ssize_t ignored = ::write(2, message.data(), message.size());
   (void)ignored;
   return err == ENOENT || err == ENOTDIR ? 127 : 126;

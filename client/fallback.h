@@ -30,7 +30,8 @@ int acquire_fallback_slot(const std::string& state_dir, int slots);
 // Appends "<unix seconds>\t<pid>\t<reason>\t<program>\n" to
 // <state_dir>/fallbacks.log with one O_APPEND write (lines from concurrent
 // clients never interleave). The service reports the line count.
-void log_fallback(const std::string& state_dir, std::string_view reason, const std::string& program);
+void log_fallback(const std::string& state_dir, std::string_view reason,
+                  const std::string& program);
 
 // execve(program, argv, env); returns only on failure, with the shell's
 // convention (127 not found, 126 not executable) after printing why.

@@ -2,4 +2,6 @@
 // compiler. See client_main.h for its argv contract.
 #include "client/client_main.h"
 
-int main(int argc, char** argv) { return ccpool::client::client_main(argc, argv); }
+int main(int argc, char** argv) {
+  return ccpool::client::client_main(argc, argv);
+}

@@ -1,5 +1,3 @@
-#include "base/process.h"
-#include "base/process_facts.h"
 #include "client/request.h"
 
 #include <sys/stat.h>
@@ -9,6 +7,9 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+
+#include "base/process.h"
+#include "base/process_facts.h"
 
 extern char** environ;
 
@@ -33,7 +34,8 @@ std::vector<std::string> current_environment() {
 
 const std::string* find_env(const std::vector<std::string>& env, std::string_view name) {
   for (const std::string& e : env) {
-    if (e.size() > name.size() && e[name.size()] == '=' && e.compare(0, name.size(), name) == 0) return &e;
+    if (e.size() > name.size() && e[name.size()] == '=' && e.compare(0, name.size(), name) == 0)
+      return &e;
   }
   return nullptr;
 }
@@ -60,12 +62,15 @@ Result<std::string> resolve_program(const std::string& program, const std::strin
     if (program[0] == '/') return program;
     return cwd + "/" + program;
   }
-  std::string found = search_path(program, env_value(env, "PATH").value_or(kDefaultSearchPath), cwd);
+  std::string found =
+      search_path(program, env_value(env, "PATH").value_or(kDefaultSearchPath), cwd);
   if (!found.empty()) return found;
-  return make_error(ErrorCode::kNotFound, "'" + program + "' not found in PATH; give its full path");
+  return make_error(ErrorCode::kNotFound,
+                    "'" + program + "' not found in PATH; give its full path");
 }
 
-Result<ipc::ExecRequest> build_request(const std::string& program, const std::vector<std::string>& argv,
+Result<ipc::ExecRequest> build_request(const std::string& program,
+                                       const std::vector<std::string>& argv,
                                        const std::vector<std::string>& inputs,
                                        const std::vector<std::string>& outputs) {
   ipc::ExecRequest r;

@@ -32,7 +32,8 @@ Result<std::string> resolve_program(const std::string& program, const std::strin
 
 // The request for running `program` with `argv` from this process: getcwd,
 // environment without the shim, getpid, rank, umask.
-Result<ipc::ExecRequest> build_request(const std::string& program, const std::vector<std::string>& argv,
+Result<ipc::ExecRequest> build_request(const std::string& program,
+                                       const std::vector<std::string>& argv,
                                        const std::vector<std::string>& inputs,
                                        const std::vector<std::string>& outputs);
 

@@ -11,74 +11,243 @@ namespace ccpool::compiler {
 namespace {
 
 // Options whose value is the next argument when written alone.
-const std::set<std::string> kSeparate = {
-    "-o", "-I", "-isystem", "-iquote", "-idirafter", "-include", "-imacros", "-iprefix",
-    "-iwithprefix", "-iwithprefixbefore", "-isysroot", "-D", "-U", "-L", "-l", "-x", "-MF",
-    "-MT", "-MQ", "-target", "--target", "-B", "--sysroot", "-imultilib", "--param", "-u",
-    "-z", "-Xlinker", "-Xassembler", "-Xpreprocessor", "-Xclang", "-specs", "-T", "-aux-info",
-    "-wrapper", "-e", "-MJ", "--gcc-toolchain", "-resource-dir", "-arch", "-dumpbase",
-    "-dumpdir", "-dumpbase-ext"};
+const std::set<std::string> kSeparate = {"-o",
+                                         "-I",
+                                         "-isystem",
+                                         "-iquote",
+                                         "-idirafter",
+                                         "-include",
+                                         "-imacros",
+                                         "-iprefix",
+                                         "-iwithprefix",
+                                         "-iwithprefixbefore",
+                                         "-isysroot",
+                                         "-D",
+                                         "-U",
+                                         "-L",
+                                         "-l",
+                                         "-x",
+                                         "-MF",
+                                         "-MT",
+                                         "-MQ",
+                                         "-target",
+                                         "--target",
+                                         "-B",
+                                         "--sysroot",
+                                         "-imultilib",
+                                         "--param",
+                                         "-u",
+                                         "-z",
+                                         "-Xlinker",
+                                         "-Xassembler",
+                                         "-Xpreprocessor",
+                                         "-Xclang",
+                                         "-specs",
+                                         "-T",
+                                         "-aux-info",
+                                         "-wrapper",
+                                         "-e",
+                                         "-MJ",
+                                         "--gcc-toolchain",
+                                         "-resource-dir",
+                                         "-arch",
+                                         "-dumpbase",
+                                         "-dumpdir",
+                                         "-dumpbase-ext"};
 
 // Read extra files we do not hash, write files we do not collect, or change
 // what the driver does in ways we do not model.
-const std::set<std::string> kRefused = {
-    "-E", "-M", "-MM", "-MG", "-MJ", "-Xlinker", "-Xassembler", "-Xpreprocessor",
-    "-Xclang", "-specs", "-T", "-aux-info", "-wrapper", "-v", "-###", "-H", "--help",
-    "--version", "-dumpversion", "-dumpmachine", "-dumpspecs", "-dumpfullversion", "-arch",
-    "-fsyntax-only", "-dumpbase", "-dumpdir", "-dumpbase-ext", "-Q", "--", "-combine",
-    "-fpch-preprocess", "-emit-llvm"};
+const std::set<std::string> kRefused = {"-E",
+                                        "-M",
+                                        "-MM",
+                                        "-MG",
+                                        "-MJ",
+                                        "-Xlinker",
+                                        "-Xassembler",
+                                        "-Xpreprocessor",
+                                        "-Xclang",
+                                        "-specs",
+                                        "-T",
+                                        "-aux-info",
+                                        "-wrapper",
+                                        "-v",
+                                        "-###",
+                                        "-H",
+                                        "--help",
+                                        "--version",
+                                        "-dumpversion",
+                                        "-dumpmachine",
+                                        "-dumpspecs",
+                                        "-dumpfullversion",
+                                        "-arch",
+                                        "-fsyntax-only",
+                                        "-dumpbase",
+                                        "-dumpdir",
+                                        "-dumpbase-ext",
+                                        "-Q",
+                                        "--",
+                                        "-combine",
+                                        "-fpch-preprocess",
+                                        "-emit-llvm"};
 
-const char* const kRefusedPrefixes[] = {
-    "-save-temps", "--save-temps", "-print-", "--print-", "-Wp,", "-fplugin", "-fprofile-use",
-    "-fprofile-sample-use", "-fprofile-instr-use", "-fauto-profile", "-fsanitize-blacklist",
-    "-fsanitize-ignorelist", "-fdump-", "-fopt-info", "-fcallgraph-info", "-fmodules",
-    "-fmodule-", "-fcxx-modules", "-fimplicit-module", "-fprebuilt-module", "-fpch-",
-    "-fcrash-diagnostics", "-fsave-optimization-record", "-fprofile-generate", "-fprofile-dir",
-    "-fprofile-instr-generate", "-fcs-profile-generate", "-fprofile-list", "-fxray",
-    "-fembed-bitcode", "-fexperimental-", "-ftime-trace", "-fproc-stat-report", "-fstats",
-    "-fdiagnostics-format=sarif", "-fbuild-session", "-fdepfile", "-fasm-"};
+const char* const kRefusedPrefixes[] = {"-save-temps",
+                                        "--save-temps",
+                                        "-print-",
+                                        "--print-",
+                                        "-Wp,",
+                                        "-fplugin",
+                                        "-fprofile-use",
+                                        "-fprofile-sample-use",
+                                        "-fprofile-instr-use",
+                                        "-fauto-profile",
+                                        "-fsanitize-blacklist",
+                                        "-fsanitize-ignorelist",
+                                        "-fdump-",
+                                        "-fopt-info",
+                                        "-fcallgraph-info",
+                                        "-fmodules",
+                                        "-fmodule-",
+                                        "-fcxx-modules",
+                                        "-fimplicit-module",
+                                        "-fprebuilt-module",
+                                        "-fpch-",
+                                        "-fcrash-diagnostics",
+                                        "-fsave-optimization-record",
+                                        "-fprofile-generate",
+                                        "-fprofile-dir",
+                                        "-fprofile-instr-generate",
+                                        "-fcs-profile-generate",
+                                        "-fprofile-list",
+                                        "-fxray",
+                                        "-fembed-bitcode",
+                                        "-fexperimental-",
+                                        "-ftime-trace",
+                                        "-fproc-stat-report",
+                                        "-fstats",
+                                        "-fdiagnostics-format=sarif",
+                                        "-fbuild-session",
+                                        "-fdepfile",
+                                        "-fasm-"};
 
 // Options that take their value joined ("-Ifoo") as well as separate.
-const char* const kJoinable[] = {"-I", "-D", "-U", "-L", "-l", "-o", "-x", "-MF", "-MT", "-MQ",
-                                 "-B", "-isystem", "-iquote", "-idirafter", "-include",
-                                 "-imacros", "-u", "-z"};
+const char* const kJoinable[] = {"-I",      "-D",         "-U",       "-L",       "-l", "-o",
+                                 "-x",      "-MF",        "-MT",      "-MQ",      "-B", "-isystem",
+                                 "-iquote", "-idirafter", "-include", "-imacros", "-u", "-z"};
 
 const std::set<std::string> kIncludeShaping = {
-    "-I", "-isystem", "-iquote", "-idirafter", "-iprefix", "-iwithprefix",
-    "-iwithprefixbefore", "-isysroot", "--sysroot", "-B", "-target", "--target",
-    "-imultilib", "--gcc-toolchain", "-resource-dir"};
+    "-I",           "-isystem",           "-iquote",    "-idirafter",      "-iprefix",
+    "-iwithprefix", "-iwithprefixbefore", "-isysroot",  "--sysroot",       "-B",
+    "-target",      "--target",           "-imultilib", "--gcc-toolchain", "-resource-dir"};
 
 // Linker flags (inside -Wl,) that read no file and write nothing else.
-const std::set<std::string> kSafeLinker = {
-    "-rpath", "--rpath", "-soname", "--soname", "-h", "-z", "--as-needed", "--no-as-needed",
-    "-O1", "-O2", "--gc-sections", "--no-gc-sections", "--no-undefined", "--allow-shlib-undefined",
-    "-Bsymbolic", "-Bsymbolic-functions", "--build-id", "--hash-style", "--start-group",
-    "--end-group", "-Bstatic", "-Bdynamic", "--enable-new-dtags", "--disable-new-dtags",
-    "--export-dynamic", "-E", "--exclude-libs", "--no-whole-archive", "--whole-archive",
-    "-s", "--strip-all", "--strip-debug", "-S", "--eh-frame-hdr", "--icf", "--sort-common",
-    "--relax", "--no-relax", "-rpath-link", "--compress-debug-sections", "--push-state",
-    "--pop-state", "--no-copy-dt-needed-entries", "-x", "--discard-all"};
-const std::set<std::string> kLinkerWithValue = {"-rpath", "--rpath", "-soname", "--soname",
-                                                "-h", "-z", "-rpath-link"};
+const std::set<std::string> kSafeLinker = {"-rpath",
+                                           "--rpath",
+                                           "-soname",
+                                           "--soname",
+                                           "-h",
+                                           "-z",
+                                           "--as-needed",
+                                           "--no-as-needed",
+                                           "-O1",
+                                           "-O2",
+                                           "--gc-sections",
+                                           "--no-gc-sections",
+                                           "--no-undefined",
+                                           "--allow-shlib-undefined",
+                                           "-Bsymbolic",
+                                           "-Bsymbolic-functions",
+                                           "--build-id",
+                                           "--hash-style",
+                                           "--start-group",
+                                           "--end-group",
+                                           "-Bstatic",
+                                           "-Bdynamic",
+                                           "--enable-new-dtags",
+                                           "--disable-new-dtags",
+                                           "--export-dynamic",
+                                           "-E",
+                                           "--exclude-libs",
+                                           "--no-whole-archive",
+                                           "--whole-archive",
+                                           "-s",
+                                           "--strip-all",
+                                           "--strip-debug",
+                                           "-S",
+                                           "--eh-frame-hdr",
+                                           "--icf",
+                                           "--sort-common",
+                                           "--relax",
+                                           "--no-relax",
+                                           "-rpath-link",
+                                           "--compress-debug-sections",
+                                           "--push-state",
+                                           "--pop-state",
+                                           "--no-copy-dt-needed-entries",
+                                           "-x",
+                                           "--discard-all"};
+const std::set<std::string> kLinkerWithValue = {"-rpath", "--rpath", "-soname",    "--soname",
+                                                "-h",     "-z",      "-rpath-link"};
 
 // Flags without a value that are known and harmless to key as written.
-const std::set<std::string> kKnownFlags = {
-    "-c", "-S", "-shared", "-static", "-static-libgcc", "-static-libstdc++", "-static-pie",
-    "-rdynamic", "-pie", "-no-pie", "-pthread", "-pthreads", "-nostdlib", "-nodefaultlibs",
-    "-nostartfiles", "-nostdinc", "-nostdinc++", "-s", "-w", "-ansi", "-pedantic",
-    "-pedantic-errors", "-pipe", "-MD", "-MMD", "-MP", "-p", "-pg", "-undef", "-trigraphs", "-I-",
-    "--coverage", "-m32", "-m64", "-mx32"};
+const std::set<std::string> kKnownFlags = {"-c",
+                                           "-S",
+                                           "-shared",
+                                           "-static",
+                                           "-static-libgcc",
+                                           "-static-libstdc++",
+                                           "-static-pie",
+                                           "-rdynamic",
+                                           "-pie",
+                                           "-no-pie",
+                                           "-pthread",
+                                           "-pthreads",
+                                           "-nostdlib",
+                                           "-nodefaultlibs",
+                                           "-nostartfiles",
+                                           "-nostdinc",
+                                           "-nostdinc++",
+                                           "-s",
+                                           "-w",
+                                           "-ansi",
+                                           "-pedantic",
+                                           "-pedantic-errors",
+                                           "-pipe",
+                                           "-MD",
+                                           "-MMD",
+                                           "-MP",
+                                           "-p",
+                                           "-pg",
+                                           "-undef",
+                                           "-trigraphs",
+                                           "-I-",
+                                           "--coverage",
+                                           "-m32",
+                                           "-m64",
+                                           "-mx32"};
 // Families of options accepted by prefix (their values are keyed as written).
-const char* const kKnownPrefixes[] = {"-f", "-m", "-W", "-O", "-g", "-std=", "--std=", "-stdlib=",
-                                      "--sysroot=", "--target=", "--gcc-toolchain=", "--param",
-                                      "-rtlib=", "--rtlib=", "-unwindlib="};
+const char* const kKnownPrefixes[] = {"-f",
+                                      "-m",
+                                      "-W",
+                                      "-O",
+                                      "-g",
+                                      "-std=",
+                                      "--std=",
+                                      "-stdlib=",
+                                      "--sysroot=",
+                                      "--target=",
+                                      "--gcc-toolchain=",
+                                      "--param",
+                                      "-rtlib=",
+                                      "--rtlib=",
+                                      "-unwindlib="};
 
 bool starts_with(const std::string& s, std::string_view prefix) {
   return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
 }
 
 bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string language_of(const std::string& path) {
@@ -92,7 +261,8 @@ std::string language_of(const std::string& path) {
     return "c++";
   }
   if (ext == ".ii") return "c++-cpp-output";
-  if (ext == ".S" || ext == ".sx") return "assembler-with-cpp";  // not .s: nothing lists what it reads
+  if (ext == ".S" || ext == ".sx")
+    return "assembler-with-cpp";  // not .s: nothing lists what it reads
   return "";
 }
 
@@ -136,7 +306,10 @@ bool expand_response(const std::string& arg, const std::string& cwd, int depth,
       word += (*text)[++i];
       in_word = true;
     } else if (quote) {
-      if (c == quote) quote = 0; else word += c;
+      if (c == quote)
+        quote = 0;
+      else
+        word += c;
     } else if (c == '\'' || c == '"') {
       quote = c;
       in_word = true;
@@ -188,9 +361,11 @@ CcArgs parse_cc_args(const std::vector<std::string>& argv, const std::string& cw
   for (size_t i = 1; i < argv.size(); ++i) {
     if (starts_with(argv[i], "@") && argv[i].size() > 1) {
       if (!expand_response(argv[i], cwd, 0, r.args, budget)) {
-        r.refused = "response file '" + argv[i] + "' unreadable, malformed or beyond the bounds on response files (" +
-                    std::to_string(kMaxResponseFiles) + " files, depth " + std::to_string(kMaxResponseDepth) +
-                    ", 1 MiB each, " + std::to_string(kMaxExpandedArgs) + " arguments)";
+        r.refused = "response file '" + argv[i] +
+                    "' unreadable, malformed or beyond the bounds on response files (" +
+                    std::to_string(kMaxResponseFiles) + " files, depth " +
+                    std::to_string(kMaxResponseDepth) + ", 1 MiB each, " +
+                    std::to_string(kMaxExpandedArgs) + " arguments)";
         r.refused_code = "response_file_unreadable";
         return r;
       }
@@ -211,9 +386,15 @@ CcArgs parse_cc_args(const std::vector<std::string>& argv, const std::string& cw
   for (size_t i = 0; i < a.size() && r.refused.empty(); ++i) {
     const std::string& arg = a[i];
     if (arg.empty() || arg[0] != '-' || arg == "-") {
-      if (arg == "-") { refuse("stdin_input", "input from stdin"); break; }
+      if (arg == "-") {
+        refuse("stdin_input", "input from stdin");
+        break;
+      }
       if (!explicit_lang.empty() || !language_of(arg).empty()) {
-        if (have_source) { refuse("multiple_sources", "several sources"); break; }
+        if (have_source) {
+          refuse("multiple_sources", "several sources");
+          break;
+        }
         have_source = true;
         r.source = arg;
         r.source_index = i;
@@ -225,7 +406,10 @@ CcArgs parse_cc_args(const std::vector<std::string>& argv, const std::string& cw
       }
       continue;
     }
-    if (kRefused.count(arg)) { refuse(reason_code("unsupported_option", arg), "option " + arg); break; }
+    if (kRefused.count(arg)) {
+      refuse(reason_code("unsupported_option", arg), "option " + arg);
+      break;
+    }
     const char* refused_prefix = nullptr;
     for (const char* p : kRefusedPrefixes) {
       if (!refused_prefix && starts_with(arg, p)) refused_prefix = p;
@@ -264,9 +448,12 @@ CcArgs parse_cc_args(const std::vector<std::string>& argv, const std::string& cw
       r.output_joined = !separate;
       if (value == "-") refuse("output_to_stdout", "output to stdout (-o -)");
     } else if (name == "-x") {
-      if (value == "c" || value == "c++" || value == "assembler-with-cpp") explicit_lang = value;
-      else if (value == "none") explicit_lang.clear();
-      else refuse(reason_code("unsupported_language", value), "language -x " + value);
+      if (value == "c" || value == "c++" || value == "assembler-with-cpp")
+        explicit_lang = value;
+      else if (value == "none")
+        explicit_lang.clear();
+      else
+        refuse(reason_code("unsupported_language", value), "language -x " + value);
     } else if (name == "-MF") {
       r.dep_mf = value;
       r.dep_mf_indices.push_back(i);
@@ -286,7 +473,8 @@ CcArgs parse_cc_args(const std::vector<std::string>& argv, const std::string& cw
     } else if (starts_with(arg, "-Wl,")) {
       std::string bad = check_linker_flags(arg);
       if (!bad.empty()) {
-        refuse(reason_code("linker_option", bad), "linker option '" + bad + "' in " + arg + " not understood");
+        refuse(reason_code("linker_option", bad),
+               "linker option '" + bad + "' in " + arg + " not understood");
       }
     } else if (starts_with(arg, "-Wa,")) {
       if (arg != "-Wa,--noexecstack") {
@@ -337,7 +525,8 @@ CcArgs parse_cc_args(const std::vector<std::string>& argv, const std::string& cw
   if (r.language == "assembler-with-cpp") {
     // Only `-c`; and no debug info, whose paths the assembler writes under
     // rules of its own (the prefix maps of -f*-prefix-map are C's).
-    if (r.mode != CcMode::kCompile) refuse("assembly_outside_compile", "preprocessed assembly without -c");
+    if (r.mode != CcMode::kCompile)
+      refuse("assembly_outside_compile", "preprocessed assembly without -c");
     if (r.debug) refuse("assembly_debug_info", "preprocessed assembly with debug info (-g)");
   }
   if (r.dep_md && r.mode != CcMode::kCompile) {

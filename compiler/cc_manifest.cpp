@@ -118,7 +118,8 @@ std::shared_ptr<const ParsedManifest> Planner::Impl::parsed_manifest(const Diges
 
 Result<std::optional<Digest>> Planner::Impl::lookup_cc(const Plan& plan,
                                                        const ManifestStorage& manifests) {
-  if (!plan.detail || !plan.detail->cc) return make_error(ErrorCode::kInternal, "direct plan without detail");
+  if (!plan.detail || !plan.detail->cc)
+    return make_error(ErrorCode::kInternal, "direct plan without detail");
   const CcDetail& cc = *plan.detail->cc;
   std::shared_ptr<const ParsedManifest> manifest;
   if (manifests.content) {
@@ -127,7 +128,8 @@ Result<std::optional<Digest>> Planner::Impl::lookup_cc(const Plan& plan,
     manifest = memoized_manifest(plan.flight_key, *content);
   }
   if (!manifest) {
-    std::optional<std::string> blob = manifests.load ? manifests.load(plan.flight_key) : std::nullopt;
+    std::optional<std::string> blob =
+        manifests.load ? manifests.load(plan.flight_key) : std::nullopt;
     if (!blob) return std::optional<Digest>();
     manifest = parsed_manifest(plan.flight_key, *blob);
   }
@@ -176,8 +178,9 @@ ValidationMemo::Item negative_item(const std::string& dir, const NegativeGroup& 
 
 }  // namespace
 
-bool Planner::Impl::entry_holds(const ParsedEntry& pe, const ObservedView& view, DirListings::Scope& dirs,
-                                ValidationMemo* memo, std::vector<ValidationMemo::Item>* learn) {
+bool Planner::Impl::entry_holds(const ParsedEntry& pe, const ObservedView& view,
+                                DirListings::Scope& dirs, ValidationMemo* memo,
+                                std::vector<ValidationMemo::Item>* learn) {
   const ManifestEntry& e = pe.entry;
   // Environment and cwd first (no system call), then every file by content
   // (memoized by stat), absent paths one parent directory at a time
@@ -202,7 +205,8 @@ bool Planner::Impl::entry_holds(const ParsedEntry& pe, const ObservedView& view,
     if (!f || f->content != digest) return false;
   }
   for (const NegativeGroup& g : pe.groups) {
-    std::string dir = g.dir.empty() ? (view.cwd.empty() ? "." : view.cwd) : absolute_path(g.dir, view.cwd);
+    std::string dir =
+        g.dir.empty() ? (view.cwd.empty() ? "." : view.cwd) : absolute_path(g.dir, view.cwd);
     std::string key = memo ? names_key(g) : std::string();
     if (memo && memo->answer('n', dir, key) == "1") continue;
     if (!dirs.check(dir, g.names, g.absent)) return false;
@@ -233,7 +237,9 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, const RunFacts& run,
   // Set by the plan itself: the recorder, and the dependency variables
   // pointing into the work dir (their mode and target are in the direct key).
   observed.ignored_env = {"LD_PRELOAD", "CCPOOL_TRACE"};
-  if (cc.dep_append) observed.ignored_env.insert(observed.ignored_env.end(), {"DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES"});
+  if (cc.dep_append)
+    observed.ignored_env.insert(observed.ignored_env.end(),
+                                {"DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES"});
   observed.start_ns = to_ns(run.started);
   observed.date_pinned = cc.sde_pinned;
   for (const auto& [name, bytes] : run.outputs) observed.output_texts.push_back(bytes);

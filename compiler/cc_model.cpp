@@ -10,7 +10,6 @@
 #include <map>
 
 #include "base/fs.h"
-
 #include "compiler/cc_args.h"
 #include "compiler/cc_probe.h"
 #include "compiler/planner_impl.h"
@@ -19,11 +18,30 @@ namespace ccpool::compiler {
 namespace {
 
 // Environment that changes gcc/clang output bytes or diagnostics.
-const std::vector<std::string> kCcEnv = {
-    "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH", "OBJCPLUS_INCLUDE_PATH",
-    "LIBRARY_PATH", "COMPILER_PATH", "GCC_EXEC_PREFIX", "GCC_COMPARE_DEBUG", "SOURCE_DATE_EPOCH",
-    "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "CCC_OVERRIDE_OPTIONS", "TZ",
-    "COLUMNS", "GCC_COLORS", "GCC_URLS", "TERM_URLS", "PATH", "LD_LIBRARY_PATH", "LD_RUN_PATH"};
+const std::vector<std::string> kCcEnv = {"CPATH",
+                                         "C_INCLUDE_PATH",
+                                         "CPLUS_INCLUDE_PATH",
+                                         "OBJC_INCLUDE_PATH",
+                                         "OBJCPLUS_INCLUDE_PATH",
+                                         "LIBRARY_PATH",
+                                         "COMPILER_PATH",
+                                         "GCC_EXEC_PREFIX",
+                                         "GCC_COMPARE_DEBUG",
+                                         "SOURCE_DATE_EPOCH",
+                                         "LANG",
+                                         "LANGUAGE",
+                                         "LC_ALL",
+                                         "LC_CTYPE",
+                                         "LC_MESSAGES",
+                                         "CCC_OVERRIDE_OPTIONS",
+                                         "TZ",
+                                         "COLUMNS",
+                                         "GCC_COLORS",
+                                         "GCC_URLS",
+                                         "TERM_URLS",
+                                         "PATH",
+                                         "LD_LIBRARY_PATH",
+                                         "LD_RUN_PATH"};
 
 std::string strip_extension(const std::string& path) {
   size_t slash = path.rfind('/');
@@ -127,7 +145,8 @@ CcArgs parse_cc_or_pch_args(const Request& request, bool& pch) {
   if (rewritten.empty()) return parse_cc_args(request.argv, request.cwd);
   CcArgs a = parse_cc_args(argv, request.cwd);
   bool header_source = !a.source.empty() && rewritten.count(a.source_index + 1) > 0;
-  if (!a.refused.empty() || !(header_lang || header_source)) return parse_cc_args(request.argv, request.cwd);
+  if (!a.refused.empty() || !(header_lang || header_source))
+    return parse_cc_args(request.argv, request.cwd);
   for (const auto& [index, original] : rewritten) a.args[index - 1] = original;
   a.source = a.args[a.source_index];
   a.output = unmark(a.output);
@@ -140,8 +159,12 @@ CcArgs parse_cc_or_pch_args(const Request& request, bool& pch) {
 }  // namespace
 
 bool has_asm_directive(std::string_view text, std::string_view directive) {
-  auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
-  auto ident = [](char c) { return c == '_' || c == '$' || std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  auto lower = [](char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  };
+  auto ident = [](char c) {
+    return c == '_' || c == '$' || std::isalnum(static_cast<unsigned char>(c)) != 0;
+  };
   for (size_t at = text.find('.'); at != std::string_view::npos; at = text.find('.', at + 1)) {
     if (text.size() - at < directive.size()) return false;
     size_t i = 1;
@@ -152,15 +175,17 @@ bool has_asm_directive(std::string_view text, std::string_view directive) {
 }
 
 bool has_time_macro_piece(std::string_view text) {
-  constexpr std::string_view kNames[] = {"__TIMESTAMP__", "__DATE__"};  // __TIME__ prefixes __TIMESTAMP__
+  constexpr std::string_view kNames[] = {"__TIMESTAMP__",
+                                         "__DATE__"};  // __TIME__ prefixes __TIMESTAMP__
   auto ident = [](char c) { return c == '_' || std::isalnum(static_cast<unsigned char>(c)) != 0; };
-  auto skip_quoted = [&](size_t i) {  // i at the opening quote; returns the index past the closing one
-    char q = text[i];
-    for (++i; i < text.size() && text[i] != q && text[i] != '\n'; ++i) {
-      if (text[i] == '\\') ++i;
-    }
-    return i + 1;
-  };
+  auto skip_quoted =
+      [&](size_t i) {  // i at the opening quote; returns the index past the closing one
+        char q = text[i];
+        for (++i; i < text.size() && text[i] != q && text[i] != '\n'; ++i) {
+          if (text[i] == '\\') ++i;
+        }
+        return i + 1;
+      };
   for (size_t i = 0; i < text.size();) {
     char c = text[i];
     if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
@@ -169,7 +194,8 @@ bool has_time_macro_piece(std::string_view text) {
     } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '*') {
       size_t close = text.find("*/", i + 2);
       i = close == std::string_view::npos ? text.size() : close + 2;
-    } else if (c == '"' || (c == '\'' && (i == 0 || !std::isalnum(static_cast<unsigned char>(text[i - 1]))))) {
+    } else if (c == '"' ||
+               (c == '\'' && (i == 0 || !std::isalnum(static_cast<unsigned char>(text[i - 1]))))) {
       i = skip_quoted(i);  // a ' after a digit is a digit separator, not a character literal
     } else if (ident(c)) {
       size_t end = i;
@@ -181,7 +207,8 @@ bool has_time_macro_piece(std::string_view text) {
       i = end;
       if (right_operand) continue;  // a##_##b: not the leftmost piece of a paste
       bool piece = false;
-      for (std::string_view name : kNames) piece |= id.size() < name.size() && name.substr(0, id.size()) == id;
+      for (std::string_view name : kNames)
+        piece |= id.size() < name.size() && name.substr(0, id.size()) == id;
       if (!piece || id == "__TIME__") continue;
       // A lone `_` is everywhere (gettext's _("text"), PyTorch's X-macro
       // parameter `_`): it does not count, a documented limit.
@@ -251,12 +278,16 @@ WhyNot refuse_shape(Family family, const CcArgs& a, bool pch, const DepEnv& dep_
     // it when they differ: a stored copy would fail on another checkout.
     return {std::string(kReasonPchUnsupported), "clang precompiled headers record input mtimes"};
   }
-  if (pch && a.mode == CcMode::kAssemble) return {std::string(kReasonPchUnsupported), "-S of a header"};
+  if (pch && a.mode == CcMode::kAssemble)
+    return {std::string(kReasonPchUnsupported), "-S of a header"};
   if (pch && a.dep_md && a.output.empty()) {
-    return {std::string(kReasonPchUnsupported), "-MD without -o for a header (gcc names the .d after the cwd)"};
+    return {std::string(kReasonPchUnsupported),
+            "-MD without -o for a header (gcc names the .d after the cwd)"};
   }
-  if (dep_env.set && (pch || family != Family::kGcc || a.dep_md || dep_env.file.empty() || a.mode != CcMode::kCompile)) {
-    return {"depfile_env", "DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES with clang, -M flags, a header or outside -c"};
+  if (dep_env.set && (pch || family != Family::kGcc || a.dep_md || dep_env.file.empty() ||
+                      a.mode != CcMode::kCompile)) {
+    return {"depfile_env",
+            "DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES with clang, -M flags, a header or outside -c"};
   }
   return {};
 }
@@ -278,9 +309,9 @@ bool redirects_output(const CcArgs& a) {
 // The flight key: everything of the command that may reach the output
 // bytes and is known before the run (docs/cache-keys.md, "The direct key").
 // What the run then reads is the record's.
-Digest direct_key(const Request& request, const ToolIdentity& tool, Family family, const CcArgs& a, bool pch,
-                  const std::string& dep_target, const DepEnv& dep_env, const std::string& native,
-                  const Digest& source) {
+Digest direct_key(const Request& request, const ToolIdentity& tool, Family family, const CcArgs& a,
+                  bool pch, const std::string& dep_target, const DepEnv& dep_env,
+                  const std::string& native, const Digest& source) {
   bool redirect = redirects_output(a);
   Hasher h;
   h.add_field("ccpool-cc-v2");
@@ -294,11 +325,13 @@ Digest direct_key(const Request& request, const ToolIdentity& tool, Family famil
   h.add_u64(redirect ? 1 : 0);
   for (size_t i = 0; i < a.args.size(); ++i) {
     bool is_output = !a.output.empty() && i == a.output_index;
-    bool is_mf = std::find(a.dep_mf_indices.begin(), a.dep_mf_indices.end(), i) != a.dep_mf_indices.end();
+    bool is_mf =
+        std::find(a.dep_mf_indices.begin(), a.dep_mf_indices.end(), i) != a.dep_mf_indices.end();
     h.add_field((is_output && redirect) || is_mf ? std::string("<path>") : a.args[i]);
   }
   h.add_field(dep_target);
-  bool cwd_in_key = !redirect || a.coverage || a.output_sensitive || (a.debug && a.prefix_maps.empty());
+  bool cwd_in_key =
+      !redirect || a.coverage || a.output_sensitive || (a.debug && a.prefix_maps.empty());
   h.add_u64(cwd_in_key ? 1 : 0);
   if (cwd_in_key) h.add_field(request.cwd);
   if (a.debug && !a.prefix_maps.empty()) hash_mapped_cwd(h, request.cwd, a.prefix_maps);
@@ -315,7 +348,8 @@ Digest direct_key(const Request& request, const ToolIdentity& tool, Family famil
 // recorder preloaded before anything the requester preloads.
 std::vector<std::string> run_environment(const Request& request, const std::string& trace_library,
                                          const std::string& trace_path, const DepEnv& dep_env,
-                                         const std::string& dep_path, const std::string& dep_target) {
+                                         const std::string& dep_path,
+                                         const std::string& dep_target) {
   std::vector<std::string> env = environment_without_shim(request.env);
   std::string preload = trace_library;
   std::erase_if(env, [&](const std::string& e) {
@@ -329,8 +363,8 @@ std::vector<std::string> run_environment(const Request& request, const std::stri
   env.push_back("LD_PRELOAD=" + preload);
   env.push_back("CCPOOL_TRACE=" + trace_path);
   if (dep_env.set) {
-    env.push_back(std::string(dep_env.sunpro ? "SUNPRO_DEPENDENCIES=" : "DEPENDENCIES_OUTPUT=") + dep_path + " " +
-                  dep_target);
+    env.push_back(std::string(dep_env.sunpro ? "SUNPRO_DEPENDENCIES=" : "DEPENDENCIES_OUTPUT=") +
+                  dep_path + " " + dep_target);
   }
   return env;
 }
@@ -347,8 +381,9 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
     return passthrough_plan(request, why.code, why.text);
   }
   if (trace_library.empty()) {
-    return passthrough_plan(request, "trace_unavailable",
-                            "libccpool-trace.so not found (set CCPOOL_TRACE_LIBRARY or install it beside ccpool)");
+    return passthrough_plan(
+        request, "trace_unavailable",
+        "libccpool-trace.so not found (set CCPOOL_TRACE_LIBRARY or install it beside ccpool)");
   }
   if (pch) a.mode = CcMode::kCompile;  // nothing is linked: the output is the PCH itself
   ProbeContext ctx{*this, request, tool, a};
@@ -360,15 +395,21 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   }
   std::string source_abs = absolute_path(a.source, request.cwd);
   Result<HashedFile> source = hasher.hash(source_abs);
-  if (!source) return passthrough_plan(request, "source_unreadable", "source: " + source.error().message);
+  if (!source)
+    return passthrough_plan(request, "source_unreadable", "source: " + source.error().message);
 
   bool redirect = redirects_output(a);
   std::string out_written = default_output(a, pch);
   std::string out_abs = absolute_path(out_written, request.cwd);
-  std::string run_out = work_dir + "/out" + (pch ? ".gch" : a.mode == CcMode::kCompile ? ".o" : a.mode == CcMode::kAssemble ? ".s" : "");
+  std::string run_out = work_dir + "/out" +
+                        (pch                           ? ".gch"
+                         : a.mode == CcMode::kCompile  ? ".o"
+                         : a.mode == CcMode::kAssemble ? ".s"
+                                                       : "");
   // The .d target: what gcc's driver itself passes (-MQ <the -o text>).
   std::string dep_target = a.dep_md && !a.dep_target ? out_written : "";
-  std::string dep_env_target = dep_env.target.empty() ? strip_extension(base_name(a.source)) + ".o" : dep_env.target;
+  std::string dep_env_target =
+      dep_env.target.empty() ? strip_extension(base_name(a.source)) + ".o" : dep_env.target;
   std::string dep_path = work_dir + "/dep.d";
 
   auto detail = std::make_shared<PlanDetail>();
@@ -385,7 +426,8 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
 
   Plan plan;
   plan.kind = PlanKind::kCompiler;
-  plan.flight_key = direct_key(request, tool, family, a, pch, dep_target, dep_env, native, source->content);
+  plan.flight_key =
+      direct_key(request, tool, family, a, pch, dep_target, dep_env, native, source->content);
   plan.direct_mode = true;
   plan.key_mode = KeyMode::kDirect;
   plan.tool = base_name(request.argv[0]);
@@ -393,14 +435,16 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   plan.run_program = request.program;
   plan.run_cwd = request.cwd;
   plan.trace_path = work_dir + "/trace";
-  plan.run_env = run_environment(request, trace_library, plan.trace_path, dep_env, dep_path, dep_env_target);
+  plan.run_env =
+      run_environment(request, trace_library, plan.trace_path, dep_env, dep_path, dep_env_target);
   plan.uses_work_dir = true;
   plan.inputs.push_back(source_abs);
   // The command as given, with -o and -MF pointed into the work dir: the
   // compiler writes exactly the files it would write for the requester.
   plan.run_argv.push_back(request.argv[0]);
   for (size_t i = 0; i < a.args.size(); ++i) {
-    if (std::find(a.dep_mf_indices.begin(), a.dep_mf_indices.end(), i) != a.dep_mf_indices.end()) continue;
+    if (std::find(a.dep_mf_indices.begin(), a.dep_mf_indices.end(), i) != a.dep_mf_indices.end())
+      continue;
     if (redirect && !a.output.empty() && i == a.output_index) {
       plan.run_argv.push_back(a.output_joined ? "-o" + run_out : run_out);
       continue;
@@ -412,8 +456,8 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   if (a.dep_md) {
     plan.run_argv.insert(plan.run_argv.end(), {"-MF", dep_path});
     if (!dep_target.empty()) plan.run_argv.insert(plan.run_argv.end(), {"-MQ", dep_target});
-    std::string dep_deliver = absolute_path(a.dep_mf.empty() ? strip_extension(out_written) + ".d" : a.dep_mf,
-                                            request.cwd);
+    std::string dep_deliver = absolute_path(
+        a.dep_mf.empty() ? strip_extension(out_written) + ".d" : a.dep_mf, request.cwd);
     plan.outputs.push_back({"dep", dep_path, dep_deliver, false});
   } else if (dep_env.set) {
     plan.outputs.push_back({"dep", dep_path, absolute_path(dep_env.file, request.cwd), false});
@@ -432,7 +476,8 @@ std::string Planner::deliver_bytes(const Plan& requester, const OutputSpec& outp
   // The run wrote exactly the requester's file (the .d target is pinned in
   // the key); the environment forms append to FILE, as gcc does.
   const PlanDetail* detail = requester.detail.get();
-  if (output.name != "dep" || !detail || !detail->cc || !detail->cc->dep_append) return std::string(stored);
+  if (output.name != "dep" || !detail || !detail->cc || !detail->cc->dep_append)
+    return std::string(stored);
   Result<std::string> existing = read_file(output.deliver_path);
   return (existing ? *existing : std::string()) + std::string(stored);
 }

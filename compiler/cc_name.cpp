@@ -5,7 +5,9 @@ namespace {
 
 constexpr std::string_view kDrivers[] = {"gcc", "g++", "cc", "c++", "clang", "clang++"};
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 bool is_triplet_char(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || is_digit(c) || c == '_' || c == '.';
@@ -39,7 +41,8 @@ bool is_cc_name(std::string_view name) {
     if (start == 0 || name[start - 1] == '-') {
       std::string_view rest = name.substr(start);
       for (std::string_view driver : kDrivers) {
-        if (rest.substr(0, driver.size()) == driver && is_version_suffix(rest.substr(driver.size()))) {
+        if (rest.substr(0, driver.size()) == driver &&
+            is_version_suffix(rest.substr(driver.size()))) {
           return true;
         }
       }

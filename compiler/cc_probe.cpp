@@ -11,8 +11,9 @@ namespace {
 
 // Environment that changes what the driver searches or links.
 const std::vector<std::string> kProbeEnv = {
-    "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH", "LIBRARY_PATH",
-    "COMPILER_PATH", "GCC_EXEC_PREFIX", "CCC_OVERRIDE_OPTIONS", "PATH", "LD_LIBRARY_PATH"};
+    "CPATH",        "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH",
+    "LIBRARY_PATH", "COMPILER_PATH",  "GCC_EXEC_PREFIX",    "CCC_OVERRIDE_OPTIONS",
+    "PATH",         "LD_LIBRARY_PATH"};
 
 Digest probe_key(const ProbeContext& ctx, std::string_view kind,
                  const std::vector<std::string>& argv) {
@@ -32,7 +33,8 @@ Digest probe_key(const ProbeContext& ctx, std::string_view kind,
 std::vector<std::string> helper_env(const std::vector<std::string>& env) {
   std::vector<std::string> out;
   for (const std::string& kv : environment_without_shim(env)) {
-    if (kv.rfind("LC_", 0) == 0 || kv.rfind("LANG=", 0) == 0 || kv.rfind("LANGUAGE=", 0) == 0) continue;
+    if (kv.rfind("LC_", 0) == 0 || kv.rfind("LANG=", 0) == 0 || kv.rfind("LANGUAGE=", 0) == 0)
+      continue;
     out.push_back(kv);
   }
   out.push_back("LC_ALL=C");

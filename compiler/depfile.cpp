@@ -33,8 +33,16 @@ std::optional<std::vector<std::string>> parse_depfile(std::string_view text) {
     char c = text[i];
     if (c == '\\' && i + 1 < text.size()) {
       char next = text[i + 1];
-      if (next == '\n') { flush(false); ++i; continue; }
-      if (next == '\r' && i + 2 < text.size() && text[i + 2] == '\n') { flush(false); i += 2; continue; }
+      if (next == '\n') {
+        flush(false);
+        ++i;
+        continue;
+      }
+      if (next == '\r' && i + 2 < text.size() && text[i + 2] == '\n') {
+        flush(false);
+        i += 2;
+        continue;
+      }
       if (next == ' ' || next == '#' || next == '\\' || next == ':') {
         token += next;
         in_token = true;

@@ -29,7 +29,8 @@ std::optional<FileStat> DirListings::stat_dir(const std::string& dir) const {
   return m_stat_dir ? m_stat_dir(dir) : stat_path(dir);
 }
 
-std::shared_ptr<const DirListings::Names> DirListings::listing(const std::string& dir, const FileStat& st) {
+std::shared_ptr<const DirListings::Names> DirListings::listing(const std::string& dir,
+                                                               const FileStat& st) {
   Key key{st.dev, st.ino, st.mtime_ns, st.ctime_ns};
   {
     MutexLock lock(&m_mutex);
@@ -42,8 +43,8 @@ std::shared_ptr<const DirListings::Names> DirListings::listing(const std::string
   while (struct dirent* e = ::readdir(d)) fresh->insert(e->d_name);
   ::closedir(d);
   std::optional<FileStat> after = stat_dir(dir);
-  bool stable = after && after->dev == st.dev && after->ino == st.ino && after->mtime_ns == st.mtime_ns &&
-                after->ctime_ns == st.ctime_ns;
+  bool stable = after && after->dev == st.dev && after->ino == st.ino &&
+                after->mtime_ns == st.mtime_ns && after->ctime_ns == st.ctime_ns;
   m_reads.fetch_add(1);
   int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                        std::chrono::system_clock::now().time_since_epoch())

@@ -12,9 +12,9 @@ namespace {
 // pinning, and the lookup paths a script uses to find the programs and
 // modules it runs. CCPOOL_KEY_ENV=A,B adds more names per request.
 const std::vector<std::string> kGenericEnv = {
-    "PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHASHSEED", "LANG", "LANGUAGE",
-    "LC_ALL", "LC_COLLATE", "LC_CTYPE", "LC_MESSAGES", "LC_NUMERIC", "LC_TIME",
-    "TZ", "SOURCE_DATE_EPOCH", "CCPOOL_KEY_ENV"};
+    "PATH",       "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHASHSEED",    "LANG",
+    "LANGUAGE",   "LC_ALL",          "LC_COLLATE", "LC_CTYPE",          "LC_MESSAGES",
+    "LC_NUMERIC", "LC_TIME",         "TZ",         "SOURCE_DATE_EPOCH", "CCPOOL_KEY_ENV"};
 
 std::vector<std::string> extra_env_names(const std::vector<std::string>& env) {
   std::vector<std::string> names;
@@ -32,7 +32,9 @@ std::vector<std::string> extra_env_names(const std::vector<std::string>& env) {
 
 }  // namespace
 
-const std::vector<std::string>& generic_env_names() { return kGenericEnv; }
+const std::vector<std::string>& generic_env_names() {
+  return kGenericEnv;
+}
 
 Result<Plan> Planner::Impl::plan_generic(const Request& request, const ToolIdentity& tool) {
   auto detail = std::make_shared<PlanDetail>();

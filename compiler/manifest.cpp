@@ -94,8 +94,8 @@ std::optional<Manifest> parse_manifest(const std::string& text) {
       return std::nullopt;
     }
     if (files > kMaxManifestFiles || negatives > kMaxManifestNegatives ||
-        absent > kMaxManifestNegatives - negatives || dirs > kMaxManifestDirs || checks > kMaxManifestChecks ||
-        m.entries.size() >= kMaxManifestEntries) {
+        absent > kMaxManifestNegatives - negatives || dirs > kMaxManifestDirs ||
+        checks > kMaxManifestChecks || m.entries.size() >= kMaxManifestEntries) {
       return std::nullopt;
     }
     for (size_t i = 0; i < files; ++i) {
@@ -126,8 +126,8 @@ std::optional<Manifest> parse_manifest(const std::string& text) {
     }
     for (size_t i = 0; i < checks; ++i) {
       ManifestCheck c;
-      if (!r.literal("c ") || !r.kind(c.kind) || !r.literal(" ") || !r.path(c.path) || !r.literal(" ") ||
-          !r.path(c.answer) || !r.literal("\n")) {
+      if (!r.literal("c ") || !r.kind(c.kind) || !r.literal(" ") || !r.path(c.path) ||
+          !r.literal(" ") || !r.path(c.answer) || !r.literal("\n")) {
         return std::nullopt;
       }
       e.checks.push_back(std::move(c));
@@ -137,6 +137,8 @@ std::optional<Manifest> parse_manifest(const std::string& text) {
   return m;
 }
 
-int64_t date_bucket(int64_t unix_seconds) { return unix_seconds / 900; }
+int64_t date_bucket(int64_t unix_seconds) {
+  return unix_seconds / 900;
+}
 
 }  // namespace ccpool::compiler

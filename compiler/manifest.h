@@ -7,8 +7,9 @@
 //   f <digest-hex> <len>:<path>\n      (n-files times)     a regular file with this content
 //   n <len>:<path>\n                   (n-negatives times) must not be a regular file
 //   a <len>:<path>\n                   (n-absent times)    must not exist at all (a PCH candidate)
-//   d <digest-hex> <len>:<path>\n      (n-dirs times)      a directory whose entry names hash to this
-//   c <kind> <len>:<path> <len>:<answer>\n (n-checks times) a lookup and its answer (compiler/observed.h)
+//   d <digest-hex> <len>:<path>\n      (n-dirs times)      a directory whose entry names hash to
+//   this c <kind> <len>:<path> <len>:<answer>\n (n-checks times) a lookup and its answer
+//   (compiler/observed.h)
 // Paths are as the compiler wrote them (relative ones resolve against the
 // requester's cwd, which is only shared when cwd cannot reach the output).
 // v1 and v2 manifests (made from a model of what the compiler reads, not
@@ -41,7 +42,8 @@ struct ManifestEntry {
   std::vector<std::pair<std::string, Digest>> files;
   std::vector<std::string> negatives;  // must not exist as regular files
   std::vector<std::string> absent;     // must not exist at all (NAME.gch / NAME.pch candidates)
-  std::vector<std::pair<std::string, Digest>> dirs;  // directory -> digest of its sorted entry names
+  std::vector<std::pair<std::string, Digest>>
+      dirs;  // directory -> digest of its sorted entry names
   std::vector<ManifestCheck> checks;
 };
 

@@ -51,7 +51,9 @@ const NvccOption* find_option(std::string_view name) {
   return nullptr;
 }
 
-bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
 
 // gcc options in -Xcompiler that read or write files besides the compile's
 // own input and output, or hide the -Wdate-time check of the -E runs.
@@ -61,7 +63,8 @@ constexpr std::string_view kHostRefused[] = {
     "-fdiagnostics-format", "-fdiagnostics-add-output", "-fdiagnostics-set-output",
     // The -E steps would leave macros (and __TIME__) for cudafe++/cicc to expand.
     "-fdirectives-only", "-fpreprocessed"};
-constexpr std::string_view kHostAllowed[] = {"-O", "-g", "-m", "-D", "-U", "-I", "-std=", "-f", "-W"};
+constexpr std::string_view kHostAllowed[] = {"-O", "-g",    "-m", "-D", "-U",
+                                             "-I", "-std=", "-f", "-W"};
 
 bool host_option_ok(std::string_view item) {
   if (item == "-pthread" || item == "-g" || item == "-O") return true;
@@ -79,7 +82,8 @@ bool host_option_ok(std::string_view item) {
 }
 
 std::string default_output(const std::string& source) {
-  std::string base = source.substr(source.rfind('/') == std::string::npos ? 0 : source.rfind('/') + 1);
+  std::string base =
+      source.substr(source.rfind('/') == std::string::npos ? 0 : source.rfind('/') + 1);
   size_t dot = base.rfind('.');
   if (dot != std::string::npos && dot > 0) base.resize(dot);
   return base + ".o";
@@ -95,7 +99,8 @@ NvccArgs parse_nvcc_args(const std::vector<std::string>& argv) {
     return a;
   };
   auto unsupported = [&](std::string_view name, const std::string& why) {
-    return refuse(reason_code("nvcc_unsupported_option", name), "nvcc " + std::string(name) + ": " + why);
+    return refuse(reason_code("nvcc_unsupported_option", name),
+                  "nvcc " + std::string(name) + ": " + why);
   };
   std::vector<std::string> sources;
   bool compile = false, language_cu = false, have_output = false;
@@ -111,7 +116,8 @@ NvccArgs parse_nvcc_args(const std::vector<std::string>& argv) {
     std::string name = arg.substr(0, eq);
     std::optional<std::string> value;
     const NvccOption* option = find_option(name);
-    if (option == nullptr && arg.size() > 2 && arg[1] != '-' && std::string_view("IDUO").find(arg[1]) != std::string_view::npos) {
+    if (option == nullptr && arg.size() > 2 && arg[1] != '-' &&
+        std::string_view("IDUO").find(arg[1]) != std::string_view::npos) {
       option = find_option(arg.substr(0, 2));  // attached: -Idir, -DX=1, -O3
       name = arg.substr(0, 2);
       value = arg.substr(2);
@@ -135,17 +141,20 @@ NvccArgs parse_nvcc_args(const std::vector<std::string>& argv) {
     if (canonical == "-o") {
       if (have_output) return unsupported(name, "given twice");
       if (*value == "-") return refuse("output_to_stdout", "nvcc -o -");
-      if (value->empty()) return refuse(reason_code("option_missing_value", name), "nvcc -o with an empty name");
+      if (value->empty())
+        return refuse(reason_code("option_missing_value", name), "nvcc -o with an empty name");
       have_output = true;
       a.output = *value;
     } else if (canonical == "-x") {
-      if (*value != "cu") return refuse(reason_code("unsupported_language", *value), "nvcc -x " + *value);
+      if (*value != "cu")
+        return refuse(reason_code("unsupported_language", *value), "nvcc -x " + *value);
       language_cu = true;
     } else if (canonical == "-Xcompiler") {
       size_t start = 0;
       while (true) {
         size_t comma = value->find(',', start);
-        std::string item = value->substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        std::string item =
+            value->substr(start, comma == std::string::npos ? std::string::npos : comma - start);
         if (!host_option_ok(item)) {
           return refuse(reason_code("nvcc_unsupported_option", "-Xcompiler=" + item),
                         "nvcc -Xcompiler " + item + ": not known to be cacheable");
@@ -160,7 +169,8 @@ NvccArgs parse_nvcc_args(const std::vector<std::string>& argv) {
   if (sources.size() > 1) return refuse("multiple_sources", "nvcc -c with several sources");
   a.source = sources[0];
   bool cu = a.source.size() > 3 && a.source.compare(a.source.size() - 3, 3, ".cu") == 0;
-  if (!cu && !language_cu) return refuse("unknown_input_language", "nvcc source '" + a.source + "' is not a .cu file");
+  if (!cu && !language_cu)
+    return refuse("unknown_input_language", "nvcc source '" + a.source + "' is not a .cu file");
   if (!have_output) a.output = default_output(a.source);
   return a;
 }
@@ -168,7 +178,8 @@ NvccArgs parse_nvcc_args(const std::vector<std::string>& argv) {
 namespace {
 
 bool is_name_char(char c, bool first) {
-  return c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (!first && c >= '0' && c <= '9');
+  return c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+         (!first && c >= '0' && c <= '9');
 }
 
 // Shell words of one line: blanks separate, "..." quotes (with \" \\ \$ \`
@@ -176,8 +187,8 @@ bool is_name_char(char c, bool first) {
 // shell would treat specially beyond that (single quotes, globs, operators,
 // command substitution, ${...}) is refused: we would not know what ran.
 std::optional<std::vector<std::string>> split_words(std::string_view line,
-                                                   const std::map<std::string, std::string>& vars,
-                                                   std::string& error) {
+                                                    const std::map<std::string, std::string>& vars,
+                                                    std::string& error) {
   std::vector<std::string> words;
   std::string word;
   bool in_word = false, quoted = false;
@@ -200,7 +211,8 @@ std::optional<std::vector<std::string>> split_words(std::string_view line,
     if (quoted) {
       if (c == '"') {
         quoted = false;
-      } else if (c == '\\' && i + 1 < line.size() && std::string_view("\"\\$`").find(line[i + 1]) != std::string_view::npos) {
+      } else if (c == '\\' && i + 1 < line.size() &&
+                 std::string_view("\"\\$`").find(line[i + 1]) != std::string_view::npos) {
         word += line[++i];
       } else if (c == '`') {
         error = "command substitution in '" + std::string(line) + "'";
@@ -220,7 +232,8 @@ std::optional<std::vector<std::string>> split_words(std::string_view line,
     } else if (c == '\\' && i + 1 < line.size()) {
       word += line[++i];
       in_word = true;
-    } else if (std::string_view("'`;|&<>()*?[]{}~#!").find(c) != std::string_view::npos && !(c == '#' && in_word)) {
+    } else if (std::string_view("'`;|&<>()*?[]{}~#!").find(c) != std::string_view::npos &&
+               !(c == '#' && in_word)) {
       error = std::string("shell character '") + c + "' in '" + std::string(line) + "'";
       return std::nullopt;
     } else {
@@ -240,7 +253,9 @@ std::optional<std::vector<std::string>> split_words(std::string_view line,
 
 std::string without_temp_ids(std::string_view word) {
   constexpr std::string_view kTemp = "tmpxft_";
-  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); };
+  auto hex = [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+  };
   std::string out;
   size_t pos = 0;
   while (true) {
@@ -269,7 +284,8 @@ Dryrun parse_dryrun(std::string_view text) {
     size_t n = 0;
     while (n < line.size() && is_name_char(line[n], n == 0)) ++n;
     if (n > 0 && n < line.size() && line[n] == '=') {
-      std::optional<std::vector<std::string>> words = split_words(line.substr(n + 1), d.vars, d.error);
+      std::optional<std::vector<std::string>> words =
+          split_words(line.substr(n + 1), d.vars, d.error);
       if (!words) return d;
       std::string value;
       for (size_t i = 0; i < words->size(); ++i) value += (i ? " " : "") + (*words)[i];

@@ -35,7 +35,7 @@ struct DryrunCommand {
 struct Dryrun {
   std::map<std::string, std::string> vars;  // NAME=value lines (last one wins), unquoted
   std::vector<DryrunCommand> commands;
-  std::string error;                        // non-empty: not understood
+  std::string error;  // non-empty: not understood
 };
 Dryrun parse_dryrun(std::string_view text);
 

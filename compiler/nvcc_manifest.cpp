@@ -11,9 +11,9 @@
 #include <set>
 
 #include "base/fs.h"
-#include "compiler/preprocessed_output.h"
 #include "compiler/depfile.h"
 #include "compiler/planner_impl.h"
+#include "compiler/preprocessed_output.h"
 
 namespace ccpool::compiler {
 namespace {
@@ -27,7 +27,9 @@ bool under_any(const std::string& path, const std::vector<std::string>& dirs) {
   std::optional<std::string> real = real_path(path);
   if (!real) return false;
   for (const std::string& dir : dirs) {
-    if (real->size() > dir.size() && real->compare(0, dir.size(), dir) == 0 && (*real)[dir.size()] == '/') return true;
+    if (real->size() > dir.size() && real->compare(0, dir.size(), dir) == 0 &&
+        (*real)[dir.size()] == '/')
+      return true;
   }
   return false;
 }
@@ -102,10 +104,12 @@ PpResult nvcc_pp_key(Planner::Impl& impl, const Plan& plan) {
   h.add_field("ccpool-nvcc-pp-v1");
   hash_digest(h, plan.flight_key);
   for (size_t i = 0; i < nv.pp_steps.size(); ++i) {
-    Result<HelperOutput> out = run_helper(nv.pp_steps[i], nv.pp_env, nv.cwd, std::chrono::seconds(120),
-                                          nv.pp_programs[i], kMaxPreprocessed);
+    Result<HelperOutput> out =
+        run_helper(nv.pp_steps[i], nv.pp_env, nv.cwd, std::chrono::seconds(120), nv.pp_programs[i],
+                   kMaxPreprocessed);
     if (!out || out->exit_code != 0) {
-      return no("preprocessor_failed", out ? "-E exited " + std::to_string(out->exit_code) : out.error().message);
+      return no("preprocessor_failed",
+                out ? "-E exited " + std::to_string(out->exit_code) : out.error().message);
     }
     if (WhyNot unsafe = unsafe_preprocessed(*out, nv.sde_pinned); !unsafe.empty()) {
       return no(std::move(unsafe.code), std::move(unsafe.text));
@@ -113,7 +117,8 @@ PpResult nvcc_pp_key(Planner::Impl& impl, const Plan& plan) {
     // nvcc's front ends would expand what -E left (defense in depth: the
     // options that make -E leave macros are refused).
     for (const char* name : {"__TIME__", "__DATE__", "__TIMESTAMP__"}) {
-      if (out->out.find(name) != std::string::npos) return no("date_time_macro", std::string(name) + " in the -E output");
+      if (out->out.find(name) != std::string::npos)
+        return no("date_time_macro", std::string(name) + " in the -E output");
     }
     h.add_field(out->out);
     for (const std::string& file : marker_files(out->out)) {
@@ -138,7 +143,8 @@ Digest nvcc_result_key(const Digest& pp, std::string_view manifest) {
 
 }  // namespace
 
-std::optional<Digest> Planner::Impl::lookup_nvcc(const Plan& plan, const ManifestStorage& manifests) {
+std::optional<Digest> Planner::Impl::lookup_nvcc(const Plan& plan,
+                                                 const ManifestStorage& manifests) {
   PpResult pp = nvcc_pp_key(*this, plan);
   {
     MutexLock lock(&plan.detail->pp->mutex);
@@ -188,7 +194,8 @@ Finished Planner::Impl::finish_nvcc(const Plan& plan, std::chrono::system_clock:
   PpResult after = nvcc_pp_key(*this, plan);
   if (!after.key) return no(after.why.code, after.why.text);
   if (*after.key != *before) {
-    return no("input_changed_during_compile", "the -E output or an included file changed during the compile");
+    return no("input_changed_during_compile",
+              "the -E output or an included file changed during the compile");
   }
   Result<std::string> deps_text = read_file(nv.deps_path);
   if (!deps_text) return no("depfile_missing", "no SUNPRO_DEPENDENCIES file from the run");
@@ -201,13 +208,16 @@ Finished Planner::Impl::finish_nvcc(const Plan& plan, std::chrono::system_clock:
     std::string path = absolute_path(dep, nv.cwd);
     std::string base = base_name(path);
     // nvcc's own temporaries (its stub and fatbin sources), gone after the run.
-    if (base.rfind("tmpxft_", 0) == 0 && squeeze_slashes(dir_name(path)) == nv.temp_dir && !stat_path(path)) continue;
+    if (base.rfind("tmpxft_", 0) == 0 && squeeze_slashes(dir_name(path)) == nv.temp_dir &&
+        !stat_path(path))
+      continue;
     files.insert(path);
   }
   std::string blob(kManifestHeader);
   std::set<std::string> dirs(nv.search_dirs.begin(), nv.search_dirs.end());
   for (const std::string& path : files) {
-    if (path.find('\n') != std::string::npos) return no("input_unreadable", "a file name holds a newline");
+    if (path.find('\n') != std::string::npos)
+      return no("input_unreadable", "a file name holds a newline");
     Result<HashedFile> f = hasher.hash(path);
     if (!f) return no("input_unreadable", "'" + path + "': " + f.error().message);
     if (f->stat.mtime_ns >= start_ns || f->stat.ctime_ns >= start_ns) {
@@ -217,9 +227,11 @@ Finished Planner::Impl::finish_nvcc(const Plan& plan, std::chrono::system_clock:
     // where no -Wdate-time run looked: refuse what could expand to a date.
     Result<ScanInfo> s = scan(path, f->content);
     if (!s) return no("input_unreadable", s.error().message);
-    if (s->flags & (kScanDate | kScanTime | kScanTimestamp)) return no("time_macro", "'" + path + "' names a date/time macro");
+    if (s->flags & (kScanDate | kScanTime | kScanTimestamp))
+      return no("time_macro", "'" + path + "' names a date/time macro");
     if (s->flags & kScanIncbin) return no("incbin", "'" + path + "' holds .incbin");
-    if (s->flags & kScanAsmInclude) return no("asm_include", "'" + path + "' holds the assembler's .include");
+    if (s->flags & kScanAsmInclude)
+      return no("asm_include", "'" + path + "' holds the assembler's .include");
     if ((s->flags & kScanPastePiece) && !under_any(path, nv.trusted_dirs)) {
       return no("pasted_macro", "'" + path + "' may paste a date/time macro");
     }
@@ -245,11 +257,13 @@ Finished Planner::Impl::finish_nvcc(const Plan& plan, std::chrono::system_clock:
         if (st && (st->mtime_ns >= start_ns || st->ctime_ns >= start_ns)) {
           return no("input_changed_during_compile", "'" + candidate + "' changed during the run");
         }
-        if (st && S_ISREG(st->mode)) continue;  // there all along and not taken: not this spelling's reading
+        if (st && S_ISREG(st->mode))
+          continue;  // there all along and not taken: not this spelling's reading
         negatives.insert(candidate);
       }
     }
-    if (negatives.size() > kMaxNegatives) return no("too_many_negatives", "more than 100000 negative paths");
+    if (negatives.size() > kMaxNegatives)
+      return no("too_many_negatives", "more than 100000 negative paths");
   }
   for (const std::string& n : negatives) blob += "N\t" + n + "\n";
   if (manifests.save) manifests.save(*after.key, blob);

@@ -8,7 +8,8 @@
 //   the dryrun names (resolved through the PATH it prints), nvcc.profile, the
 //   libdevice files, the arguments, the cwd (cudafe++ and cicc get the
 //   source's absolute path), the environment allowlist and the source.
-// - lookup() and finish() (nvcc_manifest.cpp): run the dryrun's own `gcc -E` steps (the host one and one per
+// - lookup() and finish() (nvcc_manifest.cpp): run the dryrun's own `gcc -E` steps (the host one
+// and one per
 //   GPU architecture, with -Wdate-time) and keys their output and the content
 //   of every file their line markers name: what cudafe++, cicc and ptxas
 //   read is exactly that output. The final host compile also includes files
@@ -36,11 +37,30 @@ namespace ccpool::compiler {
 namespace {
 
 // Environment nvcc or its host compiler read (besides the C/C++ list).
-const std::vector<std::string> kNvccEnv = {
-    "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "COMPILER_PATH", "GCC_EXEC_PREFIX",
-    "GCC_COMPARE_DEBUG", "SOURCE_DATE_EPOCH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ",
-    "COLUMNS", "GCC_COLORS", "GCC_URLS", "TERM_URLS", "PATH", "LD_LIBRARY_PATH", "TMPDIR", "NVCC_CCBIN",
-    "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"};
+const std::vector<std::string> kNvccEnv = {"CPATH",
+                                           "C_INCLUDE_PATH",
+                                           "CPLUS_INCLUDE_PATH",
+                                           "LIBRARY_PATH",
+                                           "COMPILER_PATH",
+                                           "GCC_EXEC_PREFIX",
+                                           "GCC_COMPARE_DEBUG",
+                                           "SOURCE_DATE_EPOCH",
+                                           "LANG",
+                                           "LANGUAGE",
+                                           "LC_ALL",
+                                           "LC_CTYPE",
+                                           "LC_MESSAGES",
+                                           "TZ",
+                                           "COLUMNS",
+                                           "GCC_COLORS",
+                                           "GCC_URLS",
+                                           "TERM_URLS",
+                                           "PATH",
+                                           "LD_LIBRARY_PATH",
+                                           "TMPDIR",
+                                           "NVCC_CCBIN",
+                                           "NVCC_PREPEND_FLAGS",
+                                           "NVCC_APPEND_FLAGS"};
 
 bool has_arg(const std::vector<std::string>& words, std::string_view arg) {
   return std::find(words.begin(), words.end(), arg) != words.end();
@@ -48,7 +68,8 @@ bool has_arg(const std::vector<std::string>& words, std::string_view arg) {
 
 // Files nvcc's tools read besides the source and headers: nvcc.profile
 // beside nvcc and every file of libdevice (NVVMIR_LIBRARY_DIR), sorted.
-std::vector<std::string> nvcc_data_files(const ToolIdentity& nvcc, const std::map<std::string, std::string>& vars) {
+std::vector<std::string> nvcc_data_files(const ToolIdentity& nvcc,
+                                         const std::map<std::string, std::string>& vars) {
   std::vector<std::string> files = {dir_name(nvcc.real_path) + "/nvcc.profile"};
   auto it = vars.find("NVVMIR_LIBRARY_DIR");
   if (it == vars.end()) return files;
@@ -71,8 +92,8 @@ std::vector<std::string> nvcc_data_files(const ToolIdentity& nvcc, const std::ma
 // manager, not scanned for pasted date macros), the host compiler's default
 // list (probed without the environment's include variables) and the CUDA
 // toolkit (TOP in the dryrun). False when a probe fails.
-bool find_dirs(Planner::Impl& impl, NvccDetail& nv, const ToolIdentity& host, const std::string& source,
-               const std::map<std::string, std::string>& vars) {
+bool find_dirs(Planner::Impl& impl, NvccDetail& nv, const ToolIdentity& host,
+               const std::string& source, const std::map<std::string, std::string>& vars) {
   std::vector<std::string> probe = nv.pp_steps[0];
   std::replace(probe.begin(), probe.end(), source, std::string("/dev/null"));
   probe.push_back("-v");
@@ -82,14 +103,16 @@ bool find_dirs(Planner::Impl& impl, NvccDetail& nv, const ToolIdentity& host, co
   for (const std::string& a : probe) ph.add_field(a);
   for (const std::string& e : nv.pp_env) ph.add_field(e);
   ph.add_field(nv.cwd);
-  Result<HelperOutput> listed = impl.memo_helper(ph.digest(), probe, nv.pp_env, nv.cwd, nv.pp_programs[0]);
+  Result<HelperOutput> listed =
+      impl.memo_helper(ph.digest(), probe, nv.pp_env, nv.cwd, nv.pp_programs[0]);
   std::optional<SearchList> search = listed ? parse_search_list(listed->err) : std::nullopt;
   if (!search) return false;
   nv.search_dirs.push_back(nv.temp_dir);
   for (const auto* list : {&search->missing, &search->quote, &search->bracket}) {
     for (const std::string& dir : *list) {
       nv.search_dirs.push_back(absolute_path(dir, nv.cwd));
-      if (std::optional<std::string> real = real_path(nv.search_dirs.back())) nv.search_dirs.push_back(*real);
+      if (std::optional<std::string> real = real_path(nv.search_dirs.back()))
+        nv.search_dirs.push_back(*real);
     }
   }
   std::vector<std::string> defaults_env = {"LC_ALL=C"};
@@ -98,9 +121,11 @@ bool find_dirs(Planner::Impl& impl, NvccDetail& nv, const ToolIdentity& host, co
   dh.add_field("nvcc-default-dirs-v1");
   hash_digest(dh, host.key);
   for (const std::string& e : defaults_env) dh.add_field(e);
-  Result<HelperOutput> defaults = impl.memo_helper(
-      dh.digest(), {nv.pp_steps[0][0], "-E", "-v", "-x", "c++", "/dev/null"}, defaults_env, "/", nv.pp_programs[0]);
-  std::optional<SearchList> default_dirs = defaults ? parse_search_list(defaults->err) : std::nullopt;
+  Result<HelperOutput> defaults =
+      impl.memo_helper(dh.digest(), {nv.pp_steps[0][0], "-E", "-v", "-x", "c++", "/dev/null"},
+                       defaults_env, "/", nv.pp_programs[0]);
+  std::optional<SearchList> default_dirs =
+      defaults ? parse_search_list(defaults->err) : std::nullopt;
   if (!default_dirs) return false;
   for (const std::string& dir : default_dirs->bracket) {
     if (std::optional<std::string> real = real_path(dir)) nv.trusted_dirs.push_back(*real);
@@ -120,21 +145,26 @@ Result<Plan> Planner::Impl::plan_nvcc(const Request& request, const ToolIdentity
   for (const char* name : {"NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"}) {
     std::optional<std::string> v = env_value(request.env, name);
     if (v && !v->empty()) {
-      return passthrough_plan(request, reason_code("nvcc_env", name), std::string(name) + " adds unchecked options");
+      return passthrough_plan(request, reason_code("nvcc_env", name),
+                              std::string(name) + " adds unchecked options");
     }
   }
   for (const char* name : {"DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES"}) {
-    if (env_value(request.env, name)) return passthrough_plan(request, "depfile_env", std::string(name) + " with nvcc");
+    if (env_value(request.env, name))
+      return passthrough_plan(request, "depfile_env", std::string(name) + " with nvcc");
   }
   if (work_dir.find_first_of(" \t\n") != std::string::npos) {
     return passthrough_plan(request, "nvcc_work_dir", "work dir path holds a blank");
   }
-  auto no = [&](std::string code, std::string why) { return passthrough_plan(request, code, "nvcc: " + why); };
+  auto no = [&](std::string code, std::string why) {
+    return passthrough_plan(request, code, "nvcc: " + why);
+  };
   std::vector<std::string> run_env = environment_without_shim(request.env);
 
   std::vector<std::string> dry_argv = {request.argv[0], "--dryrun"};
   dry_argv.insert(dry_argv.end(), request.argv.begin() + 1, request.argv.end());
-  Result<HelperOutput> dry = run_helper(dry_argv, run_env, request.cwd, std::chrono::seconds(30), request.program);
+  Result<HelperOutput> dry =
+      run_helper(dry_argv, run_env, request.cwd, std::chrono::seconds(30), request.program);
   if (!dry || dry->exit_code != 0) return no("nvcc_dryrun_failed", "--dryrun failed");
   Dryrun d = parse_dryrun(dry->err);
   if (!d.error.empty()) return no("nvcc_dryrun_not_understood", d.error);
@@ -160,8 +190,9 @@ Result<Plan> Planner::Impl::plan_nvcc(const Request& request, const ToolIdentity
   std::optional<ToolIdentity> host;
   for (const DryrunCommand& c : d.commands) {
     const std::string& prog = c.words[0];
-    std::string path = prog.find('/') != std::string::npos ? absolute_path(prog, request.cwd)
-                                                           : search_path(prog, dry_path, request.cwd);
+    std::string path = prog.find('/') != std::string::npos
+                           ? absolute_path(prog, request.cwd)
+                           : search_path(prog, dry_path, request.cwd);
     if (path.empty()) return no("nvcc_dryrun_not_understood", "cannot find '" + prog + "'");
     Result<ToolIdentity> id = tool_identity(path);
     if (!id) return no("tool_unknown", id.error().message);
@@ -186,8 +217,10 @@ Result<Plan> Planner::Impl::plan_nvcc(const Request& request, const ToolIdentity
     nv.pp_steps.push_back(std::move(step));
     nv.pp_programs.push_back(path);
   }
-  if (nv.pp_steps.empty() || !host) return no("nvcc_dryrun_not_understood", "no preprocessing step");
-  if (family(*host, run_env) != Family::kGcc) return no("nvcc_host_compiler", "the host compiler is not gcc");
+  if (nv.pp_steps.empty() || !host)
+    return no("nvcc_dryrun_not_understood", "no preprocessing step");
+  if (family(*host, run_env) != Family::kGcc)
+    return no("nvcc_host_compiler", "the host compiler is not gcc");
 
   std::vector<std::string> data_files = nvcc_data_files(tool, d.vars);
   data_files.push_back(absolute_path(args.source, request.cwd));
@@ -210,7 +243,8 @@ Result<Plan> Planner::Impl::plan_nvcc(const Request& request, const ToolIdentity
   std::optional<std::string> tmpdir = env_value(request.env, "TMPDIR");
   nv.temp_dir = squeeze_slashes(tmpdir && !tmpdir->empty() ? *tmpdir : "/tmp");
 
-  if (!find_dirs(*this, nv, *host, args.source, d.vars)) return no("search_dirs_probe_failed", "host compiler -E -v");
+  if (!find_dirs(*this, nv, *host, args.source, d.vars))
+    return no("search_dirs_probe_failed", "host compiler -E -v");
   nv.deps_path = work_dir + "/nvcc-deps.d";
 
   Plan plan;

@@ -38,17 +38,22 @@ bool starts_with(const std::string& s, std::string_view prefix) {
 // are host facts (CPU count, memory size) that size the tool's work, not its
 // output (docs/cache-keys.md, "Not recorded").
 bool not_a_lookup(const std::string& abs) {
-  static const char* const kDevices[] = {"/dev/null", "/dev/zero", "/dev/urandom", "/dev/random",
-                                         "/dev/tty", "/dev/stdin", "/dev/stdout", "/dev/stderr"};
+  static const char* const kDevices[] = {"/dev/null", "/dev/zero",  "/dev/urandom", "/dev/random",
+                                         "/dev/tty",  "/dev/stdin", "/dev/stdout",  "/dev/stderr"};
   for (const char* d : kDevices) {
     if (abs == d) return true;
   }
-  return starts_with(abs, "/proc/") || abs == "/proc" || starts_with(abs, "/sys/") || starts_with(abs, "/dev/fd/");
+  return starts_with(abs, "/proc/") || abs == "/proc" || starts_with(abs, "/sys/") ||
+         starts_with(abs, "/dev/fd/");
 }
 
-bool absent_errno(int64_t e) { return e == ENOENT || e == ENOTDIR; }
+bool absent_errno(int64_t e) {
+  return e == ENOENT || e == ENOTDIR;
+}
 
-std::string err(int e) { return "e" + std::to_string(e); }
+std::string err(int e) {
+  return "e" + std::to_string(e);
+}
 
 // realpath(3) for one validation, memoized by path prefix: the headers of a
 // compile share a few directories, and glibc's realpath lstat's and
@@ -79,11 +84,12 @@ class RealPaths {
     std::string name = path.substr(slash + 1);
     std::string parent_path = slash == 0 ? "/" : path.substr(0, slash);
     if (path == "/") return std::string("/");
-    std::optional<std::string> parent = parent_path == "/" ? std::optional<std::string>("/")
-                                                           : resolve(parent_path, links);
+    std::optional<std::string> parent =
+        parent_path == "/" ? std::optional<std::string>("/") : resolve(parent_path, links);
     if (!parent) return std::nullopt;
     if (name.empty() || name == ".") return parent;
-    if (name == "..") return *parent == "/" ? "/" : parent->substr(0, std::max<size_t>(1, parent->rfind('/')));
+    if (name == "..")
+      return *parent == "/" ? "/" : parent->substr(0, std::max<size_t>(1, parent->rfind('/')));
     std::string joined = *parent == "/" ? "/" + name : *parent + "/" + name;
     uint32_t mode = 0;
     if (m_stats) {
@@ -122,8 +128,8 @@ class RealPaths {
 // The answer a check's lookup gives right now; the same function at record
 // time and at lookup time, so the two compare as strings.
 std::string answer_now(char kind, const std::string& abs, const std::string& recorded,
-                       const std::string& cwd, const std::vector<std::string>& env, RealPaths* real = nullptr,
-                       LinkStats* link_stats = nullptr) {
+                       const std::string& cwd, const std::vector<std::string>& env,
+                       RealPaths* real = nullptr, LinkStats* link_stats = nullptr) {
   struct stat st {};
   switch (kind) {
     case 't':
@@ -132,20 +138,23 @@ std::string answer_now(char kind, const std::string& abs, const std::string& rec
         const std::optional<FileStat>& l = link_stats->of(abs);
         if (l && !S_ISLNK(l->mode)) return std::to_string((l->mode & S_IFMT) >> 12);
       }
-      return ::stat(abs.c_str(), &st) == 0 ? std::to_string((st.st_mode & S_IFMT) >> 12) : err(errno);
+      return ::stat(abs.c_str(), &st) == 0 ? std::to_string((st.st_mode & S_IFMT) >> 12)
+                                           : err(errno);
     case 'l':
       if (link_stats) {
         const std::optional<FileStat>& l = link_stats->of(abs);
         if (l) return std::to_string((l->mode & S_IFMT) >> 12);
       }
-      return ::lstat(abs.c_str(), &st) == 0 ? std::to_string((st.st_mode & S_IFMT) >> 12) : err(errno);
+      return ::lstat(abs.c_str(), &st) == 0 ? std::to_string((st.st_mode & S_IFMT) >> 12)
+                                            : err(errno);
     case 'm':
       if (::stat(abs.c_str(), &st) != 0) return err(errno);
       return std::to_string(st.st_size) + ":" +
              std::to_string(int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec);
     case 'a': {
       int mode = std::atoi(recorded.c_str());
-      return std::to_string(mode) + ":" + std::to_string(::access(abs.c_str(), mode) == 0 ? 0 : errno);
+      return std::to_string(mode) + ":" +
+             std::to_string(::access(abs.c_str(), mode) == 0 ? 0 : errno);
     }
     case 'r': {
       char buf[PATH_MAX];
@@ -174,9 +183,10 @@ std::string answer_now(char kind, const std::string& abs, const std::string& rec
     }
     case 'p': {  // does $PWD name the cwd (gcc then writes $PWD as DW_AT_comp_dir)
       std::optional<std::string> pwd = env_value(env, "PWD");
-      struct stat a {}, b {};
-      bool same = pwd && ::stat(pwd->c_str(), &a) == 0 && ::stat(cwd.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
-                  a.st_ino == b.st_ino;
+      struct stat a {
+      }, b{};
+      bool same = pwd && ::stat(pwd->c_str(), &a) == 0 && ::stat(cwd.c_str(), &b) == 0 &&
+                  a.st_dev == b.st_dev && a.st_ino == b.st_ino;
       return same ? "1" : "0";
     }
     default:
@@ -185,7 +195,9 @@ std::string answer_now(char kind, const std::string& abs, const std::string& rec
 }
 
 // Whether `path` of a check is a filesystem path (resolved against the cwd).
-bool is_path_check(char kind) { return kind != 'e' && kind != 'g' && kind != 'p'; }
+bool is_path_check(char kind) {
+  return kind != 'e' && kind != 'g' && kind != 'p';
+}
 
 // "=<cwd>/rest" -> "=\x01/rest" (and "=<cwd>" -> "=\x01").
 std::string mark_cwd(const std::string& answer, const std::string& cwd) {
@@ -214,7 +226,7 @@ struct Builder {
   std::set<std::string> absent;
   std::map<std::string, Digest> dirs;
   std::map<std::pair<char, std::string>, std::string> checks;  // (kind, path as recorded) -> answer
-  std::map<std::string, std::string> recorded_paths;         // abs -> as recorded (first spelling)
+  std::map<std::string, std::string> recorded_paths;  // abs -> as recorded (first spelling)
   WhyNot why;
 
   bool refuse(std::string code, std::string text) {
@@ -231,7 +243,8 @@ struct Builder {
         checks[{'t', path}] = answer_now('t', abs, "", run.cwd, run.env);
         return true;
       }
-      return refuse("input_changed_during_compile", "'" + abs + "' read by the run is gone: " + f.error().message);
+      return refuse("input_changed_during_compile",
+                    "'" + abs + "' read by the run is gone: " + f.error().message);
     }
     if (f->stat.mtime_ns >= run.start_ns || f->stat.ctime_ns >= run.start_ns) {
       return refuse("input_changed_during_compile", "'" + abs + "' was modified during the run");
@@ -252,11 +265,11 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
   Observation out;
   Builder b{hasher, listings, run, {}, {}, {}, {}, {}, {}};
   std::map<int64_t, std::string> pending_exec;  // pid -> program it exec'd, until its image starts
-  std::set<int64_t> pending_spawn;              // children spawned (their image may start before the P line)
-  std::set<int64_t> images;                     // processes whose image started traced
-  std::set<int64_t> pcch_readers;               // processes that read a clang AST (PCH) file
-  std::set<std::string> written;                // absolute paths the run wrote
-  std::vector<std::string> written_dirs;        // directories it made (mkdtemp): all below is its own
+  std::set<int64_t> pending_spawn;  // children spawned (their image may start before the P line)
+  std::set<int64_t> images;         // processes whose image started traced
+  std::set<int64_t> pcch_readers;   // processes that read a clang AST (PCH) file
+  std::set<std::string> written;    // absolute paths the run wrote
+  std::vector<std::string> written_dirs;  // directories it made (mkdtemp): all below is its own
   std::set<std::string> read_before_write;
   std::set<std::string> ignored(run.ignored_env.begin(), run.ignored_env.end());
   bool started = false;
@@ -295,20 +308,25 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
         break;
       case 'C':
         if (!(run.date_pinned && (e.text == "gmtime" || e.text == "gmtime_r"))) {
-          b.refuse("time_macro", "a process made a date from the clock (" + e.text +
-                                     "): __DATE__, __TIME__ or __TIMESTAMP__ without SOURCE_DATE_EPOCH pinning it");
+          b.refuse(
+              "time_macro",
+              "a process made a date from the clock (" + e.text +
+                  "): __DATE__, __TIME__ or __TIMESTAMP__ without SOURCE_DATE_EPOCH pinning it");
         }
         break;
       default:
         break;
     }
   }
-  if (!started) b.refuse("untraced_process", "the tool ran without the recorder (static or setuid)");
+  if (!started)
+    b.refuse("untraced_process", "the tool ran without the recorder (static or setuid)");
   for (const auto& [pid, program] : pending_exec) {
-    b.refuse("untraced_process", "'" + program + "' ran without the recorder (static, setuid or LD_PRELOAD dropped)");
+    b.refuse("untraced_process",
+             "'" + program + "' ran without the recorder (static, setuid or LD_PRELOAD dropped)");
   }
   for (int64_t child : images) pending_spawn.erase(child);
-  if (!pending_spawn.empty()) b.refuse("untraced_process", "a spawned process ran without the recorder");
+  if (!pending_spawn.empty())
+    b.refuse("untraced_process", "a spawned process ran without the recorder");
   for (const std::string& w : written) {
     if (read_before_write.count(w) && !under(w, run.work_dir)) {
       b.refuse("input_overwritten", "'" + w + "' was read, then written by the run");
@@ -325,7 +343,8 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
       if (under(abs, d)) return true;
     }
     return path.empty() || abs == run.work_dir || under(abs, run.work_dir) || written.count(abs) ||
-           not_a_lookup(abs) || (abs.size() >= 19 && abs.compare(abs.size() - 19, 19, "/libccpool-trace.so") == 0);
+           not_a_lookup(abs) ||
+           (abs.size() >= 19 && abs.compare(abs.size() - 19, 19, "/libccpool-trace.so") == 0);
   };
   // Pass 2: what each lookup found.
   std::map<int64_t, std::vector<const TraceEvent*>> stats_by_pid;
@@ -352,7 +371,9 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
         b.add_file(e.text);
         break;
       case 'O':
-        if (ok && (e.b & O_DIRECTORY)) b.add_check('t', e.text, answer_now('t', lexical_absolute(e.text, run.cwd), "", run.cwd, run.env));
+        if (ok && (e.b & O_DIRECTORY))
+          b.add_check('t', e.text,
+                      answer_now('t', lexical_absolute(e.text, run.cwd), "", run.cwd, run.env));
         else if (ok) {
           if (b.add_file(e.text)) {
             std::string name = e.text;
@@ -362,8 +383,11 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
               if (head && head->rfind("CPCH", 0) == 0) pcch_readers.insert(e.pid);
             }
           }
-        } else if (absent_errno(e.a)) b.absent.insert(e.text);
-        else b.add_check('o', e.text, err(static_cast<int>(e.a)));
+        } else if (absent_errno(e.a)) {
+          b.absent.insert(e.text);  // a failed open: checked by its directory's listing
+        } else {
+          b.add_check('o', e.text, err(static_cast<int>(e.a)));
+        }
         break;
       case 'T': {
         bool nofollow = e.b >= 16;
@@ -378,17 +402,23 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
         break;
       }
       case 'A':
-        if (absent_errno(e.a)) b.absent.insert(e.text);
-        else b.add_check('a', e.text, std::to_string(e.b) + ":" + std::to_string(e.a));
+        if (absent_errno(e.a))
+          b.absent.insert(e.text);
+        else
+          b.add_check('a', e.text, std::to_string(e.b) + ":" + std::to_string(e.a));
         break;
       case 'x':
-        if (absent_errno(e.a)) b.absent.insert(e.text);
-        else b.add_check('a', e.text, std::to_string(X_OK) + ":" + std::to_string(e.a));
+        if (absent_errno(e.a))
+          b.absent.insert(e.text);
+        else
+          b.add_check('a', e.text, std::to_string(X_OK) + ":" + std::to_string(e.a));
         break;
       case 'P':
         if (e.b != 0) {
-          if (absent_errno(e.b)) b.absent.insert(e.text);
-          else b.add_check('a', e.text, std::to_string(X_OK) + ":" + std::to_string(e.b));
+          if (absent_errno(e.b))
+            b.absent.insert(e.text);
+          else
+            b.add_check('a', e.text, std::to_string(X_OK) + ":" + std::to_string(e.b));
         }
         break;
       case 'R':
@@ -397,8 +427,10 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
       case 'K':
         // realpath fails with ENOENT/ENOTDIR exactly when stat does: an
         // absent path (checked by directory listing, not a realpath each).
-        if (absent_errno(e.a)) b.absent.insert(e.text);
-        else b.add_check('k', e.text, ok ? "=" + e.text2 : err(static_cast<int>(e.a)));
+        if (absent_errno(e.a))
+          b.absent.insert(e.text);
+        else
+          b.add_check('k', e.text, ok ? "=" + e.text2 : err(static_cast<int>(e.a)));
         break;
       case 'D':
         if (ok) {
@@ -406,9 +438,11 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
           std::optional<FileStat> st = stat_path(abs);
           std::optional<Digest> names = listings.names_digest(abs);
           if (!st || !names) {
-            b.refuse("input_changed_during_compile", "directory '" + abs + "' listed by the run is gone");
+            b.refuse("input_changed_during_compile",
+                     "directory '" + abs + "' listed by the run is gone");
           } else if (st->mtime_ns >= run.start_ns || st->ctime_ns >= run.start_ns) {
-            b.refuse("input_changed_during_compile", "directory '" + abs + "' changed during the run");
+            b.refuse("input_changed_during_compile",
+                     "directory '" + abs + "' changed during the run");
           } else {
             b.dirs.emplace(e.text, *names);
           }
@@ -472,15 +506,17 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
   entry.absent.assign(b.absent.begin(), b.absent.end());
   for (auto& [path, digest] : b.dirs) entry.dirs.emplace_back(path, digest);
   for (auto& [key, answer] : final_checks) {
-    std::string a = cwd_free && (key.first == 'k' || key.first == 'g' || key.first == 'e') ? mark_cwd(answer, run.cwd)
-                                                                                          : answer;
+    std::string a = cwd_free && (key.first == 'k' || key.first == 'g' || key.first == 'e')
+                        ? mark_cwd(answer, run.cwd)
+                        : answer;
     entry.checks.push_back({key.first, key.second, std::move(a)});
   }
   if (entry.files.size() > kMaxManifestFiles || entry.checks.size() > kMaxManifestChecks) {
     out.why = {"too_many_inputs", "more than " + std::to_string(kMaxManifestFiles) + " files or " +
                                       std::to_string(kMaxManifestChecks) + " checks"};
   } else if (entry.absent.size() > kMaxManifestNegatives) {
-    out.why = {"too_many_negatives", "more than " + std::to_string(kMaxManifestNegatives) + " absent paths"};
+    out.why = {"too_many_negatives",
+               "more than " + std::to_string(kMaxManifestNegatives) + " absent paths"};
   }
   return out;
 }
@@ -488,7 +524,8 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
 bool environment_holds(const ManifestEntry& entry, const ObservedView& view) {
   for (const ManifestCheck& c : entry.checks) {
     if (c.kind != 'e' && c.kind != 'g') continue;
-    if (answer_now(c.kind, c.path, c.answer, view.cwd, view.env) != expand_cwd(c.answer, view.cwd)) return false;
+    if (answer_now(c.kind, c.path, c.answer, view.cwd, view.env) != expand_cwd(c.answer, view.cwd))
+      return false;
   }
   return true;
 }
@@ -535,8 +572,9 @@ ValidationMemo::Item check_item(char kind, const std::string& abs, const std::st
 
 }  // namespace
 
-bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListings& listings, LinkStats* link_stats,
-                 ValidationMemo* memo, std::vector<ValidationMemo::Item>* learn) {
+bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListings& listings,
+                 LinkStats* link_stats, ValidationMemo* memo,
+                 std::vector<ValidationMemo::Item>* learn) {
   RealPaths real(link_stats);
   if (!environment_holds(entry, view)) return false;
   for (const ManifestCheck& c : entry.checks) {
@@ -545,12 +583,14 @@ bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListin
     std::string want = expand_cwd(c.answer, view.cwd);
     bool kept = memo && learn && memoizable_check(c.kind) && !abs.empty() && abs[0] == '/';
     if (kept) {
-      if (std::optional<std::string> answer = memo->answer(c.kind, abs, c.kind == 'a' ? c.answer : std::string())) {
+      if (std::optional<std::string> answer =
+              memo->answer(c.kind, abs, c.kind == 'a' ? c.answer : std::string())) {
         if (*answer != want) return false;
         continue;
       }
     }
-    if (answer_now(c.kind, abs, c.answer, view.cwd, view.env, &real, link_stats) != want) return false;
+    if (answer_now(c.kind, abs, c.answer, view.cwd, view.env, &real, link_stats) != want)
+      return false;
     if (kept) learn->push_back(check_item(c.kind, abs, c.answer, view.cwd));
   }
   for (const auto& [path, digest] : entry.dirs) {

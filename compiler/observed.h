@@ -35,12 +35,12 @@ namespace ccpool::compiler {
 
 // The run the record belongs to.
 struct ObservedRun {
-  std::string cwd;                     // the tool's cwd (relative paths resolve here)
-  std::string work_dir;                // outputs live here: never a lookup
-  std::vector<std::string> env;        // the tool's environment as the service started it
+  std::string cwd;                       // the tool's cwd (relative paths resolve here)
+  std::string work_dir;                  // outputs live here: never a lookup
+  std::vector<std::string> env;          // the tool's environment as the service started it
   std::vector<std::string> ignored_env;  // names the service set itself (LD_PRELOAD, CCPOOL_TRACE)
-  int64_t start_ns = 0;                // anything found changed at or after this: not stored
-  bool date_pinned = false;            // SOURCE_DATE_EPOCH set and the tool honours it (gcc: gmtime)
+  int64_t start_ns = 0;                  // anything found changed at or after this: not stored
+  bool date_pinned = false;  // SOURCE_DATE_EPOCH set and the tool honours it (gcc: gmtime)
   // Output bytes (objects, stdout, stderr, side outputs): when none holds
   // the cwd, answers that hold it (realpath, getcwd, PWD) are recorded
   // relative to it, so a request from another directory can share.

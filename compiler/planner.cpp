@@ -1,10 +1,9 @@
 // Dispatch (which model handles a request), tool identity and the helpers the
 // models share.
 #include <sys/stat.h>
-
-#include <climits>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdlib>
 
 #include "base/process_facts.h"
@@ -14,7 +13,9 @@
 namespace ccpool::compiler {
 namespace {
 
-bool looks_like_cc(const std::string& name) { return is_cc_name(name); }
+bool looks_like_cc(const std::string& name) {
+  return is_cc_name(name);
+}
 
 constexpr size_t kMaxHelperMemo = 4096;
 
@@ -34,7 +35,6 @@ std::string absolute_path(const std::string& path, const std::string& cwd) {
   if (cwd.empty() || cwd.back() == '/') return cwd + path;
   return cwd + "/" + path;
 }
-
 
 std::string dir_name(const std::string& path) {
   size_t slash = path.rfind('/');
@@ -60,7 +60,6 @@ std::optional<std::string> real_path(const std::string& path) {
   return std::string(buf);
 }
 
-
 Plan passthrough_plan(const Request& request, std::string code, std::string reason) {
   Plan plan;
   plan.kind = PlanKind::kPassthrough;
@@ -75,7 +74,8 @@ Plan passthrough_plan(const Request& request, std::string code, std::string reas
   return plan;
 }
 
-void hash_env(Hasher& h, const std::vector<std::string>& env, const std::vector<std::string>& names) {
+void hash_env(Hasher& h, const std::vector<std::string>& env,
+              const std::vector<std::string>& names) {
   for (const std::string& name : names) {
     h.add_field(name);
     std::optional<std::string> value = env_value(env, name);
@@ -89,18 +89,21 @@ WhyNot verify_plan_inputs(Planner::Impl& impl, const PlanDetail& detail,
   int64_t start_ns = to_ns(started);
   for (const auto& [path, stat] : detail.tools) {
     std::optional<FileStat> now = stat_path(path);
-    if (!now || !(*now == stat)) return {"tool_changed", "tool '" + path + "' changed since the plan"};
+    if (!now || !(*now == stat))
+      return {"tool_changed", "tool '" + path + "' changed since the plan"};
   }
   for (const CheckedInput& input : detail.inputs) {
     Result<HashedFile> now = impl.hasher.hash(input.path);
     if (!now) {
-      return {"input_unreadable", "input '" + input.path + "' unreadable after the run: " + now.error().message};
+      return {"input_unreadable",
+              "input '" + input.path + "' unreadable after the run: " + now.error().message};
     }
     if (now->content != input.content) {
       return {"input_changed_during_compile", "input '" + input.path + "' changed since the plan"};
     }
     if (now->stat.mtime_ns >= start_ns || now->stat.ctime_ns >= start_ns) {
-      return {"input_changed_during_compile", "input '" + input.path + "' was modified during the run"};
+      return {"input_changed_during_compile",
+              "input '" + input.path + "' was modified during the run"};
     }
   }
   return {};
@@ -129,12 +132,14 @@ Result<HelperOutput> Planner::Impl::memo_helper(const Digest& key,
                                                 const std::vector<std::string>& env,
                                                 const std::string& cwd,
                                                 const std::string& program) {
-  return memo_helper(key, argv, [&env] { return env; }, cwd, program);
+  return memo_helper(
+      key, argv, [&env] { return env; }, cwd, program);
 }
 
-Result<HelperOutput> Planner::Impl::memo_helper(const Digest& key, const std::vector<std::string>& argv,
-                                                const std::function<std::vector<std::string>()>& make_env,
-                                                const std::string& cwd, const std::string& program) {
+Result<HelperOutput> Planner::Impl::memo_helper(
+    const Digest& key, const std::vector<std::string>& argv,
+    const std::function<std::vector<std::string>()>& make_env, const std::string& cwd,
+    const std::string& program) {
   {
     MutexLock lock(&mutex);
     auto it = helper_memo.find(key);
@@ -156,7 +161,8 @@ Family Planner::Impl::family(const ToolIdentity& tool, const std::vector<std::st
   }
   // LC_ALL=C: the banner must not be translated.
   std::vector<std::string> helper_env = {"LC_ALL=C"};
-  if (std::optional<std::string> path = env_value(env, "PATH")) helper_env.push_back("PATH=" + *path);
+  if (std::optional<std::string> path = env_value(env, "PATH"))
+    helper_env.push_back("PATH=" + *path);
   Result<HelperOutput> out = run_helper({tool.real_path, "--version"}, helper_env, "/");
   Family result = Family::kUnknown;
   if (out && out->exit_code == 0) {
@@ -178,7 +184,8 @@ namespace {
 
 std::string find_trace_library(std::string configured) {
   if (!configured.empty()) return configured;
-  if (std::optional<std::string> env = own_env("CCPOOL_TRACE_LIBRARY"); env && !env->empty()) return *env;
+  if (std::optional<std::string> env = own_env("CCPOOL_TRACE_LIBRARY"); env && !env->empty())
+    return *env;
   std::string exe_dir = own_executable_dir();
   if (exe_dir.empty()) return "";
   std::string candidate = exe_dir + "/../lib/libccpool-trace.so";
@@ -215,24 +222,30 @@ Planner::Counters Planner::counters() const {
   return c;
 }
 
-bool Planner::has_validation_memo() const { return m_impl->memo != nullptr; }
+bool Planner::has_validation_memo() const {
+  return m_impl->memo != nullptr;
+}
 
 Result<Plan> Planner::plan(const Request& request, const std::string& work_dir) {
   if (request.argv.empty() || request.program.empty() || request.program[0] != '/') {
     return passthrough_plan(request, "no_absolute_program", "no absolute program path");
   }
   Result<ToolIdentity> tool = m_impl->tool_identity(request.program);
-  if (!tool) return passthrough_plan(request, "tool_unknown", "tool identity unknown: " + tool.error().message);
+  if (!tool)
+    return passthrough_plan(request, "tool_unknown",
+                            "tool identity unknown: " + tool.error().message);
   std::string name = base_name(request.program);
   std::string real_name = base_name(tool->real_path);
   if (name == "ptxas" || real_name == "ptxas") return m_impl->plan_ptxas(request, *tool);
   if (name == "nvcc" || real_name == "nvcc") return m_impl->plan_nvcc(request, *tool, work_dir);
-  if (looks_like_cc(name) || looks_like_cc(real_name) || looks_like_cc(base_name(request.argv[0]))) {
+  if (looks_like_cc(name) || looks_like_cc(real_name) ||
+      looks_like_cc(base_name(request.argv[0]))) {
     Family family = m_impl->family(*tool, request.env);
     if (family != Family::kUnknown) return m_impl->plan_cc(request, *tool, family, work_dir);
   }
   if (!request.declared_outputs.empty()) return m_impl->plan_generic(request, *tool);
-  return passthrough_plan(request, "not_a_compiler", "not a recognised compiler and no declared outputs");
+  return passthrough_plan(request, "not_a_compiler",
+                          "not a recognised compiler and no declared outputs");
 }
 
 Result<std::optional<Digest>> Planner::lookup(const Plan& plan, const ManifestStorage& manifests) {
@@ -250,7 +263,8 @@ Result<Finished> Planner::finish(const Plan& plan, std::chrono::system_clock::ti
   return finish(plan, run, manifests);
 }
 
-Result<Finished> Planner::finish(const Plan& plan, const RunFacts& run, const ManifestStorage& manifests) {
+Result<Finished> Planner::finish(const Plan& plan, const RunFacts& run,
+                                 const ManifestStorage& manifests) {
   std::chrono::system_clock::time_point started = run.started;
   Finished done;
   if (plan.kind == PlanKind::kPassthrough || !plan.detail) {
@@ -268,7 +282,8 @@ Result<Finished> Planner::finish(const Plan& plan, const RunFacts& run, const Ma
   return done;
 }
 
-Conclusion Planner::conclude(const Plan& plan, const RunFacts& run, const ManifestStorage& manifests) {
+Conclusion Planner::conclude(const Plan& plan, const RunFacts& run,
+                             const ManifestStorage& manifests) {
   Conclusion out;
   if (plan.kind == PlanKind::kPassthrough) {
     out.finished.why_not = "pass-through";
@@ -307,7 +322,8 @@ Conclusion Planner::conclude(const Plan& plan, const RunFacts& run, const Manife
     out.finished.why_not_code = "output_missing";
     out.finished.why_not = "an output is missing";
   }
-  if (!run.success) out.finished.store = false;  // failures are never stored, only shared with joiners
+  if (!run.success)
+    out.finished.store = false;  // failures are never stored, only shared with joiners
   return out;
 }
 

@@ -20,11 +20,12 @@
 namespace ccpool::compiler {
 
 struct Request {
-  std::string program;                 // resolved absolute path of the tool
-  std::vector<std::string> argv;       // argv[0] as the caller gave it
+  std::string program;            // resolved absolute path of the tool
+  std::vector<std::string> argv;  // argv[0] as the caller gave it
   std::string cwd;
-  std::vector<std::string> env;        // caller's environment, "K=V"
-  std::vector<std::string> declared_inputs, declared_outputs;  // from `ccpool exec --input/--output` (cwd-relative or absolute)
+  std::vector<std::string> env;  // caller's environment, "K=V"
+  std::vector<std::string> declared_inputs,
+      declared_outputs;  // from `ccpool exec --input/--output` (cwd-relative or absolute)
 };
 
 enum class PlanKind { kPassthrough, kGeneric, kCompiler };
@@ -36,12 +37,14 @@ enum class KeyMode {
   kPreprocessor,  // nvcc: the direct key plus the host compiler's -E output
 };
 
-
 struct OutputSpec {
-  std::string name;          // stable name in the stored record ("out", "dep", "dwo", "gcno", "su", or the declared path for generic jobs)
-  std::string run_path;      // absolute path where the tool writes it when this plan is executed (inside work_dir when redirected)
+  std::string name;  // stable name in the stored record ("out", "dep", "dwo", "gcno", "su", or the
+                     // declared path for generic jobs)
+  std::string run_path;      // absolute path where the tool writes it when this plan is executed
+                             // (inside work_dir when redirected)
   std::string deliver_path;  // absolute path where THIS requester wants it
-  bool optional = false;     // missing after a successful run is not an error (then it is simply not stored/delivered)
+  bool optional = false;  // missing after a successful run is not an error (then it is simply not
+                          // stored/delivered)
 };
 
 // Model-private state carried from plan() to lookup()/finish()/deliver_bytes()
@@ -50,26 +53,33 @@ struct PlanDetail;
 
 struct Plan {
   PlanKind kind = PlanKind::kPassthrough;
-  std::string reason;          // why pass-through, for humans (logged and shown), empty otherwise
-  std::string reason_code;     // why pass-through, a stable code (docs/cache-keys.md), empty otherwise
-  Digest flight_key;           // identical requests in flight share one execution iff equal (for direct mode: the manifest key)
-  bool direct_mode = false;    // true: the result key comes from lookup()/finish(); false: result key == flight_key
-  KeyMode key_mode = KeyMode::kExact;  // the rule a stored result's key is made by (what `ccpool explain` says)
-  std::string job_class;       // memory-estimate class, e.g. "g++ -O3 -shared" (tool basename + a few flags that drive memory)
-  std::string tool;            // display name (basename)
+  std::string reason;       // why pass-through, for humans (logged and shown), empty otherwise
+  std::string reason_code;  // why pass-through, a stable code (docs/cache-keys.md), empty otherwise
+  Digest flight_key;  // identical requests in flight share one execution iff equal (for direct
+                      // mode: the manifest key)
+  bool direct_mode =
+      false;  // true: the result key comes from lookup()/finish(); false: result key == flight_key
+  KeyMode key_mode =
+      KeyMode::kExact;    // the rule a stored result's key is made by (what `ccpool explain` says)
+  std::string job_class;  // memory-estimate class, e.g. "g++ -O3 -shared" (tool basename + a few
+                          // flags that drive memory)
+  std::string tool;       // display name (basename)
   // What to execute. Filled for pass-through plans too (argv unchanged,
   // request cwd, environment minus the shim).
-  std::string run_program;             // absolute path to execute (request.program); run_argv[0] stays as the caller gave it
-  std::vector<std::string> run_argv;   // may differ from argv: -o redirected into work_dir, -MD -MF <work_dir>/... added
+  std::string run_program;  // absolute path to execute (request.program); run_argv[0] stays as the
+                            // caller gave it
+  std::vector<std::string>
+      run_argv;  // may differ from argv: -o redirected into work_dir, -MD -MF <work_dir>/... added
   std::string run_cwd;
-  std::vector<std::string> run_env;    // environment for the tool (shim removed)
-  bool uses_work_dir = false;          // run_argv/run_path reference work_dir: the service must create it before running and delete it after
+  std::vector<std::string> run_env;  // environment for the tool (shim removed)
+  bool uses_work_dir = false;  // run_argv/run_path reference work_dir: the service must create it
+                               // before running and delete it after
   // Non-empty: the record file the tool's recorder appends to
   // (libccpool-trace.so, named by run_env). The runner creates it empty,
   // mode 0600, inside the work dir before starting the tool.
   std::string trace_path;
   std::vector<OutputSpec> outputs;
-  std::vector<std::string> inputs;     // for metadata (source, declared inputs)
+  std::vector<std::string> inputs;           // for metadata (source, declared inputs)
   std::shared_ptr<const PlanDetail> detail;  // opaque; null for pass-through plans
 };
 
@@ -89,11 +99,11 @@ inline constexpr std::string_view kReasonHasIncludeNonliteral = "has_include_non
 inline constexpr std::string_view kReasonPchUnsupported = "pch_unsupported";
 
 struct Finished {
-  bool store = false;      // false: serve this run's outputs to the current waiters only
+  bool store = false;              // false: serve this run's outputs to the current waiters only
   KeyMode mode = KeyMode::kExact;  // when store: how result_key was made
-  std::string why_not;     // when !store: why, for humans (logged)
-  std::string why_not_code;  // when !store: a stable code (docs/cache-keys.md)
-  Digest result_key;       // valid when store
+  std::string why_not;             // when !store: why, for humans (logged)
+  std::string why_not_code;        // when !store: a stable code (docs/cache-keys.md)
+  Digest result_key;               // valid when store
 };
 
 // What one execution produced, as the runner saw it. Outputs are read by the
@@ -101,9 +111,9 @@ struct Finished {
 // them.
 struct RunFacts {
   std::chrono::system_clock::time_point started;  // taken before the tool was spawned
-  bool success = false;                           // exit 0, no signal, no timeout, output not truncated
+  bool success = false;  // exit 0, no signal, no timeout, output not truncated
   std::vector<std::pair<std::string, std::string>> outputs;  // OutputSpec::name -> bytes, as read
-  bool outputs_complete = true;                   // every non-optional output was read
+  bool outputs_complete = true;                              // every non-optional output was read
   std::string stdout_data, stderr_data;
 };
 

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/thread_annotations.h"
 #include "compiler/depfile.h"
 #include "compiler/dir_listing.h"
 #include "compiler/file_hasher.h"
@@ -23,7 +24,6 @@
 #include "compiler/subprocess.h"
 #include "compiler/validation_memo.h"
 #include "compiler/why_not.h"
-#include "base/thread_annotations.h"
 
 namespace ccpool::compiler {
 
@@ -48,8 +48,8 @@ struct CcDetail {
   Family family = Family::kUnknown;
   std::string cwd;
   std::string work_dir;
-  bool sde_pinned = false;        // gcc with SOURCE_DATE_EPOCH: __DATE__/__TIME__ from gmtime
-  bool dep_append = false;        // DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES append to the file
+  bool sde_pinned = false;  // gcc with SOURCE_DATE_EPOCH: __DATE__/__TIME__ from gmtime
+  bool dep_append = false;  // DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES append to the file
 };
 
 // What a scan of a source or header found (bit flags).
@@ -59,8 +59,9 @@ enum ScanFlag : uint8_t {
   kScanTimestamp = 4,   // __TIMESTAMP__
   kScanHasInclude = 8,  // __has_include / __has_include_next
   kScanIncbin = 16,     // .incbin: the assembler reads a file the .d does not list
-  kScanPastePiece = 32, // an identifier that token pasting could grow into __TIME__/__DATE__/__TIMESTAMP__
-  kScanAsmInclude = 64, // .include: the assembler reads a file the .d does not list
+  kScanPastePiece =
+      32,  // an identifier that token pasting could grow into __TIME__/__DATE__/__TIMESTAMP__
+  kScanAsmInclude = 64,  // .include: the assembler reads a file the .d does not list
 };
 
 // True when `text` holds an identifier that is a proper prefix of __TIME__,
@@ -111,14 +112,17 @@ struct PpMemo {
 // steps, learned from `nvcc --dryrun`, rerun by lookup() and finish().
 struct NvccDetail {
   std::string cwd;
-  std::string temp_dir;                              // where nvcc writes its tmpxft_* files
-  std::vector<std::vector<std::string>> pp_steps;    // the dryrun's `-E` commands, -o dropped, -Wdate-time added
-  std::vector<std::string> pp_programs;              // their absolute programs
+  std::string temp_dir;  // where nvcc writes its tmpxft_* files
+  std::vector<std::vector<std::string>>
+      pp_steps;  // the dryrun's `-E` commands, -o dropped, -Wdate-time added
+  std::vector<std::string> pp_programs;  // their absolute programs
   std::vector<std::string> pp_env;
-  bool sde_pinned = false;                           // SOURCE_DATE_EPOCH set: gcc pins __DATE__/__TIME__
-  std::string deps_path;                             // SUNPRO_DEPENDENCIES file of the run (every gcc step appends)
-  std::vector<std::string> search_dirs;              // temp dir and the host compiler's search list (as written and realpaths)
-  std::vector<std::string> trusted_dirs;             // realpaths: the host compiler's defaults and the CUDA toolkit
+  bool sde_pinned = false;  // SOURCE_DATE_EPOCH set: gcc pins __DATE__/__TIME__
+  std::string deps_path;    // SUNPRO_DEPENDENCIES file of the run (every gcc step appends)
+  std::vector<std::string>
+      search_dirs;  // temp dir and the host compiler's search list (as written and realpaths)
+  std::vector<std::string>
+      trusted_dirs;  // realpaths: the host compiler's defaults and the CUDA toolkit
 };
 
 struct PlanDetail {
@@ -143,10 +147,11 @@ std::string dir_name(const std::string& path);  // lexical; "." without a slash
 std::string squeeze_slashes(const std::string& path);
 std::optional<std::string> real_path(const std::string& path);  // realpath(3)
 // Adds NAME=value (or NAME unset) for each name, in the given order.
-void hash_env(Hasher& h, const std::vector<std::string>& env, const std::vector<std::string>& names);
+void hash_env(Hasher& h, const std::vector<std::string>& env,
+              const std::vector<std::string>& names);
 // Re-verifies tools and plan-time inputs; returns why not to store, or empty.
 WhyNot verify_plan_inputs(Planner::Impl& impl, const PlanDetail& detail,
-                               std::chrono::system_clock::time_point started);
+                          std::chrono::system_clock::time_point started);
 inline void hash_digest(Hasher& h, const Digest& d) {
   h.update(std::string_view(reinterpret_cast<const char*>(d.bytes.data()), d.bytes.size()));
 }
@@ -163,8 +168,8 @@ struct Planner::Impl {
   Family family(const ToolIdentity& tool, const std::vector<std::string>& env);
   // Cached helper output keyed by an arbitrary digest (identity + args + env).
   Result<HelperOutput> memo_helper(const Digest& key, const std::vector<std::string>& argv,
-                                       const std::vector<std::string>& env, const std::string& cwd,
-                                       const std::string& program = "");
+                                   const std::vector<std::string>& env, const std::string& cwd,
+                                   const std::string& program = "");
   // The same, building the helper's environment only when the helper runs
   // (a memo hit, every compile after the first, needs none).
   Result<HelperOutput> memo_helper(const Digest& key, const std::vector<std::string>& argv,
@@ -175,7 +180,8 @@ struct Planner::Impl {
   Result<Plan> plan_ptxas(const Request& request, const ToolIdentity& tool);
   Result<Plan> plan_cc(const Request& request, const ToolIdentity& tool, Family family,
                        const std::string& work_dir);
-  Result<Plan> plan_nvcc(const Request& request, const ToolIdentity& tool, const std::string& work_dir);
+  Result<Plan> plan_nvcc(const Request& request, const ToolIdentity& tool,
+                         const std::string& work_dir);
   std::optional<Digest> lookup_nvcc(const Plan& plan, const ManifestStorage& manifests);
   Finished finish_nvcc(const Plan& plan, std::chrono::system_clock::time_point started,
                        const ManifestStorage& manifests);
@@ -185,17 +191,21 @@ struct Planner::Impl {
   // checked again, and what was checked is added to `learn` (to be kept once
   // the whole entry held).
   bool entry_holds(const ParsedEntry& pe, const ObservedView& view, DirListings::Scope& dirs,
-                   ValidationMemo* memo = nullptr, std::vector<ValidationMemo::Item>* learn = nullptr);
-  Result<Finished> finish_cc(const Plan& plan, const RunFacts& run, const ManifestStorage& manifests);
+                   ValidationMemo* memo = nullptr,
+                   std::vector<ValidationMemo::Item>* learn = nullptr);
+  Result<Finished> finish_cc(const Plan& plan, const RunFacts& run,
+                             const ManifestStorage& manifests);
 
   // Scan flags and include spellings of a file's content, memoized by
   // content digest.
   Result<ScanInfo> scan(const std::string& path, const Digest& content);
   // The parsed form of a manifest blob stored under `direct`, memoized by
   // H(direct, bytes); nullptr when malformed.
-  std::shared_ptr<const ParsedManifest> parsed_manifest(const Digest& direct, const std::string& blob);
+  std::shared_ptr<const ParsedManifest> parsed_manifest(const Digest& direct,
+                                                        const std::string& blob);
   // The parsed form of the blob whose hash_bytes() is `content`, if in memory.
-  std::shared_ptr<const ParsedManifest> memoized_manifest(const Digest& direct, const Digest& content);
+  std::shared_ptr<const ParsedManifest> memoized_manifest(const Digest& direct,
+                                                          const Digest& content);
 
   static constexpr size_t kMaxParsedManifests = 256;  // memo cleared when full
   DirListings listings;

@@ -49,13 +49,15 @@ std::set<std::string> marker_files(const std::string& text) {
 WhyNot unsafe_preprocessed(const HelperOutput& out, bool sde_pinned) {
   bool date_time = out.err.find("[-Wdate-time]") != std::string::npos;
   if (date_time && (!sde_pinned || out.err.find("\"__TIMESTAMP__\"") != std::string::npos)) {
-    return {"date_time_macro", "__TIME__, __DATE__ or __TIMESTAMP__ expanded (-E does not determine them)"};
+    return {"date_time_macro",
+            "__TIME__, __DATE__ or __TIMESTAMP__ expanded (-E does not determine them)"};
   }
   if (out.out.find("date-time") != std::string::npos) {
     return {"date_time_macro", "a pragma names -Wdate-time: its warning cannot be trusted"};
   }
   if (out.out.find("incbin") != std::string::npos) return {"incbin", "incbin in the -E output"};
-  if (has_asm_directive(out.out, ".include")) return {"asm_include", "assembler .include in the -E output"};
+  if (has_asm_directive(out.out, ".include"))
+    return {"asm_include", "assembler .include in the -E output"};
   return {};
 }
 

@@ -8,7 +8,9 @@ std::string trim_slashes(std::string s) {
   return s;
 }
 
-bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
 
 // Calls fn(line) for each '\n'-separated line, the last one unterminated or empty.
 template <typename Fn>
@@ -31,7 +33,8 @@ std::optional<SearchList> parse_search_list(std::string_view text) {
   bool ended = false;
   for_each_line(text, [&](std::string_view line) {
     if (starts_with(line, kMissing) && line.size() > kMissing.size() && line.back() == '"') {
-      list.missing.push_back(trim_slashes(std::string(line.substr(kMissing.size(), line.size() - kMissing.size() - 1))));
+      list.missing.push_back(trim_slashes(
+          std::string(line.substr(kMissing.size(), line.size() - kMissing.size() - 1))));
     } else if (starts_with(line, "#include \"...\" search starts here")) {
       section = 1;
     } else if (starts_with(line, "#include <...> search starts here")) {
@@ -57,9 +60,12 @@ std::vector<std::string> split_command_line(std::string_view line) {
   for (size_t i = 0; i < line.size(); ++i) {
     char c = line[i];
     if (quoted) {
-      if (c == '\\' && i + 1 < line.size()) cur += line[++i];
-      else if (c == '"') quoted = false;
-      else cur += c;
+      if (c == '\\' && i + 1 < line.size())
+        cur += line[++i];
+      else if (c == '"')
+        quoted = false;
+      else
+        cur += c;
     } else if (c == '"') {
       quoted = in = true;
     } else if (c == ' ' || c == '\t') {

@@ -45,70 +45,117 @@ constexpr std::string_view kNoCubin = "produces no cubin";
 // passes. Anything else passes
 // through: a misread option could hide a file ptxas reads.
 constexpr PtxasOption kOptions[] = {
-    {"--Ofast-compile", ArgForm::kValue}, {"-Ofc", ArgForm::kValue},
+    {"--Ofast-compile", ArgForm::kValue},
+    {"-Ofc", ArgForm::kValue},
     {"--allow-expensive-optimizations", ArgForm::kValue},
     {"-allow-expensive-optimizations", ArgForm::kValue},
     {"--compile-as-tools-patch", ArgForm::kFlag, Use::kRefused, "builds a tools patch"},
     {"-astoolspatch", ArgForm::kFlag, Use::kRefused, "builds a tools patch"},
-    {"--compile-only", ArgForm::kFlag}, {"-c", ArgForm::kFlag},
-    {"--compiler-annotations", ArgForm::kFlag}, {"-annotate", ArgForm::kFlag},
-    {"--def-load-cache", ArgForm::kValue}, {"-dlcm", ArgForm::kValue},
-    {"--def-store-cache", ArgForm::kValue}, {"-dscm", ArgForm::kValue},
+    {"--compile-only", ArgForm::kFlag},
+    {"-c", ArgForm::kFlag},
+    {"--compiler-annotations", ArgForm::kFlag},
+    {"-annotate", ArgForm::kFlag},
+    {"--def-load-cache", ArgForm::kValue},
+    {"-dlcm", ArgForm::kValue},
+    {"--def-store-cache", ArgForm::kValue},
+    {"-dscm", ArgForm::kValue},
     {"--device-debug", ArgForm::kFlag, Use::kRefused, kDebug},
     {"-g", ArgForm::kFlag, Use::kRefused, kDebug},
-    {"--device-function-maxrregcount", ArgForm::kValue}, {"-func-maxrregcount", ArgForm::kValue},
-    {"--device-stack-protector", ArgForm::kValue}, {"-device-stack-protector", ArgForm::kValue},
-    {"--disable-optimizer-constants", ArgForm::kFlag}, {"-disable-optimizer-consts", ArgForm::kFlag},
-    {"--disable-warnings", ArgForm::kFlag}, {"-w", ArgForm::kFlag},
-    {"--dont-merge-basicblocks", ArgForm::kFlag}, {"-no-bb-merge", ArgForm::kFlag},
-    {"--entry", ArgForm::kValue}, {"-e", ArgForm::kValue},
-    {"--extensible-whole-program", ArgForm::kFlag}, {"-ewp", ArgForm::kFlag},
-    {"--fmad", ArgForm::kValue}, {"-fmad", ArgForm::kValue},
-    {"--force-load-cache", ArgForm::kValue}, {"-flcm", ArgForm::kValue},
-    {"--force-store-cache", ArgForm::kValue}, {"-fscm", ArgForm::kValue},
-    {"--g-tensor-memory-access-check", ArgForm::kFlag}, {"-g-tmem-access-check", ArgForm::kFlag},
-    {"--generate-line-info", ArgForm::kFlag}, {"-lineinfo", ArgForm::kFlag},
-    {"--gno-tensor-memory-access-check", ArgForm::kFlag}, {"-gno-tmem-access-check", ArgForm::kFlag},
-    {"--gpu-name", ArgForm::kValue}, {"-arch", ArgForm::kValue},
-    {"--help", ArgForm::kFlag, Use::kRefused, kNoCubin}, {"-h", ArgForm::kFlag, Use::kRefused, kNoCubin},
+    {"--device-function-maxrregcount", ArgForm::kValue},
+    {"-func-maxrregcount", ArgForm::kValue},
+    {"--device-stack-protector", ArgForm::kValue},
+    {"-device-stack-protector", ArgForm::kValue},
+    {"--disable-optimizer-constants", ArgForm::kFlag},
+    {"-disable-optimizer-consts", ArgForm::kFlag},
+    {"--disable-warnings", ArgForm::kFlag},
+    {"-w", ArgForm::kFlag},
+    {"--dont-merge-basicblocks", ArgForm::kFlag},
+    {"-no-bb-merge", ArgForm::kFlag},
+    {"--entry", ArgForm::kValue},
+    {"-e", ArgForm::kValue},
+    {"--extensible-whole-program", ArgForm::kFlag},
+    {"-ewp", ArgForm::kFlag},
+    {"--fmad", ArgForm::kValue},
+    {"-fmad", ArgForm::kValue},
+    {"--force-load-cache", ArgForm::kValue},
+    {"-flcm", ArgForm::kValue},
+    {"--force-store-cache", ArgForm::kValue},
+    {"-fscm", ArgForm::kValue},
+    {"--g-tensor-memory-access-check", ArgForm::kFlag},
+    {"-g-tmem-access-check", ArgForm::kFlag},
+    {"--generate-line-info", ArgForm::kFlag},
+    {"-lineinfo", ArgForm::kFlag},
+    {"--gno-tensor-memory-access-check", ArgForm::kFlag},
+    {"-gno-tmem-access-check", ArgForm::kFlag},
+    {"--gpu-name", ArgForm::kValue},
+    {"-arch", ArgForm::kValue},
+    {"--help", ArgForm::kFlag, Use::kRefused, kNoCubin},
+    {"-h", ArgForm::kFlag, Use::kRefused, kNoCubin},
     {"--input-as-string", ArgForm::kValue, Use::kRefused, "takes its PTX from the command line"},
     {"-ias", ArgForm::kValue, Use::kRefused, "takes its PTX from the command line"},
-    {"--legacy-bar-warp-wide-behavior", ArgForm::kFlag}, {"-legacy-bar-warp-wide-behavior", ArgForm::kFlag},
+    {"--legacy-bar-warp-wide-behavior", ArgForm::kFlag},
+    {"-legacy-bar-warp-wide-behavior", ArgForm::kFlag},
     {"--list-version", ArgForm::kFlag, Use::kRefused, kNoCubin},
     {"-version-ls", ArgForm::kFlag, Use::kRefused, kNoCubin},
-    {"--machine", ArgForm::kValue}, {"-m", ArgForm::kValue},
+    {"--machine", ArgForm::kValue},
+    {"-m", ArgForm::kValue},
     {"-m64", ArgForm::kFlag},  // nvcc's spelling; byte-identical to "-m 64"
-    {"--make-errors-visible-at-exit", ArgForm::kFlag}, {"-make-errors-visible-at-exit", ArgForm::kFlag},
-    {"--maxntid", ArgForm::kValue}, {"-maxntid", ArgForm::kValue},
-    {"--maxrregcount", ArgForm::kValue}, {"-maxrregcount", ArgForm::kValue},
-    {"--minnctapersm", ArgForm::kValue}, {"-minnctapersm", ArgForm::kValue},
-    {"--opt-level", ArgForm::kValue}, {"-O", ArgForm::kAttached},
-    {"--optimize-float-atomics", ArgForm::kFlag}, {"-opt-fp-atomics", ArgForm::kFlag},
+    {"--make-errors-visible-at-exit", ArgForm::kFlag},
+    {"-make-errors-visible-at-exit", ArgForm::kFlag},
+    {"--maxntid", ArgForm::kValue},
+    {"-maxntid", ArgForm::kValue},
+    {"--maxrregcount", ArgForm::kValue},
+    {"-maxrregcount", ArgForm::kValue},
+    {"--minnctapersm", ArgForm::kValue},
+    {"-minnctapersm", ArgForm::kValue},
+    {"--opt-level", ArgForm::kValue},
+    {"-O", ArgForm::kAttached},
+    {"--optimize-float-atomics", ArgForm::kFlag},
+    {"-opt-fp-atomics", ArgForm::kFlag},
     {"--options-file", ArgForm::kValue, Use::kRefused, "reads options from a file"},
     {"-optf", ArgForm::kValue, Use::kRefused, "reads options from a file"},
-    {"--output-file", ArgForm::kValue}, {"-o", ArgForm::kValue},
-    {"--override-directive-values", ArgForm::kFlag}, {"-override-directive-values", ArgForm::kFlag},
-    {"--position-independent-code", ArgForm::kValue}, {"-pic", ArgForm::kValue},
-    {"--preserve-relocs", ArgForm::kFlag}, {"-preserve-relocs", ArgForm::kFlag},
-    {"--register-usage-level", ArgForm::kValue}, {"-regUsageLevel", ArgForm::kValue},
-    {"--return-at-end", ArgForm::kFlag}, {"-ret-end", ArgForm::kFlag},
-    {"--sanitize", ArgForm::kValue}, {"-sanitize", ArgForm::kValue},
-    {"--sp-bounds-check", ArgForm::kFlag}, {"-sp-bounds-check", ArgForm::kFlag},
-    {"--split-compile", ArgForm::kValue}, {"-split-compile", ArgForm::kValue},
+    {"--output-file", ArgForm::kValue},
+    {"-o", ArgForm::kValue},
+    {"--override-directive-values", ArgForm::kFlag},
+    {"-override-directive-values", ArgForm::kFlag},
+    {"--position-independent-code", ArgForm::kValue},
+    {"-pic", ArgForm::kValue},
+    {"--preserve-relocs", ArgForm::kFlag},
+    {"-preserve-relocs", ArgForm::kFlag},
+    {"--register-usage-level", ArgForm::kValue},
+    {"-regUsageLevel", ArgForm::kValue},
+    {"--return-at-end", ArgForm::kFlag},
+    {"-ret-end", ArgForm::kFlag},
+    {"--sanitize", ArgForm::kValue},
+    {"-sanitize", ArgForm::kValue},
+    {"--sp-bounds-check", ArgForm::kFlag},
+    {"-sp-bounds-check", ArgForm::kFlag},
+    {"--split-compile", ArgForm::kValue},
+    {"-split-compile", ArgForm::kValue},
     {"--suppress-async-bulk-multicast-advisory-warning", ArgForm::kFlag},
     {"-suppress-async-bulk-multicast-advisory-warning", ArgForm::kFlag},
-    {"--suppress-debug-info", ArgForm::kFlag}, {"-suppress-debug-info", ArgForm::kFlag},
-    {"--suppress-double-demote-warning", ArgForm::kFlag}, {"-suppress-double-demote-warning", ArgForm::kFlag},
+    {"--suppress-debug-info", ArgForm::kFlag},
+    {"-suppress-debug-info", ArgForm::kFlag},
+    {"--suppress-double-demote-warning", ArgForm::kFlag},
+    {"-suppress-double-demote-warning", ArgForm::kFlag},
     {"--suppress-sparse-mma-advisory-info", ArgForm::kFlag},
     {"-suppress-sparse-mma-advisory-info", ArgForm::kFlag},
-    {"--suppress-stack-size-warning", ArgForm::kFlag}, {"-suppress-stack-size-warning", ArgForm::kFlag},
-    {"--verbose", ArgForm::kFlag}, {"-v", ArgForm::kFlag},
-    {"--version", ArgForm::kFlag, Use::kRefused, kNoCubin}, {"-V", ArgForm::kFlag, Use::kRefused, kNoCubin},
-    {"--warn-on-double-precision-use", ArgForm::kFlag}, {"-warn-double-usage", ArgForm::kFlag},
-    {"--warn-on-local-memory-usage", ArgForm::kFlag}, {"-warn-lmem-usage", ArgForm::kFlag},
-    {"--warn-on-spills", ArgForm::kFlag}, {"-warn-spills", ArgForm::kFlag},
-    {"--warning-as-error", ArgForm::kFlag}, {"-Werror", ArgForm::kFlag},
-    {"--regAllocOptLevel", ArgForm::kValue}, {"-regAllocOptLevel", ArgForm::kValue},
+    {"--suppress-stack-size-warning", ArgForm::kFlag},
+    {"-suppress-stack-size-warning", ArgForm::kFlag},
+    {"--verbose", ArgForm::kFlag},
+    {"-v", ArgForm::kFlag},
+    {"--version", ArgForm::kFlag, Use::kRefused, kNoCubin},
+    {"-V", ArgForm::kFlag, Use::kRefused, kNoCubin},
+    {"--warn-on-double-precision-use", ArgForm::kFlag},
+    {"-warn-double-usage", ArgForm::kFlag},
+    {"--warn-on-local-memory-usage", ArgForm::kFlag},
+    {"-warn-lmem-usage", ArgForm::kFlag},
+    {"--warn-on-spills", ArgForm::kFlag},
+    {"-warn-spills", ArgForm::kFlag},
+    {"--warning-as-error", ArgForm::kFlag},
+    {"-Werror", ArgForm::kFlag},
+    {"--regAllocOptLevel", ArgForm::kValue},
+    {"-regAllocOptLevel", ArgForm::kValue},
 };
 
 const PtxasOption* find_option(std::string_view name) {
@@ -178,7 +225,8 @@ ParsedPtxas parse_ptxas(const std::vector<std::string>& argv) {
     }
     if (option->form == ArgForm::kFlag) {
       if (eq != std::string::npos) {
-        return refuse(reason_code("unknown_option", name), "ptxas option " + arg + " takes no value");
+        return refuse(reason_code("unknown_option", name),
+                      "ptxas option " + arg + " takes no value");
       }
       p.key_args.push_back(arg);
       continue;
@@ -189,7 +237,8 @@ ParsedPtxas parse_ptxas(const std::vector<std::string>& argv) {
     } else if (i + 1 < argv.size()) {
       value = argv[++i];
     } else {
-      return refuse(reason_code("option_missing_value", arg), "ptxas option " + arg + " lacks a value");
+      return refuse(reason_code("option_missing_value", arg),
+                    "ptxas option " + arg + " lacks a value");
     }
     if (name == "-o" || name == "--output-file") {
       if (!p.output.empty()) return refuse("ptxas_no_output", "ptxas with more than one -o");
@@ -204,7 +253,8 @@ ParsedPtxas parse_ptxas(const std::vector<std::string>& argv) {
   if (p.input.size() < 5 || p.input.compare(p.input.size() - 4, 4, ".ptx") != 0) {
     return refuse("ptxas_inputs", "ptxas needs exactly one .ptx input");
   }
-  if (p.output.empty() || p.output == "-") return refuse("ptxas_no_output", "ptxas without -o FILE");
+  if (p.output.empty() || p.output == "-")
+    return refuse("ptxas_no_output", "ptxas without -o FILE");
   return p;
 }
 
@@ -212,15 +262,18 @@ ParsedPtxas parse_ptxas(const std::vector<std::string>& argv) {
 
 Result<Plan> Planner::Impl::plan_ptxas(const Request& request, const ToolIdentity& tool) {
   ParsedPtxas parsed = parse_ptxas(request.argv);
-  if (!parsed.refused.empty()) return passthrough_plan(request, parsed.refused_code, parsed.refused);
+  if (!parsed.refused.empty())
+    return passthrough_plan(request, parsed.refused_code, parsed.refused);
   std::string input = absolute_path(parsed.input, request.cwd);
   std::string output = absolute_path(parsed.output, request.cwd);
-  if (input == output) return passthrough_plan(request, "ptxas_no_output", "ptxas -o names its own input");
+  if (input == output)
+    return passthrough_plan(request, "ptxas_no_output", "ptxas -o names its own input");
 
   auto detail = std::make_shared<PlanDetail>();
   detail->tools.emplace_back(tool.real_path, tool.stat);
   Result<HashedFile> file = hasher.hash(input);
-  if (!file) return passthrough_plan(request, "source_unreadable", "ptxas input: " + file.error().message);
+  if (!file)
+    return passthrough_plan(request, "source_unreadable", "ptxas input: " + file.error().message);
   detail->inputs.push_back({input, file->content});
   detail->unkeyed_texts = {parsed.input, parsed.output, input, output};
 

@@ -17,10 +17,10 @@
 namespace ccpool::compiler {
 namespace {
 
-
 // posix_spawn has no chdir before glibc 2.29's _np extension; Debian 12 has it.
-Result<pid_t> spawn(const std::string& program, const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                    const std::string& cwd, int out_fd, int err_fd) {
+Result<pid_t> spawn(const std::string& program, const std::vector<std::string>& argv,
+                    const std::vector<std::string>& env, const std::string& cwd, int out_fd,
+                    int err_fd) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
@@ -64,7 +64,8 @@ Result<HelperOutput> run_helper(const std::vector<std::string>& argv,
   UniqueFd out_r(out_pipe[0]), out_w(out_pipe[1]);
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) return make_error(ErrorCode::kIo, "pipe failed");
   UniqueFd err_r(err_pipe[0]), err_w(err_pipe[1]);
-  CCPOOL_TRY_ASSIGN(pid_t pid, spawn(program.empty() ? argv[0] : program, argv, env, cwd, out_w.get(), err_w.get()));
+  CCPOOL_TRY_ASSIGN(pid_t pid, spawn(program.empty() ? argv[0] : program, argv, env, cwd,
+                                     out_w.get(), err_w.get()));
   out_w.reset();
   err_w.reset();
 
@@ -110,7 +111,6 @@ Result<HelperOutput> run_helper(const std::vector<std::string>& argv,
   }
   return result;
 }
-
 
 std::optional<std::string> env_value(const std::vector<std::string>& env, std::string_view name) {
   std::optional<std::string_view> value = ccpool::env_value(env, name);

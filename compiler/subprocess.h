@@ -31,7 +31,6 @@ Result<HelperOutput> run_helper(const std::vector<std::string>& argv,
                                 const std::string& program = "",
                                 size_t max_output = kMaxHelperOutput);
 
-
 // ccpool::env_value (base/process_facts.h) as an owned string, for the models.
 std::optional<std::string> env_value(const std::vector<std::string>& env, std::string_view name);
 

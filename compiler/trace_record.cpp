@@ -29,7 +29,9 @@ class LineReader {
   }
   bool text(std::string& out) {
     int64_t len = 0;
-    if (!number(len) || len < 0 || !literal(':') || static_cast<uint64_t>(len) > m_text.size() - m_pos) return false;
+    if (!number(len) || len < 0 || !literal(':') ||
+        static_cast<uint64_t>(len) > m_text.size() - m_pos)
+      return false;
     out.assign(m_text.substr(m_pos, static_cast<size_t>(len)));
     m_pos += static_cast<size_t>(len);
     return true;
@@ -48,8 +50,8 @@ std::optional<std::vector<TraceEvent>> parse_trace(std::string_view text, size_t
   while (!r.done()) {
     if (events.size() >= max_events) return std::nullopt;
     TraceEvent e;
-    if (!r.op(e.op) || !r.space() || !r.number(e.pid) || !r.space() || !r.number(e.a) || !r.space() ||
-        !r.number(e.b) || !r.space() || !r.text(e.text)) {
+    if (!r.op(e.op) || !r.space() || !r.number(e.pid) || !r.space() || !r.number(e.a) ||
+        !r.space() || !r.number(e.b) || !r.space() || !r.text(e.text)) {
       return std::nullopt;
     }
     if (r.literal(' ')) {

@@ -26,12 +26,13 @@ namespace {
 // memo's own open matters: the echo that proves events arrive). Files, by
 // inode: content, attributes, an open (by anyone, through any name), a
 // writer's last close, deletion, move.
-constexpr uint32_t kDirMask = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF |
-                              IN_MOVE_SELF | IN_OPEN | IN_ONLYDIR | IN_DONT_FOLLOW;
-constexpr uint32_t kFileMask = IN_MODIFY | IN_ATTRIB | IN_OPEN | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF |
-                               IN_DONT_FOLLOW;
+constexpr uint32_t kDirMask = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB |
+                              IN_DELETE_SELF | IN_MOVE_SELF | IN_OPEN | IN_ONLYDIR | IN_DONT_FOLLOW;
+constexpr uint32_t kFileMask = IN_MODIFY | IN_ATTRIB | IN_OPEN | IN_CLOSE_WRITE | IN_DELETE_SELF |
+                               IN_MOVE_SELF | IN_DONT_FOLLOW;
 constexpr uint32_t kEntryEvents = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO;
-constexpr uint32_t kFileChanges = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT;
+constexpr uint32_t kFileChanges =
+    IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT;
 constexpr size_t kMaxNamesPerDir = 4096;  // then any event in it invalidates everything through it
 constexpr size_t kMaxFacts = 200000;
 constexpr size_t kMaxWatches = 65536;
@@ -41,7 +42,8 @@ constexpr int kMaxLinks = 40;
 // sees it. Not NFS/CIFS/FUSE/9p/ceph (another host or a daemon changes
 // files), not overlayfs (its layers can change underneath it).
 bool reports_every_change(int64_t type) {
-  return type == EXT4_SUPER_MAGIC || type == XFS_SUPER_MAGIC || type == BTRFS_SUPER_MAGIC || type == TMPFS_MAGIC;
+  return type == EXT4_SUPER_MAGIC || type == XFS_SUPER_MAGIC || type == BTRFS_SUPER_MAGIC ||
+         type == TMPFS_MAGIC;
 }
 
 std::vector<std::string> components(const std::string& path) {
@@ -91,12 +93,12 @@ FileStat file_stat(const struct stat& st) {
 struct Node {
   int wd = -1;
   bool dir = false;
-  bool dead = false;    // its watch is gone (IN_IGNORED): nothing through it is known
-  bool fs_ok = false;   // on a filesystem that reports every change
+  bool dead = false;   // its watch is gone (IN_IGNORED): nothing through it is known
+  bool fs_ok = false;  // on a filesystem that reports every change
   uint64_t dev = 0, ino = 0;
-  uint64_t changed = 0;  // its own content, attributes, deletion, move
-  uint64_t entries = 0;  // directories: any entry created, deleted or moved
-  uint64_t named = 0;    // directories: the last event naming an entry (any of `names`)
+  uint64_t changed = 0;       // its own content, attributes, deletion, move
+  uint64_t entries = 0;       // directories: any entry created, deleted or moved
+  uint64_t named = 0;         // directories: the last event naming an entry (any of `names`)
   bool open_pending = false;  // files: opened by someone since the last writer probe
   uint32_t own_opens = 0;     // our own opens whose IN_OPEN is still to be read
   bool echoed = false;        // an event of this watch arrived: nothing depends on it before
@@ -105,21 +107,21 @@ struct Node {
 
 // A kept answer and everything it depends on.
 struct Fact {
-  uint64_t stamp = 0;     // the epoch before its first watch was added
-  uint64_t verified = 0;  // the epoch at which it was last found valid
-  std::vector<Node*> nodes;                            // every directory traversed, and the final inode if watched
-  std::vector<std::pair<Node*, std::string>> names;    // every (directory, entry) looked up
-  Node* content = nullptr;  // 'f': probed for writers when opened since
-  Node* listing = nullptr;  // 'd': its entries are the answer
-  std::string path;         // 'f': where to probe
-  std::string answer;       // not 'f'
-  Digest digest;            // 'f'
+  uint64_t stamp = 0;        // the epoch before its first watch was added
+  uint64_t verified = 0;     // the epoch at which it was last found valid
+  std::vector<Node*> nodes;  // every directory traversed, and the final inode if watched
+  std::vector<std::pair<Node*, std::string>> names;  // every (directory, entry) looked up
+  Node* content = nullptr;                           // 'f': probed for writers when opened since
+  Node* listing = nullptr;                           // 'd': its entries are the answer
+  std::string path;                                  // 'f': where to probe
+  std::string answer;                                // not 'f'
+  Digest digest;                                     // 'f'
 };
 
 struct ValidationMemo::State {
   Options options;
-  FileStat mount_ns;  // /proc/thread-self/ns/mnt at creation
-  FileStat root;      // "/" at creation
+  FileStat mount_ns;      // /proc/thread-self/ns/mnt at creation
+  FileStat root;          // "/" at creation
   int epoll_fd = -1;      // inotify_fd and mountinfo_fd; set at creation
   int mountinfo_fd = -1;  // set at creation
   Mutex mutex;
@@ -246,7 +248,8 @@ struct ValidationMemo::State {
   // change without an event.
   Node* watch(const std::string& path, const struct stat& st) REQUIRES(mutex) {
     bool dir = S_ISDIR(st.st_mode);
-    if (!dir && !S_ISREG(st.st_mode)) return nullptr;  // a device or FIFO: opening it may have effects
+    if (!dir && !S_ISREG(st.st_mode))
+      return nullptr;  // a device or FIFO: opening it may have effects
     int wd = ::inotify_add_watch(inotify_fd, path.c_str(), dir ? kDirMask : kFileMask);
     if (wd < 0) return nullptr;
     auto it = nodes.find(wd);
@@ -255,7 +258,8 @@ struct ValidationMemo::State {
       return n->dir == dir && n->fs_ok ? n : nullptr;
     }
     if (nodes.size() >= options.max_watches) {
-      ::inotify_rm_watch(inotify_fd, wd);  // a new one past the bound: the user's other programs need theirs
+      ::inotify_rm_watch(inotify_fd,
+                         wd);  // a new one past the bound: the user's other programs need theirs
       return nullptr;
     }
     auto node = std::make_unique<Node>();
@@ -281,7 +285,8 @@ struct ValidationMemo::State {
   // drop_events seam) so keeps nothing, and every lookup validates.
   void echo(Node* node, const std::string& path) REQUIRES(mutex) {
     ++node->own_opens;
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (node->dir ? O_DIRECTORY : 0));
+    int fd = ::open(path.c_str(),
+                    O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (node->dir ? O_DIRECTORY : 0));
     if (fd < 0) {
       --node->own_opens;
       return;
@@ -292,7 +297,7 @@ struct ValidationMemo::State {
   // What one learning batch already resolved (valid within the batch: any
   // event after its start refuses what depends on it).
   struct WalkCache {
-    std::unordered_map<std::string, Node*> dirs;  // real directory path -> its node
+    std::unordered_map<std::string, Node*> dirs;         // real directory path -> its node
     std::unordered_map<std::string, std::string> links;  // real path of a link -> its target
   };
 
@@ -300,8 +305,8 @@ struct ValidationMemo::State {
   // directory it goes through (before looking inside it) and, with
   // `watch_final`, the inode it ends at. Records every (directory, entry)
   // looked up. False: something on the way cannot be watched.
-  bool walk(const std::string& abs, bool follow_last, bool watch_final, WalkCache& cache, Fact& fact,
-            Node** final_node) REQUIRES(mutex) {
+  bool walk(const std::string& abs, bool follow_last, bool watch_final, WalkCache& cache,
+            Fact& fact, Node** final_node) REQUIRES(mutex) {
     if (abs.empty() || abs[0] != '/') return false;
     Node* dir = dir_node("/", cache);
     if (dir == nullptr) return false;
@@ -336,7 +341,8 @@ struct ValidationMemo::State {
         target = link->second;
       } else {
         struct stat st {};
-        if (::lstat(next.c_str(), &st) != 0) return true;  // the resolution ends here (ENOENT, EACCES...)
+        if (::lstat(next.c_str(), &st) != 0)
+          return true;  // the resolution ends here (ENOENT, EACCES...)
         if (S_ISDIR(st.st_mode)) {
           Node* n = watch(next, st);
           if (n == nullptr) return false;
@@ -357,7 +363,8 @@ struct ValidationMemo::State {
           }
           return true;
         }
-        if (last && !follow_last) return true;  // a link's own entry: immutable, named in its directory
+        if (last && !follow_last)
+          return true;  // a link's own entry: immutable, named in its directory
         char buf[4096];
         ssize_t len = ::readlink(next.c_str(), buf, sizeof buf);
         if (len <= 0 || static_cast<size_t>(len) >= sizeof buf) return false;
@@ -394,7 +401,8 @@ struct ValidationMemo::State {
     }
     for (const auto& [n, name] : fact.names) {
       if (n->dead || !n->echoed || n->changed > since) return false;
-      if (n->named <= since) continue;  // no entry of it was named since: no need to look the name up
+      if (n->named <= since)
+        continue;  // no entry of it was named since: no need to look the name up
       auto it = n->names.find(name);
       if (it != n->names.end() && it->second > since) return false;
     }
@@ -405,8 +413,8 @@ struct ValidationMemo::State {
   // holds it open for writing: a read lease is refused while anyone does
   // (a writable shared mapping keeps its file open). Our own open is not
   // mistaken for someone else's.
-  bool no_writer(Node* node, const std::string& path, std::optional<FileStat>* opened_stat, int* keep_fd)
-      REQUIRES(mutex) {
+  bool no_writer(Node* node, const std::string& path, std::optional<FileStat>* opened_stat,
+                 int* keep_fd) REQUIRES(mutex) {
     ++node->own_opens;
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
@@ -414,7 +422,8 @@ struct ValidationMemo::State {
       return false;
     }
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != node->dev || st.st_ino != node->ino) {
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != node->dev ||
+        st.st_ino != node->ino) {
       --node->own_opens;  // the open reached another inode: no event for this one
       ::close(fd);
       return false;
@@ -488,13 +497,16 @@ struct ValidationMemo::State {
         break;
       }
       case 'n': {
-        if (final_node != nullptr) {  // the directory exists: its entries and what the present ones resolve to
+        if (final_node !=
+            nullptr) {  // the directory exists: its entries and what the present ones resolve to
           for (const std::string& name : item.names) fact.names.emplace_back(final_node, name);
           DirListings::Listing present = listings.list(item.abs);
-          if (present.is_dir && !present.names) return false;  // unreadable: every path would need its stat
+          if (present.is_dir && !present.names)
+            return false;  // unreadable: every path would need its stat
           if (present.names) {
             for (const std::string& name : item.names) {
-              if (present.names->count(name) && !walk(join(item.abs, name), true, false, cache, fact, nullptr)) {
+              if (present.names->count(name) &&
+                  !walk(join(item.abs, name), true, false, cache, fact, nullptr)) {
                 return false;
               }
             }
@@ -554,8 +566,9 @@ ValidationMemo::~ValidationMemo() = default;
 bool ValidationMemo::in_own_view() const {
   std::optional<FileStat> mount_ns = stat_path("/proc/thread-self/ns/mnt");
   std::optional<FileStat> root = stat_path("/");
-  return mount_ns && root && mount_ns->dev == m_state->mount_ns.dev && mount_ns->ino == m_state->mount_ns.ino &&
-         root->dev == m_state->root.dev && root->ino == m_state->root.ino;
+  return mount_ns && root && mount_ns->dev == m_state->mount_ns.dev &&
+         mount_ns->ino == m_state->mount_ns.ino && root->dev == m_state->root.dev &&
+         root->ino == m_state->root.ino;
 }
 
 void ValidationMemo::sync() {
@@ -569,7 +582,8 @@ std::optional<Digest> ValidationMemo::content(const std::string& abs) {
   return fact ? std::optional<Digest>(fact->digest) : std::nullopt;
 }
 
-std::optional<std::string> ValidationMemo::answer(char kind, const std::string& abs, const std::string& extra) {
+std::optional<std::string> ValidationMemo::answer(char kind, const std::string& abs,
+                                                  const std::string& extra) {
   MutexLock lock(&m_state->mutex);
   const Fact* fact = m_state->find_valid(key_of(kind, abs, extra));
   return fact ? std::optional<std::string>(fact->answer) : std::nullopt;

@@ -87,7 +87,8 @@ class ValidationMemo {
   std::optional<Digest> content(const std::string& abs);
   // Another answer (kind as in ManifestCheck, 'n' for "no regular file and
   // no entry", 'd' for a directory's names), if kept and still valid.
-  std::optional<std::string> answer(char kind, const std::string& abs, const std::string& extra = "");
+  std::optional<std::string> answer(char kind, const std::string& abs,
+                                    const std::string& extra = "");
 
   // What to learn, read again after the watches exist. For 'f' the memo
   // reads the file itself; for the others `compute` gives the answer.
@@ -102,12 +103,13 @@ class ValidationMemo {
   void learn(const std::vector<Item>& items, DirListings& listings);
 
   struct Counters {
-    uint64_t served = 0;    // facts served without a system call of their own
-    uint64_t learned = 0;   // facts kept
-    uint64_t refused = 0;   // facts not kept (a change while learning, a writer, an unwatched filesystem)
-    uint64_t probes = 0;    // writer probes of files opened since they were learned
-    uint64_t resets = 0;    // everything forgotten (overflow, mount table)
-    uint64_t watches = 0;   // inotify watches held
+    uint64_t served = 0;   // facts served without a system call of their own
+    uint64_t learned = 0;  // facts kept
+    uint64_t refused =
+        0;  // facts not kept (a change while learning, a writer, an unwatched filesystem)
+    uint64_t probes = 0;   // writer probes of files opened since they were learned
+    uint64_t resets = 0;   // everything forgotten (overflow, mount table)
+    uint64_t watches = 0;  // inotify watches held
   };
   Counters counters() const;
 

@@ -30,20 +30,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!file) return 0;
   static auto* codec = new cache::Codec(1);
   uint64_t visited = 0;
-  auto result = cache::read_archive(file, "fuzz.ccpool", 4096,
-                                    [&](const Digest&, std::optional<std::string_view> packed,
-                                        uint64_t index) -> Result<void> {
-                                      check(index == visited++);
-                                      if (!packed) return ok();
-                                      check(packed->size() <= 4096 && packed->size() <= size);
-                                      CCPOOL_TRY_ASSIGN(cache::UnpackedEntry u, cache::unpack_entry(*packed));
-                                      CCPOOL_TRY_ASSIGN(cache::Record rec, cache::decode_record(u.record));
-                                      for (const cache::PackedBody& b : u.bodies) {
-                                        (void)codec->verify(b.stored, b.digest, "fuzz", 1 << 20);
-                                      }
-                                      (void)rec;
-                                      return ok();
-                                    });
+  auto result = cache::read_archive(
+      file, "fuzz.ccpool", 4096,
+      [&](const Digest&, std::optional<std::string_view> packed, uint64_t index) -> Result<void> {
+        check(index == visited++);
+        if (!packed) return ok();
+        check(packed->size() <= 4096 && packed->size() <= size);
+        CCPOOL_TRY_ASSIGN(cache::UnpackedEntry u, cache::unpack_entry(*packed));
+        CCPOOL_TRY_ASSIGN(cache::Record rec, cache::decode_record(u.record));
+        for (const cache::PackedBody& b : u.bodies) {
+          (void)codec->verify(b.stored, b.digest, "fuzz", 1 << 20);
+        }
+        (void)rec;
+        return ok();
+      });
   std::fclose(file);
   if (result) check(*result == visited);
   return 0;

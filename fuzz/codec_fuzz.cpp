@@ -35,8 +35,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   uint64_t limit = uint64_t{1} << (data[0] % 24);  // 1 B .. 8 MiB
   std::string_view stored(reinterpret_cast<const char*>(data) + 1, size - 1);
-  Digest expected = hash_bytes(stored.size() > cache::kBodyHeaderSize ? stored.substr(cache::kBodyHeaderSize)
-                                                                       : std::string_view());
+  Digest expected =
+      hash_bytes(stored.size() > cache::kBodyHeaderSize ? stored.substr(cache::kBodyHeaderSize)
+                                                        : std::string_view());
   auto decoded = codec().decode(stored, expected, "fuzz", limit);
   auto verified = codec().verify(stored, expected, "fuzz", limit);
   check(decoded.has_value() == verified.has_value());

@@ -38,7 +38,8 @@ struct Sample {
   std::string packed;
 };
 
-Sample sample(cache::Codec& codec, int exit_code, const std::string& object, const std::string& err) {
+Sample sample(cache::Codec& codec, int exit_code, const std::string& object,
+              const std::string& err) {
   cache::Record rec;
   rec.kind = cache::EntryKind::kCompile;
   rec.created_ms = 1700000000000;
@@ -97,7 +98,8 @@ int main(int argc, char** argv) {
   seed("store_record_fuzz", "record-failed", failed.record);
   seed("store_record_fuzz", "packed-ok", ok.packed);
   seed("store_record_fuzz", "packed-warn", warn.packed);
-  seed("store_record_fuzz", "usage", std::string("\x01\x02\x03\x04\x05\x06\x07\x08\x09\x00\x00\x00\x00\x00\x00\x00", 16));
+  seed("store_record_fuzz", "usage",
+       std::string("\x01\x02\x03\x04\x05\x06\x07\x08\x09\x00\x00\x00\x00\x00\x00\x00", 16));
 
   seed("codec_fuzz", "zstd", std::string(1, '\x14') + codec.encode(std::string(20000, 'z')));
   seed("codec_fuzz", "raw", std::string(1, '\x0c') + codec.encode(object.substr(0, 40)));
@@ -108,18 +110,23 @@ int main(int argc, char** argv) {
 
   seed("archive_fuzz", "one-entry", archive({{hash_bytes("k1"), ok.packed}}));
   seed("archive_fuzz", "three-entries",
-       archive({{hash_bytes("k1"), ok.packed}, {hash_bytes("k2"), warn.packed}, {hash_bytes("k3"), failed.packed}}));
+       archive({{hash_bytes("k1"), ok.packed},
+                {hash_bytes("k2"), warn.packed},
+                {hash_bytes("k3"), failed.packed}}));
   seed("archive_fuzz", "empty", archive({}));
 
   Digest key = hash_bytes("fuzz-entry");
   seed("remote_envelope_fuzz", "unsigned", remote::seal(key, ok.packed, ""));
-  seed("remote_envelope_fuzz", "signed", remote::seal(key, failed.packed, "fuzz-hmac-key-0123456789abcdef"));
+  seed("remote_envelope_fuzz", "signed",
+       remote::seal(key, failed.packed, "fuzz-hmac-key-0123456789abcdef"));
   seed("remote_envelope_fuzz", "empty-value", remote::seal(key, "", ""));
 
   compiler::Manifest m;
   compiler::ManifestEntry e;
   e.result_key = hash_bytes("result");
-  e.files = {{"k.cpp", hash_bytes("src")}, {"/usr/include/stdio.h", hash_bytes("hdr")}, {"odd name\n:x.h", hash_bytes("o")}};
+  e.files = {{"k.cpp", hash_bytes("src")},
+             {"/usr/include/stdio.h", hash_bytes("hdr")},
+             {"odd name\n:x.h", hash_bytes("o")}};
   e.negatives = {"k.h", "/home/u/build/include/stdio.h"};
   e.absent = {"prefix.h.gch"};
   e.dirs = {{"pch/prefix.h.gch", hash_bytes("names")}};
@@ -130,10 +137,10 @@ int main(int argc, char** argv) {
   seed("manifest_fuzz", "two-entries", compiler::serialize_manifest(m));
   seed("manifest_fuzz", "empty", compiler::serialize_manifest({}));
 
-  seed("depfile_fuzz", "gcc", "k.o: k.cpp /usr/include/stdc-predef.h \\\n /usr/include/stdio.h k.h\n\nk.h:\n");
+  seed("depfile_fuzz", "gcc",
+       "k.o: k.cpp /usr/include/stdc-predef.h \\\n /usr/include/stdio.h k.h\n\nk.h:\n");
   seed("depfile_fuzz", "escapes", "out\\ dir/k.o: src\\ 1.c a$$b.h \\#c.h\nsrc\\ 1.c:\n");
   seed("depfile_fuzz", "clang-multi", "k.o k.d: k.c \\\n  /usr/include/x.h\n");
-
 
   seed("cc_args_fuzz", "compile", "-c\nk.cpp\n-o\nk.o\n-O2\n-I\ninclude\n-MD\n-MF\nk.d");
   seed("cc_args_fuzz", "response", "@r\n-o\nk.so\n%%\n-c 'k 1.cpp' -DX=\"a b\" \\\n -Iinc");
@@ -144,16 +151,20 @@ int main(int argc, char** argv) {
        "#$ gcc -D__CUDA_ARCH__=900 -E -x c++ -I\"inc\" -D \"FOO=a b\" \"k.cu\" -o \"/tmp/t.ii\" \n"
        "#$ \"$CICC_PATH/cicc\" --orig_src_path_name \"/w/k.cu\" -o \"/tmp/t.ptx\"\n");
   seed("nvcc_fuzz", "refused", "-c\n-rdc=true\nk.cu\n%%\n#$ gcc -E k.cu > out\n#$ x $UNSET\n");
-  seed("cc_args_fuzz", "link", "k.cpp\n-shared\n-fPIC\n-o\nk.so\n-lm\n-Wl,-rpath,/opt/lib\n-march=native");
+  seed("cc_args_fuzz", "link",
+       "k.cpp\n-shared\n-fPIC\n-o\nk.so\n-lm\n-Wl,-rpath,/opt/lib\n-march=native");
 
   seed("cc_probe_fuzz", "gcc-E-v",
-       "Using built-in specs.\nignoring nonexistent directory \"/usr/local/include/x86_64-linux-gnu\"\n"
+       "Using built-in specs.\nignoring nonexistent directory "
+       "\"/usr/local/include/x86_64-linux-gnu\"\n"
        "#include \"...\" search starts here:\n /home/u/q\n#include <...> search starts here:\n"
-       " /usr/lib/gcc/x86_64-linux-gnu/12/include\n /usr/local/include\n /usr/include/x86_64-linux-gnu\n"
+       " /usr/lib/gcc/x86_64-linux-gnu/12/include\n /usr/local/include\n "
+       "/usr/include/x86_64-linux-gnu\n"
        " /usr/include\n /System/Library/Frameworks (framework directory)\nEnd of search list.\n");
   seed("cc_probe_fuzz", "gcc-###",
        "Target: x86_64-linux-gnu\n \"/usr/lib/gcc/x86_64-linux-gnu/12/cc1\" \"-quiet\" \"k.c\"\n"
-       " \"/usr/lib/gcc/x86_64-linux-gnu/12/collect2\" \"-plugin\" \"/usr/lib/gcc/liblto_plugin.so\" "
+       " \"/usr/lib/gcc/x86_64-linux-gnu/12/collect2\" \"-plugin\" "
+       "\"/usr/lib/gcc/liblto_plugin.so\" "
        "\"-o\" \"k.so\" \"-L/usr/lib\" \"-lm\" \"-lc\" \"a\\\"b\"\n");
   return 0;
 }

@@ -22,7 +22,8 @@ bool same(const ccpool::compiler::Manifest& a, const ccpool::compiler::Manifest&
     const auto& x = a.entries[i];
     const auto& y = b.entries[i];
     if (x.result_key != y.result_key || x.date_bucket != y.date_bucket || x.files != y.files ||
-        x.negatives != y.negatives || x.absent != y.absent || x.dirs != y.dirs || x.checks != y.checks) {
+        x.negatives != y.negatives || x.absent != y.absent || x.dirs != y.dirs ||
+        x.checks != y.checks) {
       return false;
     }
   }

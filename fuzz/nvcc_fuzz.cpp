@@ -24,7 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view input(reinterpret_cast<const char*>(data), size);
   size_t split = input.find("\n%%\n");
   std::string_view args_text = input.substr(0, split);
-  std::string_view dryrun_text = split == std::string_view::npos ? std::string_view() : input.substr(split + 4);
+  std::string_view dryrun_text =
+      split == std::string_view::npos ? std::string_view() : input.substr(split + 4);
 
   std::vector<std::string> argv = {"nvcc"};
   size_t pos = 0;

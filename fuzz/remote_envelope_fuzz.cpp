@@ -26,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Digest key = hash_bytes("fuzz-entry");
   for (bool with_key : {false, true}) {
     std::string sealed = input;
-    remote::OpenStatus status = remote::open_envelope(key, sealed, with_key ? kKey : std::string_view());
+    remote::OpenStatus status =
+        remote::open_envelope(key, sealed, with_key ? kKey : std::string_view());
     if (status != remote::OpenStatus::kOk) continue;
     check(sealed.size() <= input.size());
     bool was_signed = input.size() >= 6 && (input[5] & 1);

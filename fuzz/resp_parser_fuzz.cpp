@@ -41,7 +41,8 @@ void check_round_trip(const std::vector<std::string>& args) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ccpool::resp::InMemoryKv kv([] { return int64_t{1'700'000'000'000}; });
-  ccpool::resp::SharedState shared(kv, size % 2 ? "pw" : "", [] { return int64_t{1'700'000'000'000}; });
+  ccpool::resp::SharedState shared(kv, size % 2 ? "pw" : "",
+                                   [] { return int64_t{1'700'000'000'000}; });
   ccpool::resp::Session session(shared);
   ccpool::resp::RespParser parser(4096, 64);
   size_t fed = 0;
@@ -56,7 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     while (true) {
       auto next = parser.next();
       if (!next) {
-        if (next.error().code == ccpool::ErrorCode::kProtocol) return 0;  // the connection would close
+        if (next.error().code == ccpool::ErrorCode::kProtocol)
+          return 0;  // the connection would close
         check(next.error().code == ccpool::ErrorCode::kFull);
         continue;
       }

@@ -9,8 +9,8 @@ namespace ccpool::ipc {
 namespace {
 
 Error unexpected_reply(const char* request, const Message& reply) {
-  return Error(ErrorCode::kProtocol, std::string("the service answered a ") + request + " request with a " +
-                                         message_type_name(reply) + " frame");
+  return Error(ErrorCode::kProtocol, std::string("the service answered a ") + request +
+                                         " request with a " + message_type_name(reply) + " frame");
 }
 
 }  // namespace
@@ -45,8 +45,9 @@ Result<void> Client::finish_handshake(Deadline deadline) {
   if (!ok_reply) return tl::unexpected<Error>(unexpected_reply("hello", reply));
   if (ok_reply->version != kProtocolVersion) {
     return make_error(ErrorCode::kUnsupported,
-                      "the service speaks ccpool protocol version " + std::to_string(ok_reply->version) +
-                          " but this client speaks version " + std::to_string(kProtocolVersion) +
+                      "the service speaks ccpool protocol version " +
+                          std::to_string(ok_reply->version) + " but this client speaks version " +
+                          std::to_string(kProtocolVersion) +
                           "; restart the service with `ccpool stop` so a matching one starts");
   }
   m_hello = *ok_reply;

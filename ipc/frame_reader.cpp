@@ -57,7 +57,9 @@ void FrameReader::feed(const char* data, size_t n) {
   m_buffer.append(data, n);
 }
 
-size_t FrameReader::buffered() const { return m_buffer.size() - m_consumed; }
+size_t FrameReader::buffered() const {
+  return m_buffer.size() - m_consumed;
+}
 
 Result<std::optional<Message>> FrameReader::next() {
   if (m_error) return tl::unexpected<Error>(*m_error);

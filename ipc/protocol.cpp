@@ -45,7 +45,9 @@ void encode_payload(std::string& out, const ExecReply& m) {
   wire::put_u8(out, static_cast<uint8_t>(m.outcome));
   wire::put_str(out, m.message);
 }
-void encode_payload(std::string& out, const StatusReply& m) { wire::put_str(out, m.json); }
+void encode_payload(std::string& out, const StatusReply& m) {
+  wire::put_str(out, m.json);
+}
 void encode_payload(std::string& out, const ErrorFrame& m) {
   wire::put_u16(out, m.code);
   wire::put_str(out, m.message);
@@ -57,7 +59,9 @@ void encode_payload(std::string& out, const PoolOpen& m) {
   wire::put_list(out, m.args);
   wire::put_i32(out, m.rank);
 }
-void encode_payload(std::string& out, const PoolOpened& m) { wire::put_u32(out, m.max_workers); }
+void encode_payload(std::string& out, const PoolOpened& m) {
+  wire::put_u32(out, m.max_workers);
+}
 void encode_payload(std::string& out, const PoolSubmit& m) {
   wire::put_u64(out, m.job_id);
   wire::put_str(out, m.flight_key);
@@ -70,7 +74,9 @@ void encode_payload(std::string& out, const PoolResult& m) {
   wire::put_str(out, m.payload);
   wire::put_str(out, m.message);
 }
-void encode_payload(std::string& out, const PoolCancel& m) { wire::put_u64(out, m.job_id); }
+void encode_payload(std::string& out, const PoolCancel& m) {
+  wire::put_u64(out, m.job_id);
+}
 // StatusRequest, StopRequest, StopReply, Ping, Pong: empty payload.
 template <typename T>
 void encode_payload(std::string&, const T&) {}
@@ -87,16 +93,20 @@ size_t payload_size_hint(const Message& m) {
     return 32 + r->stdout_data.size() + r->stderr_data.size() + r->message.size();
   }
   if (const auto* r = std::get_if<StatusReply>(&m)) return 8 + r->json.size();
-  if (const auto* r = std::get_if<PoolSubmit>(&m)) return 32 + r->flight_key.size() + r->payload.size();
-  if (const auto* r = std::get_if<PoolResult>(&m)) return 32 + r->payload.size() + r->message.size();
+  if (const auto* r = std::get_if<PoolSubmit>(&m))
+    return 32 + r->flight_key.size() + r->payload.size();
+  if (const auto* r = std::get_if<PoolResult>(&m))
+    return 32 + r->payload.size() + r->message.size();
   return 32;
 }
 
-bool has_nul(std::string_view s) { return s.find('\0') != std::string_view::npos; }
+bool has_nul(std::string_view s) {
+  return s.find('\0') != std::string_view::npos;
+}
 
 Result<void> protocol_error(const char* message_name, const char* field, const char* why) {
-  return make_error(ErrorCode::kProtocol, std::string("malformed ") + message_name + " frame: field '" +
-                                              field + "' " + why);
+  return make_error(ErrorCode::kProtocol, std::string("malformed ") + message_name +
+                                              " frame: field '" + field + "' " + why);
 }
 
 // Fails the cursor when the message left bytes unread: a frame is exactly one message.
@@ -140,7 +150,8 @@ Result<Message> decode_exec_reply(Cursor& c) {
   uint8_t outcome = c.u8("outcome");
   r.message = c.str("message", kMaxFrameSize);
   if (status > static_cast<uint8_t>(ExecStatus::kFailed)) c.fail("status", "is not a known status");
-  if (outcome > static_cast<uint8_t>(CacheOutcome::kRemoteHit)) c.fail("outcome", "is not a known outcome");
+  if (outcome > static_cast<uint8_t>(CacheOutcome::kRemoteHit))
+    c.fail("outcome", "is not a known outcome");
   r.status = static_cast<ExecStatus>(status);
   r.outcome = static_cast<CacheOutcome>(outcome);
   return finish(c, "exec-reply", std::move(r));
@@ -151,7 +162,8 @@ Result<Message> decode_pool_open(Cursor& c) {
   r.python = c.str("python", kMaxPathLength);
   r.cwd = c.str("cwd", kMaxPathLength);
   r.env = c.list("env", kMaxEnvEntries, kMaxEnvBytes, kMaxEnvBytes);
-  r.args = c.list("args", kMaxPoolArgs, kMaxPoolArgLength, uint64_t{kMaxPoolArgs} * kMaxPoolArgLength);
+  r.args =
+      c.list("args", kMaxPoolArgs, kMaxPoolArgLength, uint64_t{kMaxPoolArgs} * kMaxPoolArgLength);
   r.rank = c.i32("rank");
   expect_end(c);
   if (c.failed()) {
@@ -168,7 +180,8 @@ Result<Message> decode_pool_result(Cursor& c) {
   uint8_t followed = c.u8("followed");
   r.payload = c.str("payload", kMaxFrameSize);
   r.message = c.str("message", kMaxFrameSize);
-  if (status > static_cast<uint8_t>(PoolJobStatus::kFailed)) c.fail("status", "is not a known status");
+  if (status > static_cast<uint8_t>(PoolJobStatus::kFailed))
+    c.fail("status", "is not a known status");
   if (followed > 1) c.fail("followed", "is not 0 or 1");
   r.status = static_cast<PoolJobStatus>(status);
   r.followed = followed == 1;
@@ -178,10 +191,10 @@ Result<Message> decode_pool_result(Cursor& c) {
 }  // namespace
 
 const char* message_type_name(const Message& m) {
-  static constexpr const char* kNames[] = {"hello", "hello-ok", "exec", "exec-reply",
-                                           "status", "status-reply", "stop", "stop-reply",
-                                           "ping", "pong", "error", "pool-open",
-                                           "pool-opened", "pool-submit", "pool-result", "pool-cancel"};
+  static constexpr const char* kNames[] = {
+      "hello",       "hello-ok",    "exec",        "exec-reply", "status", "status-reply",
+      "stop",        "stop-reply",  "ping",        "pong",       "error",  "pool-open",
+      "pool-opened", "pool-submit", "pool-result", "pool-cancel"};
   return kNames[m.index()];
 }
 
@@ -194,7 +207,8 @@ std::string encode(const Message& m) {
   wire::put_u16(out, 0);
   wire::put_u32(out, 0);  // payload length, patched below
   std::visit([&out](const auto& msg) { encode_payload(out, msg); }, m);
-  uint32_t length = static_cast<uint32_t>(std::min<size_t>(out.size() - kFrameHeaderSize, UINT32_MAX));
+  uint32_t length =
+      static_cast<uint32_t>(std::min<size_t>(out.size() - kFrameHeaderSize, UINT32_MAX));
   for (int i = 0; i < 4; ++i) out[8 + i] = static_cast<char>(length >> (8 * i));
   return out;
 }
@@ -216,25 +230,33 @@ Result<std::string> encode_checked(const Message& m) {
 
 Result<void> check_exec_request(const ExecRequest& r) {
   if (r.program.empty()) return protocol_error("exec", "program", "is empty");
-  if (r.program.size() > kMaxPathLength) return protocol_error("exec", "program", "is longer than its bound");
-  if (r.cwd.size() > kMaxPathLength) return protocol_error("exec", "cwd", "is longer than its bound");
-  if (has_nul(r.program) || has_nul(r.cwd)) return protocol_error("exec", "program/cwd", "contains a NUL byte");
-  if (r.argv.size() > kMaxArgs) return protocol_error("exec", "argv", "has more entries than its bound");
-  if (r.env.size() > kMaxEnvEntries) return protocol_error("exec", "env", "has more entries than its bound");
+  if (r.program.size() > kMaxPathLength)
+    return protocol_error("exec", "program", "is longer than its bound");
+  if (r.cwd.size() > kMaxPathLength)
+    return protocol_error("exec", "cwd", "is longer than its bound");
+  if (has_nul(r.program) || has_nul(r.cwd))
+    return protocol_error("exec", "program/cwd", "contains a NUL byte");
+  if (r.argv.size() > kMaxArgs)
+    return protocol_error("exec", "argv", "has more entries than its bound");
+  if (r.env.size() > kMaxEnvEntries)
+    return protocol_error("exec", "env", "has more entries than its bound");
   size_t env_bytes = 0;
   for (const std::string& e : r.env) {
     env_bytes += e.size();
     if (has_nul(e)) return protocol_error("exec", "env", "contains a NUL byte");
   }
-  if (env_bytes > kMaxEnvBytes) return protocol_error("exec", "env", "total size exceeds its bound");
+  if (env_bytes > kMaxEnvBytes)
+    return protocol_error("exec", "env", "total size exceeds its bound");
   for (const std::string& a : r.argv) {
     if (has_nul(a)) return protocol_error("exec", "argv", "contains a NUL byte");
   }
   for (const auto* list : {&r.inputs, &r.outputs}) {
-    if (list->size() > kMaxFiles) return protocol_error("exec", "inputs/outputs", "has more entries than its bound");
+    if (list->size() > kMaxFiles)
+      return protocol_error("exec", "inputs/outputs", "has more entries than its bound");
     for (const std::string& f : *list) {
       if (f.empty() || f.size() > kMaxPathLength || has_nul(f)) {
-        return protocol_error("exec", "inputs/outputs", "holds an empty, NUL-containing or too long path");
+        return protocol_error("exec", "inputs/outputs",
+                              "holds an empty, NUL-containing or too long path");
       }
     }
   }
@@ -243,12 +265,14 @@ Result<void> check_exec_request(const ExecRequest& r) {
 
 Result<void> check_pool_open(const PoolOpen& r) {
   for (const auto& [field, path] : {std::pair{"python", &r.python}, std::pair{"cwd", &r.cwd}}) {
-    if (path->empty() || (*path)[0] != '/') return protocol_error("pool-open", field, "is not an absolute path");
+    if (path->empty() || (*path)[0] != '/')
+      return protocol_error("pool-open", field, "is not an absolute path");
     if (path->size() > kMaxPathLength || has_nul(*path)) {
       return protocol_error("pool-open", field, "is too long or contains a NUL byte");
     }
   }
-  if (r.env.size() > kMaxEnvEntries) return protocol_error("pool-open", "env", "has more entries than its bound");
+  if (r.env.size() > kMaxEnvEntries)
+    return protocol_error("pool-open", "env", "has more entries than its bound");
   size_t env_bytes = 0;
   for (const std::string& e : r.env) {
     env_bytes += e.size();
@@ -256,10 +280,13 @@ Result<void> check_pool_open(const PoolOpen& r) {
       return protocol_error("pool-open", "env", "holds an entry with a NUL byte or without '='");
     }
   }
-  if (env_bytes > kMaxEnvBytes) return protocol_error("pool-open", "env", "total size exceeds its bound");
-  if (r.args.size() > kMaxPoolArgs) return protocol_error("pool-open", "args", "has more entries than its bound");
+  if (env_bytes > kMaxEnvBytes)
+    return protocol_error("pool-open", "env", "total size exceeds its bound");
+  if (r.args.size() > kMaxPoolArgs)
+    return protocol_error("pool-open", "args", "has more entries than its bound");
   for (const std::string& a : r.args) {
-    if (a.size() > kMaxPoolArgLength || has_nul(a) || a.rfind("--", 0) != 0 || a.find('=') == std::string::npos) {
+    if (a.size() > kMaxPoolArgLength || has_nul(a) || a.rfind("--", 0) != 0 ||
+        a.find('=') == std::string::npos) {
       return protocol_error("pool-open", "args", "holds an entry that is not --name=value");
     }
   }
@@ -280,7 +307,8 @@ ErrorFrame to_error_frame(const Error& e) {
 
 Error from_error_frame(const ErrorFrame& f) {
   if (f.code > static_cast<uint16_t>(ErrorCode::kInternal)) {
-    return Error(ErrorCode::kProtocol, "service error (unknown code " + std::to_string(f.code) + "): " + f.message);
+    return Error(ErrorCode::kProtocol,
+                 "service error (unknown code " + std::to_string(f.code) + "): " + f.message);
   }
   return Error(static_cast<ErrorCode>(f.code), f.message);
 }
@@ -302,25 +330,33 @@ Result<Message> decode_payload(uint8_t type, const char* data, size_t n) {
       h.service_pid = c.i32("service_pid");
       return finish(c, "hello-ok", h);
     }
-    case MessageType::kExecRequest: return decode_exec_request(c);
-    case MessageType::kExecReply: return decode_exec_reply(c);
-    case MessageType::kStatusRequest: return finish(c, "status", StatusRequest{});
+    case MessageType::kExecRequest:
+      return decode_exec_request(c);
+    case MessageType::kExecReply:
+      return decode_exec_reply(c);
+    case MessageType::kStatusRequest:
+      return finish(c, "status", StatusRequest{});
     case MessageType::kStatusReply: {
       StatusReply r;
       r.json = c.str("json", kMaxFrameSize);
       return finish(c, "status-reply", std::move(r));
     }
-    case MessageType::kStopRequest: return finish(c, "stop", StopRequest{});
-    case MessageType::kStopReply: return finish(c, "stop-reply", StopReply{});
-    case MessageType::kPing: return finish(c, "ping", Ping{});
-    case MessageType::kPong: return finish(c, "pong", Pong{});
+    case MessageType::kStopRequest:
+      return finish(c, "stop", StopRequest{});
+    case MessageType::kStopReply:
+      return finish(c, "stop-reply", StopReply{});
+    case MessageType::kPing:
+      return finish(c, "ping", Ping{});
+    case MessageType::kPong:
+      return finish(c, "pong", Pong{});
     case MessageType::kErrorFrame: {
       ErrorFrame e;
       e.code = c.u16("code");
       e.message = c.str("message", kMaxFrameSize);
       return finish(c, "error", std::move(e));
     }
-    case MessageType::kPoolOpen: return decode_pool_open(c);
+    case MessageType::kPoolOpen:
+      return decode_pool_open(c);
     case MessageType::kPoolOpened: {
       PoolOpened r;
       r.max_workers = c.u32("max_workers");
@@ -333,7 +369,8 @@ Result<Message> decode_payload(uint8_t type, const char* data, size_t n) {
       r.payload = c.str("payload", kMaxFrameSize);
       return finish(c, "pool-submit", std::move(r));
     }
-    case MessageType::kPoolResult: return decode_pool_result(c);
+    case MessageType::kPoolResult:
+      return decode_pool_result(c);
     case MessageType::kPoolCancel: {
       PoolCancel r;
       r.job_id = c.u64("job_id");

@@ -22,10 +22,10 @@ inline constexpr uint32_t kMaxArgs = 32768;           // argv entries
 inline constexpr uint32_t kMaxPathLength = 4096;      // program, cwd, each input/output
 inline constexpr uint32_t kMaxEnvBytes = 1u << 20;    // sum of env entry lengths
 inline constexpr uint32_t kMaxEnvEntries = 8192;
-inline constexpr uint32_t kMaxFiles = 4096;  // inputs + outputs, each list
-inline constexpr uint32_t kMaxPoolArgs = 16;        // pool-open worker arguments
+inline constexpr uint32_t kMaxFiles = 4096;          // inputs + outputs, each list
+inline constexpr uint32_t kMaxPoolArgs = 16;         // pool-open worker arguments
 inline constexpr uint32_t kMaxPoolArgLength = 4096;  // each of them
-inline constexpr uint32_t kMaxFlightKey = 128;      // pool-submit flight key bytes
+inline constexpr uint32_t kMaxFlightKey = 128;       // pool-submit flight key bytes
 // A pool-submit with this flight key is Inductor's readiness probe: answered
 // "done" (empty payload) once a worker of the session's environment is up.
 inline constexpr const char* kReadyProbeKey = "ccpool:ready";
@@ -59,9 +59,10 @@ struct ExecRequest {
 };
 
 enum class ExecStatus : uint8_t {
-  kCompleted = 0,  // the tool ran (or a cached result was served): exit_code/stdout/stderr are the tool's
-  kStopping = 1,   // the service is stopping: run the tool yourself
-  kFailed = 2,     // the service could not do it (internal error): run the tool yourself
+  kCompleted =
+      0,  // the tool ran (or a cached result was served): exit_code/stdout/stderr are the tool's
+  kStopping = 1,  // the service is stopping: run the tool yourself
+  kFailed = 2,    // the service could not do it (internal error): run the tool yourself
 };
 enum class CacheOutcome : uint8_t { kNone = 0, kHit, kMiss, kJoin, kPassthrough, kRemoteHit };
 
@@ -100,13 +101,14 @@ struct PoolOpened {
   uint32_t max_workers = 0;  // the node pool's bound
 };
 struct PoolSubmit {
-  uint64_t job_id = 0;      // chosen by the client, unique within the session
-  std::string flight_key;   // jobs with equal keys run one after another (may be empty)
-  std::string payload;      // the pickled job, opaque to the service
+  uint64_t job_id = 0;     // chosen by the client, unique within the session
+  std::string flight_key;  // jobs with equal keys run one after another (may be empty)
+  std::string payload;     // the pickled job, opaque to the service
 };
 enum class PoolJobStatus : uint8_t {
-  kDone = 0,    // a worker ran the job: payload is its pickled result (or the job's exception)
-  kFailed = 1,  // the pool could not run it (worker died, stopping, bad environment): run it yourself
+  kDone = 0,  // a worker ran the job: payload is its pickled result (or the job's exception)
+  kFailed =
+      1,  // the pool could not run it (worker died, stopping, bad environment): run it yourself
 };
 struct PoolResult {
   uint64_t job_id = 0;
@@ -125,9 +127,22 @@ using Message = std::variant<Hello, HelloOk, ExecRequest, ExecReply, StatusReque
 
 // Frame type byte of each message: the variant index + 1 (0 is never valid).
 enum class MessageType : uint8_t {
-  kHello = 1, kHelloOk, kExecRequest, kExecReply, kStatusRequest, kStatusReply,
-  kStopRequest, kStopReply, kPing, kPong, kErrorFrame, kPoolOpen, kPoolOpened,
-  kPoolSubmit, kPoolResult, kPoolCancel,
+  kHello = 1,
+  kHelloOk,
+  kExecRequest,
+  kExecReply,
+  kStatusRequest,
+  kStatusReply,
+  kStopRequest,
+  kStopReply,
+  kPing,
+  kPong,
+  kErrorFrame,
+  kPoolOpen,
+  kPoolOpened,
+  kPoolSubmit,
+  kPoolResult,
+  kPoolCancel,
 };
 const char* message_type_name(const Message& m);
 

@@ -35,7 +35,8 @@ Result<void> wait_for(int fd, short events, Deadline deadline, const char* what)
       return make_error(ErrorCode::kTimeout,
                         std::string("timed out waiting to ") + what + " the ccpool service");
     }
-    if (errno != EINTR) return make_error(ErrorCode::kIo, std::string("poll failed: ") + errno_text(errno));
+    if (errno != EINTR)
+      return make_error(ErrorCode::kIo, std::string("poll failed: ") + errno_text(errno));
   }
 }
 
@@ -69,7 +70,8 @@ Result<UniqueFd> connect_unix(const std::string& path, Deadline deadline) {
     // the service is alive but busy accepting, so retry until the deadline.
     if (err != EAGAIN) return tl::unexpected<Error>(connect_error(path, err));
     if (poll_timeout(deadline) == 0) {
-      return make_error(ErrorCode::kTimeout, "timed out connecting to '" + path + "' (backlog full)");
+      return make_error(ErrorCode::kTimeout,
+                        "timed out connecting to '" + path + "' (backlog full)");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -119,7 +121,8 @@ Result<void> send_frames(int fd, std::string_view frames, Deadline deadline, int
       CCPOOL_TRY(wait_for(fd, POLLOUT, deadline, "send to"));
       continue;
     }
-    if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) return tl::unexpected<Error>(peer_closed());
+    if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+      return tl::unexpected<Error>(peer_closed());
     return make_error(ErrorCode::kIo, "send failed: " + errno_text(errno));
   }
   return ok();

@@ -31,8 +31,8 @@ inline Deadline deadline_in(std::chrono::milliseconds d) {
 // listen_unix, PeerCred and peer_credentials live in base/unix_socket.h,
 // shared with the Redis front; the protocol uses them under these names.
 using ccpool::listen_unix;
-using ccpool::PeerCred;
 using ccpool::peer_credentials;
+using ccpool::PeerCred;
 
 // Connects to `path`. The returned fd is blocking-mode-agnostic (the helpers
 // below poll) and CLOEXEC.

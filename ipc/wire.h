@@ -10,7 +10,9 @@
 
 namespace ccpool::ipc::wire {
 
-inline void put_u8(std::string& out, uint8_t v) { out.push_back(static_cast<char>(v)); }
+inline void put_u8(std::string& out, uint8_t v) {
+  out.push_back(static_cast<char>(v));
+}
 inline void put_u16(std::string& out, uint16_t v) {
   char b[2] = {static_cast<char>(v), static_cast<char>(v >> 8)};
   out.append(b, 2);
@@ -25,7 +27,9 @@ inline void put_u64(std::string& out, uint64_t v) {
   for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(v >> (8 * i));
   out.append(b, 8);
 }
-inline void put_i32(std::string& out, int32_t v) { put_u32(out, static_cast<uint32_t>(v)); }
+inline void put_i32(std::string& out, int32_t v) {
+  put_u32(out, static_cast<uint32_t>(v));
+}
 // str = u32 length, then the bytes (no terminator).
 inline void put_str(std::string& out, std::string_view s) {
   put_u32(out, static_cast<uint32_t>(s.size()));
@@ -62,7 +66,9 @@ class Cursor {
   }
   uint16_t u16(const char* field) {
     uint16_t v = 0;
-    if (take(2, field)) v = static_cast<uint16_t>(static_cast<uint8_t>(m_p[-2]) | (static_cast<uint8_t>(m_p[-1]) << 8));
+    if (take(2, field))
+      v = static_cast<uint16_t>(static_cast<uint8_t>(m_p[-2]) |
+                                (static_cast<uint8_t>(m_p[-1]) << 8));
     return v;
   }
   uint32_t u32(const char* field) {

@@ -1,13 +1,13 @@
 // See launch_env.h.
 #include "launch/launch_env.h"
 
-#include "base/paths.h"
-#include "base/process_facts.h"
-
 #include <unistd.h>
 
 #include <charconv>
 #include <string_view>
+
+#include "base/paths.h"
+#include "base/process_facts.h"
 
 extern char** environ;
 
@@ -63,15 +63,16 @@ bool list_holds(std::string_view list, std::string_view entry) {
 
 // A list the job needs `entry` first in: set, kept when already
 // there, or prepended to the user's value (whose entries all stay).
-void prepend_path(LaunchEnv& out, const EnvMap& env, const std::string& name, const std::string& entry,
-                  const std::string& why) {
+void prepend_path(LaunchEnv& out, const EnvMap& env, const std::string& name,
+                  const std::string& entry, const std::string& why) {
   auto it = env.find(name);
   if (it == env.end() || it->second.empty()) {
     out.settings.push_back({name, entry, false, why});
   } else if (list_holds(it->second, entry)) {
     out.settings.push_back({name, it->second, true, "already holds " + entry + "; kept"});
   } else {
-    out.settings.push_back({name, entry + ":" + it->second, false, why + "; prepended to the user's value"});
+    out.settings.push_back(
+        {name, entry + ":" + it->second, false, why + "; prepended to the user's value"});
   }
 }
 
@@ -109,17 +110,21 @@ std::string shim_path_for(const std::string& exe_dir) {
   return exe_dir + "/../lib/libccpool-shim.so";
 }
 
-std::string client_path_for(const std::string& exe_dir) { return exe_dir + "/ccpool-client"; }
+std::string client_path_for(const std::string& exe_dir) {
+  return exe_dir + "/ccpool-client";
+}
 
-std::string python_dir_for(const std::string& exe_dir) { return exe_dir + "/../share/ccpool/python"; }
+std::string python_dir_for(const std::string& exe_dir) {
+  return exe_dir + "/../share/ccpool/python";
+}
 
 Result<LaunchEnv> compute_launch_env(const LaunchOptions& options,
-                                     const std::vector<std::string>& command,
-                                     const EnvMap& env) {
+                                     const std::vector<std::string>& command, const EnvMap& env) {
   LaunchEnv out;
   auto env_jobs = env.find("CCPOOL_JOBS");
-  CCPOOL_TRY_ASSIGN(int jobs, options.jobs > 0 ? Result<int>(options.jobs)
-                                               : jobs_setting("", env_jobs == env.end() ? "" : env_jobs->second));
+  CCPOOL_TRY_ASSIGN(
+      int jobs, options.jobs > 0 ? Result<int>(options.jobs)
+                                 : jobs_setting("", env_jobs == env.end() ? "" : env_jobs->second));
   out.jobs = jobs > 0 ? jobs : available_cpus();
   CCPOOL_TRY_ASSIGN(Ranks ranks, decide_ranks(options, command, env));
   out.ranks = ranks.count;
@@ -135,7 +140,8 @@ Result<LaunchEnv> compute_launch_env(const LaunchOptions& options,
     }
   };
 
-  prepend_path(out, env, "LD_PRELOAD", shim_path_for(options.exe_dir), "routes compiler execs to the service");
+  prepend_path(out, env, "LD_PRELOAD", shim_path_for(options.exe_dir),
+               "routes compiler execs to the service");
   set("CCPOOL_SOCKET", options.socket, "the service socket");
   set("CCPOOL_CLIENT", client_path_for(options.exe_dir), "the client the shim execs");
   std::string share = std::to_string(out.workers);
@@ -143,17 +149,19 @@ Result<LaunchEnv> compute_launch_env(const LaunchOptions& options,
                     std::to_string(out.ranks) + " from " + out.ranks_source + ")";
   set("CCPOOL_WORKERS", share, why + "; caps Inductor's compile-worker sidecar");
   bool hooks = options.python_hooks;
-  if (auto it = env.find("CCPOOL_PYTHON_HOOKS"); it != env.end() && it->second == "0") hooks = false;
+  if (auto it = env.find("CCPOOL_PYTHON_HOOKS"); it != env.end() && it->second == "0")
+    hooks = false;
   if (hooks) {
     // The node pool bounds the processes; a rank may keep up to `jobs`
     // requests in flight (and more than one, or Inductor compiles Triton
     // kernels in the rank itself instead of sending them to a pool).
     std::string threads = std::to_string(std::max(2, out.jobs));
     set("TORCHINDUCTOR_COMPILE_THREADS", threads,
-        "max(2, jobs " + std::to_string(out.jobs) + "): the node pool bounds compiles; fair share without hooks " +
-            share);
-    prepend_path(out, env, "PYTHONPATH", python_dir_for(options.exe_dir) + "/ccpool/_bootstrap",
-                 "ccpool's Python hooks: Inductor's workers in the node pool, graph compiles once per node");
+        "max(2, jobs " + std::to_string(out.jobs) +
+            "): the node pool bounds compiles; fair share without hooks " + share);
+    prepend_path(
+        out, env, "PYTHONPATH", python_dir_for(options.exe_dir) + "/ccpool/_bootstrap",
+        "ccpool's Python hooks: Inductor's workers in the node pool, graph compiles once per node");
     set("CCPOOL_RESP_SOCKET", state_dir_for_socket(options.socket) + "/resp.sock",
         "the Redis front the Python hooks use");
   } else {

@@ -19,12 +19,12 @@ namespace ccpool::launch {
 using EnvMap = std::map<std::string, std::string>;
 
 struct LaunchOptions {
-  int jobs = 0;               // --jobs; 0: CCPOOL_JOBS, else available CPUs
-  int ranks = 0;              // --ranks; 0: parsed from the command, else env, else 1
-  std::string socket;         // resolved service socket path
-  std::string exe_dir;        // directory of the ccpool executable
+  int jobs = 0;                   // --jobs; 0: CCPOOL_JOBS, else available CPUs
+  int ranks = 0;                  // --ranks; 0: parsed from the command, else env, else 1
+  std::string socket;             // resolved service socket path
+  std::string exe_dir;            // directory of the ccpool executable
   bool frameworks_cache = false;  // point Inductor/Triton remote caches at the RESP front
-  int resp_port = 0;          // --resp-port; 0: no TCP front (TRITON_REDIS_* left unset)
+  int resp_port = 0;              // --resp-port; 0: no TCP front (TRITON_REDIS_* left unset)
   // Hook every Python process of the job (python/ccpool/_bootstrap on
   // PYTHONPATH): Inductor's compile workers in the node pool, graph compiles
   // single-flight through the front. --no-python-hooks / CCPOOL_PYTHON_HOOKS=0.
@@ -42,8 +42,8 @@ struct EnvSetting {
 struct LaunchEnv {
   int jobs = 1;
   int ranks = 1;
-  int workers = 1;  // fair share: max(1, jobs / ranks)
-  std::string ranks_source;  // "--ranks", "--nproc-per-node", "LOCAL_WORLD_SIZE", ...
+  int workers = 1;                   // fair share: max(1, jobs / ranks)
+  std::string ranks_source;          // "--ranks", "--nproc-per-node", "LOCAL_WORLD_SIZE", ...
   std::vector<EnvSetting> settings;  // in a stable order
 };
 
@@ -68,8 +68,7 @@ std::string python_dir_for(const std::string& exe_dir);
 // refuses (read only without options.jobs), or a non-numeric LOCAL_WORLD_SIZE
 // or SLURM_NTASKS_PER_NODE, naming the variable.
 Result<LaunchEnv> compute_launch_env(const LaunchOptions& options,
-                                     const std::vector<std::string>& command,
-                                     const EnvMap& env);
+                                     const std::vector<std::string>& command, const EnvMap& env);
 
 // `env` with every non-kept setting applied, as "NAME=value" strings for execve.
 std::vector<std::string> apply_launch_env(const LaunchEnv& launch_env, const EnvMap& env);

@@ -115,8 +115,8 @@ Result<pid_t> spawn_job(const std::vector<std::string>& argv, const std::vector<
 
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(&attr, 0);
   posix_spawnattr_setsigmask(&attr, &gate.old_mask());
   posix_spawnattr_setsigdefault(&attr, &gate.handled());
@@ -124,7 +124,7 @@ Result<pid_t> spawn_job(const std::vector<std::string>& argv, const std::vector<
   int rc = ::posix_spawn(&pid, program.c_str(), nullptr, &attr, args.data(), env.data());
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
-    ErrorCode code = rc == ENOENT ? ErrorCode::kNotFound
+    ErrorCode code = rc == ENOENT   ? ErrorCode::kNotFound
                      : rc == EACCES ? ErrorCode::kPermission
                                     : ErrorCode::kIo;
     return make_error(code, "cannot start '" + program + "': " + std::strerror(rc));
@@ -134,7 +134,9 @@ Result<pid_t> spawn_job(const std::vector<std::string>& argv, const std::vector<
 
 }  // namespace
 
-std::vector<int> list_descendants() { return descendants_except({}); }
+std::vector<int> list_descendants() {
+  return descendants_except({});
+}
 
 Result<SuperviseResult> run_supervised(const std::vector<std::string>& argv,
                                        const std::vector<std::string>& envp,
@@ -144,8 +146,8 @@ Result<SuperviseResult> run_supervised(const std::vector<std::string>& argv,
   std::vector<int> before = list_descendants();
   std::set<int> exclude(before.begin(), before.end());
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
-    return make_error(ErrorCode::kIo, std::string("prctl(PR_SET_CHILD_SUBREAPER): ") +
-                                          std::strerror(errno));
+    return make_error(ErrorCode::kIo,
+                      std::string("prctl(PR_SET_CHILD_SUBREAPER): ") + std::strerror(errno));
   }
   SignalGate gate;
   if (!gate.ok()) return make_error(ErrorCode::kIo, "signalfd failed; is /proc mounted?");

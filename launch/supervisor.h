@@ -25,9 +25,9 @@ struct SuperviseOptions {
 };
 
 struct SuperviseResult {
-  int exit_code = 0;      // shell convention: exit status, or 128+N for signal N
+  int exit_code = 0;         // shell convention: exit status, or 128+N for signal N
   int forwarded_signal = 0;  // first signal forwarded to the job (0: none)
-  int killed = 0;         // leftover descendants SIGKILLed during cleanup (the job excluded)
+  int killed = 0;            // leftover descendants SIGKILLed during cleanup (the job excluded)
 };
 
 // Starts argv[0] (PATH-searched via envp's PATH, like execvpe) with `envp`

@@ -33,7 +33,9 @@ constexpr std::chrono::milliseconds kPipeLinger{2000};
 enum FdKind : uint64_t { kPidfd = 0, kStdout = 1, kStderr = 2 };
 constexpr uint64_t kWakeTag = ~uint64_t{0};
 
-uint64_t pack(pid_t pid, FdKind kind) { return (static_cast<uint64_t>(pid) << 2) | kind; }
+uint64_t pack(pid_t pid, FdKind kind) {
+  return (static_cast<uint64_t>(pid) << 2) | kind;
+}
 
 int64_t read_vm_rss_kb(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
@@ -61,7 +63,7 @@ struct Child {
   // kill(-pid) made while !reaped can never hit a recycled process group.
   bool reaped = false;
   bool cancelled = false, timed_out = false, overflow = false, terminated = false;
-  bool lost = false;  // reaped by someone else: status unknown
+  bool lost = false;         // reaped by someone else: status unknown
   int overflow_stream = -1;  // reaper-only
   int status = 0;
   struct rusage usage {};
@@ -200,9 +202,10 @@ static ProcessResult make_result(Child& child) {
   ProcessResult r;
   if (child.lost) {
     r.exit_code = -1;
-    r.error = child.program +
-              " was reaped by another waiter, so its exit status is unknown; the service must not ignore "
-              "SIGCHLD or call waitpid(-1)";
+    r.error =
+        child.program +
+        " was reaped by another waiter, so its exit status is unknown; the service must not ignore "
+        "SIGCHLD or call waitpid(-1)";
     r.stdout_data = std::move(child.data[0]);
     r.stderr_data = std::move(child.data[1]);
     return r;
@@ -225,7 +228,9 @@ static ProcessResult make_result(Child& child) {
               (child.overflow_stream == 0 ? "stdout" : "stderr") +
               "; its process group was killed (raise max_output_bytes if this is expected)";
   } else if (child.timed_out) {
-    r.error = child.program + " timed out; its process group was killed (raise the job timeout if this is expected)";
+    r.error =
+        child.program +
+        " timed out; its process group was killed (raise the job timeout if this is expected)";
   } else if (child.terminated) {
     r.error = child.program + " was terminated because the service is stopping";
   } else if (child.cancelled) {
@@ -291,7 +296,8 @@ void ProcessRunner::State::loop() {
   }
 }
 
-ProcessRunner::ProcessRunner(FaultInjector& faults) : m_state(std::make_unique<State>()), m_faults(faults) {
+ProcessRunner::ProcessRunner(FaultInjector& faults)
+    : m_state(std::make_unique<State>()), m_faults(faults) {
   State& s = *m_state;
   s.epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
   s.wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -396,9 +402,10 @@ std::vector<RunningProcess> ProcessRunner::running() const {
     auto now = Clock::now();
     for (auto& [pid, child] : m_state->children) {
       if (child->reaped) continue;
-      out.push_back(RunningProcess{
-          pid, child->program, child->argv,
-          std::chrono::duration_cast<std::chrono::milliseconds>(now - child->start), 0, child->tag});
+      out.push_back(
+          RunningProcess{pid, child->program, child->argv,
+                         std::chrono::duration_cast<std::chrono::milliseconds>(now - child->start),
+                         0, child->tag});
     }
   }
   for (RunningProcess& p : out) p.rss_kb = read_vm_rss_kb(p.pid);

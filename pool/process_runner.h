@@ -3,11 +3,11 @@
 //
 // One reaper thread per runner owns an epoll set over, per child, a pidfd and
 // the read ends of its stdout/stderr pipes, plus one eventfd (wake-ups from
-// other threads); timeouts are the epoll_wait timeout to the earliest deadline. spawn() is non-blocking for the caller:
-// it runs posix_spawn and hands the fds to the reaper. A child's result is
-// reported once its pidfd is readable AND both pipes have reached EOF (a child
-// may exit before its pipes are read; grandchildren may keep them open, in which
-// case the group is killed and the pipes drained).
+// other threads); timeouts are the epoll_wait timeout to the earliest deadline. spawn() is
+// non-blocking for the caller: it runs posix_spawn and hands the fds to the reaper. A child's
+// result is reported once its pidfd is readable AND both pipes have reached EOF (a child may exit
+// before its pipes are read; grandchildren may keep them open, in which case the group is killed
+// and the pipes drained).
 //
 // Thread-safety: every public member may be called from any thread, except that
 // the destructor must not race with other calls. on_exit callbacks run on the
@@ -30,10 +30,10 @@
 namespace ccpool::pool {
 
 struct SpawnSpec {
-  std::string program;                 // absolute path
-  std::vector<std::string> argv;       // argv[0] included
-  std::vector<std::string> env;        // exact environment ("K=V"); the caller already removed the shim
-  std::string cwd;                     // empty: the service's cwd
+  std::string program;            // absolute path
+  std::vector<std::string> argv;  // argv[0] included
+  std::vector<std::string> env;   // exact environment ("K=V"); the caller already removed the shim
+  std::string cwd;                // empty: the service's cwd
   std::chrono::milliseconds timeout{0};  // 0 = none; on expiry SIGKILL the whole process group
   size_t max_output_bytes = 64u << 20;   // per stream; beyond it the job fails with a clear message
   int stdin_fd = -1;  // the tool's stdin (dup'd in the child; the caller keeps it open until
@@ -44,13 +44,14 @@ struct SpawnSpec {
 };
 
 struct ProcessResult {
-  int exit_code = -1;            // exit status, or 128+signal when killed by a signal
-  int term_signal = 0;           // the signal that ended the process, 0 when it exited
+  int exit_code = -1;   // exit status, or 128+signal when killed by a signal
+  int term_signal = 0;  // the signal that ended the process, 0 when it exited
   bool timed_out = false, cancelled = false, spawn_failed = false, output_overflow = false;
   std::string stdout_data, stderr_data;  // byte-exact (truncated at max_output_bytes on overflow)
-  int64_t max_rss_kb = 0;        // wait4 ru_maxrss (covers the largest waited-for descendant, e.g. cc1plus)
+  int64_t max_rss_kb =
+      0;  // wait4 ru_maxrss (covers the largest waited-for descendant, e.g. cc1plus)
   std::chrono::milliseconds elapsed{0};
-  std::string error;             // human text for spawn failure / timeout / cancel / overflow
+  std::string error;  // human text for spawn failure / timeout / cancel / overflow
 };
 
 struct RunningProcess {
@@ -75,7 +76,8 @@ class ProcessRunner {
   // stdin from spec.stdin_fd or /dev/null, stdout/stderr to pipes, every other fd closed.
   // On success on_exit runs on the reaper thread exactly once; on error it never runs.
   // A program that cannot be executed (ENOENT, EACCES, bad cwd) is an error (kNotFound/kIo).
-  Result<pid_t> spawn(const SpawnSpec& spec, uint64_t tag, std::function<void(ProcessResult)> on_exit);
+  Result<pid_t> spawn(const SpawnSpec& spec, uint64_t tag,
+                      std::function<void(ProcessResult)> on_exit);
 
   // SIGKILL the process group of pid; its result has cancelled=true. No-op when unknown.
   void cancel(pid_t pid);

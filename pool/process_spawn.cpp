@@ -1,4 +1,3 @@
-#include "base/process.h"
 #include "pool/process_spawn.h"
 
 #include <fcntl.h>
@@ -12,6 +11,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "base/process.h"
 
 namespace ccpool::pool::detail {
 namespace {
@@ -65,13 +66,15 @@ int configure(SpawnSetup& setup, const SpawnSpec& spec, int out_w, int err_w) {
                : posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0);
   if (rc == 0) rc = posix_spawn_file_actions_adddup2(&setup.actions, out_w, 1);
   if (rc == 0) rc = posix_spawn_file_actions_adddup2(&setup.actions, err_w, 2);
-  if (rc == 0 && spec.channel_fd >= 0) rc = posix_spawn_file_actions_adddup2(&setup.actions, spec.channel_fd, 3);
+  if (rc == 0 && spec.channel_fd >= 0)
+    rc = posix_spawn_file_actions_adddup2(&setup.actions, spec.channel_fd, 3);
   if (rc == 0 && !spec.cwd.empty()) {
     rc = posix_spawn_file_actions_addchdir_np(&setup.actions, spec.cwd.c_str());
   }
   // The service's own fds (sockets, LMDB, other children's pipes) must not
   // leak into tools: a leaked pipe end would delay another job's EOF.
-  if (rc == 0) rc = posix_spawn_file_actions_addclosefrom_np(&setup.actions, spec.channel_fd >= 0 ? 4 : 3);
+  if (rc == 0)
+    rc = posix_spawn_file_actions_addclosefrom_np(&setup.actions, spec.channel_fd >= 0 ? 4 : 3);
   if (rc != 0) return rc;
 
   // Threads of the service may block or ignore signals (SIGPIPE); tools start clean.
@@ -84,15 +87,17 @@ int configure(SpawnSetup& setup, const SpawnSpec& spec, int out_w, int err_w) {
   if (rc == 0) rc = posix_spawnattr_setsigdefault(&setup.attr, &all);
   if (rc == 0) rc = posix_spawnattr_setpgroup(&setup.attr, 0);
   if (rc == 0) {
-    rc = posix_spawnattr_setflags(&setup.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                                   POSIX_SPAWN_SETSIGDEF);
+    rc = posix_spawnattr_setflags(
+        &setup.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   }
   return rc;
 }
 
 // glibc 2.36's <sys/pidfd.h> lacks extern "C", so C++ cannot link its
 // pidfd_open; the raw syscall is the portable spelling.
-int open_pidfd(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+int open_pidfd(pid_t pid) {
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
 
 }  // namespace
 
@@ -105,10 +110,12 @@ Result<SpawnedChild> spawn_child(const SpawnSpec& spec) {
   int out_pipe[2] = {-1, spec.output_fd}, err_pipe[2] = {-1, spec.output_fd};
   // O_CLOEXEC: a concurrent spawn from another thread must not inherit these.
   if (spec.output_fd < 0) {
-    if (::pipe2(out_pipe, O_CLOEXEC) != 0) return make_error(ErrorCode::kIo, std::string("pipe2: ") + std::strerror(errno));
+    if (::pipe2(out_pipe, O_CLOEXEC) != 0)
+      return make_error(ErrorCode::kIo, std::string("pipe2: ") + std::strerror(errno));
     guard.add(out_pipe[0]);
     guard.add(out_pipe[1]);
-    if (::pipe2(err_pipe, O_CLOEXEC) != 0) return make_error(ErrorCode::kIo, std::string("pipe2: ") + std::strerror(errno));
+    if (::pipe2(err_pipe, O_CLOEXEC) != 0)
+      return make_error(ErrorCode::kIo, std::string("pipe2: ") + std::strerror(errno));
     guard.add(err_pipe[0]);
     guard.add(err_pipe[1]);
   }
@@ -117,7 +124,8 @@ Result<SpawnedChild> spawn_child(const SpawnSpec& spec) {
   if (int rc = configure(setup, spec, out_pipe[1], err_pipe[1]); rc != 0) {
     return make_error(ErrorCode::kInternal, std::string("posix_spawn setup: ") + std::strerror(rc));
   }
-  std::vector<std::string> argv = spec.argv.empty() ? std::vector<std::string>{spec.program} : spec.argv;
+  std::vector<std::string> argv =
+      spec.argv.empty() ? std::vector<std::string>{spec.program} : spec.argv;
   std::vector<char*> c_argv = c_string_array(argv);
   std::vector<char*> c_env = c_string_array(spec.env);
   pid_t pid = -1;
@@ -129,15 +137,16 @@ Result<SpawnedChild> spawn_child(const SpawnSpec& spec) {
   if (pidfd < 0 && errno == ESRCH) {
     // Already exited and reaped by someone else: SIGCHLD is ignored (auto-reap).
     return make_error(ErrorCode::kInternal,
-                      spec.program + " was reaped before it could be watched, so its exit status is unknown; "
-                                     "the service must not ignore SIGCHLD");
+                      spec.program +
+                          " was reaped before it could be watched, so its exit status is unknown; "
+                          "the service must not ignore SIGCHLD");
   }
   if (pidfd < 0) {
     int err = errno;
     ::kill(-pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
-    return make_error(ErrorCode::kUnsupported,
-                      std::string("pidfd_open: ") + std::strerror(err) + "; ccpool needs Linux >= 5.3");
+    return make_error(ErrorCode::kUnsupported, std::string("pidfd_open: ") + std::strerror(err) +
+                                                   "; ccpool needs Linux >= 5.3");
   }
   guard.release();
   if (spec.output_fd >= 0) return SpawnedChild{pid, pidfd, -1, -1};

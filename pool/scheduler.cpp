@@ -74,7 +74,8 @@ struct Scheduler::State {
   std::list<uint64_t> ring GUARDED_BY(mutex);
   std::unordered_map<JobId, uint64_t> queued_owner GUARDED_BY(mutex);  // queued job -> client
   std::unordered_map<JobId, RunningJob> running GUARDED_BY(mutex);
-  std::unordered_map<std::string, std::deque<uint64_t>> peaks GUARDED_BY(mutex);  // class -> recent peaks, bytes
+  std::unordered_map<std::string, std::deque<uint64_t>> peaks
+      GUARDED_BY(mutex);  // class -> recent peaks, bytes
   uint64_t reserved GUARDED_BY(mutex) = 0;
   size_t peak_running GUARDED_BY(mutex) = 0;
   JobId next_id GUARDED_BY(mutex) = 1;
@@ -139,7 +140,8 @@ Admitted Scheduler::State::admit_locked() {
   return admitted;
 }
 
-void Scheduler::State::run_guarded(const std::function<void()>& work, const OnException& on_exception) {
+void Scheduler::State::run_guarded(const std::function<void()>& work,
+                                   const OnException& on_exception) {
   try {
     work();
   } catch (...) {
@@ -201,8 +203,8 @@ Scheduler::Scheduler(const SchedulerOptions& options) : m_state(std::make_unique
   s.default_estimate = options.default_estimate;
   size_t want = static_cast<size_t>(s.jobs) + 1;
   if (tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism) < want) {
-    s.parallelism = std::make_unique<tbb::global_control>(
-        tbb::global_control::max_allowed_parallelism, want);
+    s.parallelism =
+        std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, want);
   }
   // No slot reserved for external threads: every slot serves enqueued work.
   s.arena.initialize(s.jobs, 0);
@@ -254,7 +256,8 @@ bool Scheduler::cancel_queued(JobId id) {
   uint64_t client = owner->second;
   s.queued_owner.erase(owner);
   std::deque<QueuedJob>& queue = s.queues[client];
-  auto it = std::find_if(queue.begin(), queue.end(), [id](const QueuedJob& j) { return j.id == id; });
+  auto it =
+      std::find_if(queue.begin(), queue.end(), [id](const QueuedJob& j) { return j.id == id; });
   dropped = std::move(it->start);
   queue.erase(it);
   if (queue.empty()) {
@@ -302,8 +305,8 @@ uint64_t Scheduler::estimate(const std::string& job_class) const {
 SchedulerStats Scheduler::stats() const {
   const State& s = *m_state;
   MutexLock lock(&s.mutex);
-  return SchedulerStats{s.jobs, s.mem_budget, s.running.size(), s.queued_owner.size(),
-                        s.peak_running, s.reserved, s.exceptions.load()};
+  return SchedulerStats{s.jobs,         s.mem_budget, s.running.size(),   s.queued_owner.size(),
+                        s.peak_running, s.reserved,   s.exceptions.load()};
 }
 
 void Scheduler::drain_queued(std::function<void(JobId)> on_dropped) {

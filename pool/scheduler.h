@@ -37,8 +37,8 @@
 namespace ccpool::pool {
 
 struct SchedulerOptions {
-  int jobs = 0;                              // 0: available_cpus()
-  uint64_t mem_budget = 0;                   // bytes; 0: min(80% MemAvailable, cgroup memory.max if set)
+  int jobs = 0;             // 0: available_cpus()
+  uint64_t mem_budget = 0;  // bytes; 0: min(80% MemAvailable, cgroup memory.max if set)
   uint64_t default_estimate = 512ull << 20;  // bytes, for a class with no measured peak yet
 };
 
@@ -54,8 +54,9 @@ struct SchedulerStats {
 
 class Scheduler {
  public:
-  explicit Scheduler(const SchedulerOptions&);  // creates a tbb::task_arena with max_concurrency = jobs
-  ~Scheduler();                                 // waits for arena work to finish; queued jobs are dropped silently
+  explicit Scheduler(
+      const SchedulerOptions&);  // creates a tbb::task_arena with max_concurrency = jobs
+  ~Scheduler();                  // waits for arena work to finish; queued jobs are dropped silently
   // The destructor also lets the request threads finish what is queued.
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -76,7 +77,8 @@ class Scheduler {
 
   // Enqueue CPU work (hashing, compression, store writes) into the same bounded
   // arena; returns at once.
-  void run_in_arena(std::function<void()> work, std::function<void(const std::string& what)> on_exception = {});
+  void run_in_arena(std::function<void()> work,
+                    std::function<void(const std::string& what)> on_exception = {});
 
   // Enqueue short work that never waits for a tool the pool runs (a request's
   // planning, lookup and hit delivery); returns at once. It runs FIFO on
@@ -84,7 +86,8 @@ class Scheduler {
   // arena task wakes oneTBB workers that yield-spin before sleeping (~100
   // sched_yield per task), which on a small machine costs a hit more than the
   // hit itself. Exceptions as for arena work.
-  void run_request(std::function<void()> work, std::function<void(const std::string& what)> on_exception = {});
+  void run_request(std::function<void()> work,
+                   std::function<void(const std::string& what)> on_exception = {});
 
   uint64_t estimate(const std::string& job_class) const;  // bytes
   SchedulerStats stats() const;

@@ -57,8 +57,8 @@ uint64_t cgroup_memory_limit() {
     if (controllers.empty()) {
       limit = std::min(limit, min_limit_up_the_tree("/sys/fs/cgroup", path, "memory.max"));
     } else if (("," + controllers + ",").find(",memory,") != std::string::npos) {
-      limit = std::min(limit, min_limit_up_the_tree("/sys/fs/cgroup/memory", path,
-                                                    "memory.limit_in_bytes"));
+      limit = std::min(
+          limit, min_limit_up_the_tree("/sys/fs/cgroup/memory", path, "memory.limit_in_bytes"));
     }
   }
   return limit;

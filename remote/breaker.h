@@ -24,8 +24,8 @@ class CircuitBreaker {
   void record_success();
   void record_failure();
 
-  bool is_open() const;            // open or probing
-  uint64_t times_opened() const;   // closed -> open transitions
+  bool is_open() const;           // open or probing
+  uint64_t times_opened() const;  // closed -> open transitions
 
  private:
   TimePoint now() const { return m_clock ? m_clock() : std::chrono::steady_clock::now(); }

@@ -53,12 +53,14 @@ Result<void> expect_ok(Connection& conn, const std::vector<std::string_view>& ar
 // Waits until `fd` is ready for `events` or the deadline passes.
 Result<void> wait_ready(int fd, short events, Clock::time_point deadline, const std::string& what) {
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) break;
     pollfd p{fd, events, 0};
     int rc = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 60'000)));
     if (rc > 0) return ok();
-    if (rc < 0 && errno != EINTR) return make_error(ErrorCode::kIo, what + ": poll: " + errno_text(errno));
+    if (rc < 0 && errno != EINTR)
+      return make_error(ErrorCode::kIo, what + ": poll: " + errno_text(errno));
   }
   return make_error(ErrorCode::kTimeout, what + " timed out (the operation's deadline passed)");
 }
@@ -91,14 +93,18 @@ Result<std::unique_ptr<Connection>> Connection::open(const Endpoint& endpoint,
   return conn;
 }
 
-Connection::~Connection() { redisFree(m_context); }
+Connection::~Connection() {
+  redisFree(m_context);
+}
 
-std::chrono::milliseconds Connection::deadline_for(uint64_t command_bytes, const ReplyLimits& limits) const {
+std::chrono::milliseconds Connection::deadline_for(uint64_t command_bytes,
+                                                   const ReplyLimits& limits) const {
   uint64_t bytes = command_bytes + limits.max_total;
   return m_op_timeout + std::chrono::milliseconds(bytes * 1000 / kBytesPerSecondAllowed);
 }
 
-Result<Reply> Connection::command(const std::vector<std::string_view>& args, const ReplyLimits& limits) {
+Result<Reply> Connection::command(const std::vector<std::string_view>& args,
+                                  const ReplyLimits& limits) {
   if (m_broken) return make_error(ErrorCode::kInternal, "Redis connection used after an error");
   std::string name(args.empty() ? "" : args[0]);
   std::vector<const char*> argv;
@@ -110,9 +116,11 @@ Result<Reply> Connection::command(const std::vector<std::string_view>& args, con
     lens.push_back(a.size());
   }
   char* formatted = nullptr;
-  int length = redisFormatCommandArgv(&formatted, static_cast<int>(argv.size()), argv.data(), lens.data());
+  int length =
+      redisFormatCommandArgv(&formatted, static_cast<int>(argv.size()), argv.data(), lens.data());
   if (length < 0 || formatted == nullptr) {
-    return make_error(ErrorCode::kInternal, "cannot format the Redis " + name + " command (out of memory)");
+    return make_error(ErrorCode::kInternal,
+                      "cannot format the Redis " + name + " command (out of memory)");
   }
   std::string_view wire(formatted, static_cast<size_t>(length));
   auto reply = exchange(name, wire, limits);
@@ -121,7 +129,8 @@ Result<Reply> Connection::command(const std::vector<std::string_view>& args, con
   return reply;
 }
 
-Result<Reply> Connection::exchange(const std::string& name, std::string_view wire, const ReplyLimits& limits) {
+Result<Reply> Connection::exchange(const std::string& name, std::string_view wire,
+                                   const ReplyLimits& limits) {
   const int fd = m_context->fd;
   const auto budget = deadline_for(wire.size(), limits);
   const auto deadline = Clock::now() + budget;
@@ -130,19 +139,22 @@ Result<Reply> Connection::exchange(const std::string& name, std::string_view wir
                                   std::to_string(budget.count()) + " ms for the whole command)");
   };
   while (!wire.empty()) {
-    if (auto ready = wait_ready(fd, POLLOUT, deadline, "writing"); !ready) return failed(ready.error());
+    if (auto ready = wait_ready(fd, POLLOUT, deadline, "writing"); !ready)
+      return failed(ready.error());
     ssize_t n = ::send(fd, wire.data(), wire.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       wire.remove_prefix(static_cast<size_t>(n));
     } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      ErrorCode code = errno == EPIPE || errno == ECONNRESET ? ErrorCode::kUnreachable : ErrorCode::kIo;
+      ErrorCode code =
+          errno == EPIPE || errno == ECONNRESET ? ErrorCode::kUnreachable : ErrorCode::kIo;
       return failed(Error(code, "write: " + errno_text(errno)));
     }
   }
   ReplyReader reader(limits);
   char buffer[kReadChunk];
   for (;;) {
-    if (auto ready = wait_ready(fd, POLLIN, deadline, "reading the reply"); !ready) return failed(ready.error());
+    if (auto ready = wait_ready(fd, POLLIN, deadline, "reading the reply"); !ready)
+      return failed(ready.error());
     ssize_t n = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
     if (n == 0) return failed(Error(ErrorCode::kUnreachable, "the server closed the connection"));
     if (n < 0) {

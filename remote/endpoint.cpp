@@ -13,8 +13,8 @@ Result<int> parse_int(std::string_view text, int lo, int hi, std::string_view wh
       value > hi) {
     return make_error(ErrorCode::kInvalidArgument,
                       "remote URL '" + std::string(url) + "': " + std::string(what) + " '" +
-                          std::string(text) + "' is not a number in [" + std::to_string(lo) +
-                          ", " + std::to_string(hi) + "]");
+                          std::string(text) + "' is not a number in [" + std::to_string(lo) + ", " +
+                          std::to_string(hi) + "]");
   }
   return value;
 }
@@ -25,9 +25,10 @@ Result<Endpoint> parse_unix(std::string_view rest, std::string_view url) {
   size_t query = rest.find('?');
   ep.path = std::string(rest.substr(0, query));
   if (ep.path.empty() || ep.path[0] != '/') {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "remote URL '" + std::string(url) +
-                          "': a unix socket URL needs an absolute path, e.g. unix:///run/redis.sock");
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        "remote URL '" + std::string(url) +
+            "': a unix socket URL needs an absolute path, e.g. unix:///run/redis.sock");
   }
   if (query != std::string_view::npos) {
     std::string_view q = rest.substr(query + 1);
@@ -98,10 +99,11 @@ Result<Endpoint> parse_endpoint(std::string_view url) {
   if (url.substr(0, 8) == "redis://") return parse_tcp(url.substr(8), url);
   if (url.substr(0, 7) == "unix://") return parse_unix(url.substr(7), url);
   if (url.substr(0, 9) == "rediss://") {
-    return make_error(ErrorCode::kUnsupported,
-                      "remote URL '" + std::string(url) +
-                          "': TLS (rediss://) is not available: Debian's hiredis 0.14 is built "
-                          "without SSL. Use redis:// through a TLS tunnel (stunnel, spiped) instead");
+    return make_error(
+        ErrorCode::kUnsupported,
+        "remote URL '" + std::string(url) +
+            "': TLS (rediss://) is not available: Debian's hiredis 0.14 is built "
+            "without SSL. Use redis:// through a TLS tunnel (stunnel, spiped) instead");
   }
   return make_error(ErrorCode::kInvalidArgument,
                     "remote URL '" + std::string(url) +

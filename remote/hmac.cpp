@@ -15,12 +15,11 @@ bool hmac_sha256(std::string_view key, std::initializer_list<std::string_view> p
   if (mac == nullptr) return false;
   EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(mac);
   char digest_name[] = "SHA256";
-  OSSL_PARAM params[] = {
-      OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
-      OSSL_PARAM_construct_end()};
-  bool good = ctx != nullptr &&
-              EVP_MAC_init(ctx, reinterpret_cast<const unsigned char*>(key.data()), key.size(),
-                           params) == 1;
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
+                         OSSL_PARAM_construct_end()};
+  bool good =
+      ctx != nullptr && EVP_MAC_init(ctx, reinterpret_cast<const unsigned char*>(key.data()),
+                                     key.size(), params) == 1;
   for (std::string_view part : parts) {
     good = good && EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(part.data()),
                                   part.size()) == 1;

@@ -61,7 +61,8 @@ std::optional<std::string> TierImpl::wait_for_result(const Digest& key,
   std::string lease_name = lease_key(key);
   std::string last = std::to_string(max_sealed());
   for (;;) {
-    auto reply = call({"EVAL", kPollScript, "2", value_name, lease_name, last}, nullptr, value_limits(2));
+    auto reply =
+        call({"EVAL", kPollScript, "2", value_name, lease_name, last}, nullptr, value_limits(2));
     if (!reply || reply->type != Reply::Type::kArray || reply->elements.empty()) {
       return std::nullopt;
     }

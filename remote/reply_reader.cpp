@@ -70,8 +70,8 @@ Result<void> ReplyReader::on_line(std::string_view line) {
     case '$': {
       if (!parse_int(rest, n) || n < -1) break;
       if (n > 0 && static_cast<uint64_t>(n) > m_limits.max_bulk) {
-        return fail("a bulk of " + std::to_string(n) + " bytes, above the " + std::to_string(m_limits.max_bulk) +
-                        " this command may read");
+        return fail("a bulk of " + std::to_string(n) + " bytes, above the " +
+                    std::to_string(m_limits.max_bulk) + " this command may read");
       }
       Reply& r = next_slot();
       if (n == -1) {
@@ -87,12 +87,14 @@ Result<void> ReplyReader::on_line(std::string_view line) {
       if (!parse_int(rest, n) || n < -1) break;
       if (n > 0) {
         if (m_stack.size() + 1 > m_limits.max_depth) {
-          return fail("an array nested " + std::to_string(m_stack.size() + 1) + " deep, above the " +
-                          std::to_string(m_limits.max_depth) + " this command may read");
+          return fail("an array nested " + std::to_string(m_stack.size() + 1) +
+                      " deep, above the " + std::to_string(m_limits.max_depth) +
+                      " this command may read");
         }
         if (static_cast<uint64_t>(n) > m_limits.max_elements - m_elements) {
           return fail("an array of " + std::to_string(n) + " elements, above the " +
-                          std::to_string(m_limits.max_elements - m_elements) + " this command may still read");
+                      std::to_string(m_limits.max_elements - m_elements) +
+                      " this command may still read");
         }
         m_elements += static_cast<size_t>(n);
       }
@@ -109,7 +111,7 @@ Result<void> ReplyReader::on_line(std::string_view line) {
     }
     default:
       return fail("unexpected type byte " + std::to_string(static_cast<unsigned char>(type)) +
-                      " (RESP2 '+', '-', ':', '$' or '*' expected)");
+                  " (RESP2 '+', '-', ':', '$' or '*' expected)");
   }
   return fail("malformed " + std::string(1, type) + " header");
   return ok();
@@ -132,7 +134,8 @@ Result<bool> ReplyReader::feed(std::string_view data) {
       m_bulk_left -= take;
       if (m_bulk_left > 0) continue;
       std::string& s = m_bulk->str;
-      if (s.size() < 2 || s[s.size() - 2] != '\r' || s.back() != '\n') return fail("a bulk not ended by CRLF");
+      if (s.size() < 2 || s[s.size() - 2] != '\r' || s.back() != '\n')
+        return fail("a bulk not ended by CRLF");
       s.resize(s.size() - 2);
       m_bulk = nullptr;
       value_done();
@@ -146,7 +149,8 @@ Result<bool> ReplyReader::feed(std::string_view data) {
     m_line.append(data.substr(0, take));
     data.remove_prefix(take);
     if (nl == std::string_view::npos) continue;
-    if (m_line.size() < 2 || m_line[m_line.size() - 2] != '\r') return fail("a line not ended by CRLF");
+    if (m_line.size() < 2 || m_line[m_line.size() - 2] != '\r')
+      return fail("a line not ended by CRLF");
     std::string line = std::move(m_line);
     m_line.clear();
     line.resize(line.size() - 2);

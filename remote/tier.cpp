@@ -21,9 +21,10 @@ std::string trim_trailing_newlines(std::string text) {
 Result<std::string> read_secret(const std::string& path, const char* what, const char* env_hint) {
   auto text = read_secret_file(path);
   if (!text) {
-    return make_error(text.error().code == ErrorCode::kPermission ? ErrorCode::kPermission : ErrorCode::kIo,
-                      std::string("cannot use the remote ") + what + " file '" + path + "' (" + env_hint +
-                          "): " + text.error().message);
+    return make_error(
+        text.error().code == ErrorCode::kPermission ? ErrorCode::kPermission : ErrorCode::kIo,
+        std::string("cannot use the remote ") + what + " file '" + path + "' (" + env_hint +
+            "): " + text.error().message);
   }
   return trim_trailing_newlines(std::move(*text));
 }
@@ -32,7 +33,7 @@ Result<Secrets> load_secrets(const RemoteOptions& options) {
   Secrets secrets;
   if (!options.password_file.empty()) {
     CCPOOL_TRY_ASSIGN(secrets.password, read_secret(options.password_file, "password",
-                                                     "CCPOOL_REMOTE_PASSWORD_FILE"));
+                                                    "CCPOOL_REMOTE_PASSWORD_FILE"));
     if (secrets.password.empty()) {
       return make_error(ErrorCode::kInvalidArgument,
                         "the remote password file '" + options.password_file +
@@ -40,7 +41,8 @@ Result<Secrets> load_secrets(const RemoteOptions& options) {
     }
   }
   if (!options.hmac_key_file.empty()) {
-    CCPOOL_TRY_ASSIGN(secrets.hmac_key, read_secret(options.hmac_key_file, "HMAC key", "--remote-key-file"));
+    CCPOOL_TRY_ASSIGN(secrets.hmac_key,
+                      read_secret(options.hmac_key_file, "HMAC key", "--remote-key-file"));
     if (secrets.hmac_key.size() < kMinHmacKeyBytes) {
       return make_error(ErrorCode::kInvalidArgument,
                         "the remote HMAC key file '" + options.hmac_key_file + "' holds " +
@@ -76,30 +78,48 @@ Result<std::unique_ptr<Tier>> Tier::create(const RemoteOptions& options) {
   CCPOOL_TRY(check_options(options));
   CCPOOL_TRY_ASSIGN(Endpoint endpoint, parse_endpoint(options.url));
   CCPOOL_TRY_ASSIGN(Secrets secrets, load_secrets(options));
-  auto impl = std::make_unique<TierImpl>(options, std::move(endpoint), std::move(secrets),
-                                         make_token());
+  auto impl =
+      std::make_unique<TierImpl>(options, std::move(endpoint), std::move(secrets), make_token());
   return std::unique_ptr<Tier>(new Tier(std::move(impl)));
 }
 
 Tier::Tier(std::unique_ptr<TierImpl> impl) : m_impl(std::move(impl)) {}
 Tier::~Tier() = default;
-std::optional<std::string> Tier::get(const Digest& key) { return m_impl->get(key); }
+std::optional<std::string> Tier::get(const Digest& key) {
+  return m_impl->get(key);
+}
 void Tier::put_async(const Digest& key, std::string value) {
   m_impl->put_async(key, std::move(value));
 }
-LeaseState Tier::acquire_lease(const Digest& key) { return m_impl->acquire_lease(key); }
+LeaseState Tier::acquire_lease(const Digest& key) {
+  return m_impl->acquire_lease(key);
+}
 
-std::chrono::milliseconds Tier::lease_wait_max() const { return m_impl->lease_wait_max(); }
-void Tier::release_lease(const Digest& key) { m_impl->release_lease(key); }
+std::chrono::milliseconds Tier::lease_wait_max() const {
+  return m_impl->lease_wait_max();
+}
+void Tier::release_lease(const Digest& key) {
+  m_impl->release_lease(key);
+}
 std::optional<std::string> Tier::wait_for_result(const Digest& key,
-                                                  std::chrono::milliseconds max_wait) {
+                                                 std::chrono::milliseconds max_wait) {
   return m_impl->wait_for_result(key, max_wait);
 }
-RemoteCounters Tier::counters() const { return m_impl->counters(); }
-void Tier::flush_for_testing() { m_impl->flush_for_testing(); }
-std::string Tier::value_key(const Digest& key) const { return m_impl->value_key(key); }
-std::string Tier::lease_key(const Digest& key) const { return m_impl->lease_key(key); }
-const std::string& Tier::node_token() const { return m_impl->token(); }
+RemoteCounters Tier::counters() const {
+  return m_impl->counters();
+}
+void Tier::flush_for_testing() {
+  m_impl->flush_for_testing();
+}
+std::string Tier::value_key(const Digest& key) const {
+  return m_impl->value_key(key);
+}
+std::string Tier::lease_key(const Digest& key) const {
+  return m_impl->lease_key(key);
+}
+const std::string& Tier::node_token() const {
+  return m_impl->token();
+}
 
 TierImpl::TierImpl(RemoteOptions options, Endpoint endpoint, Secrets secrets, std::string token)
     : m_options(std::move(options)),
@@ -154,8 +174,8 @@ Result<Reply> TierImpl::call(const std::vector<std::string_view>& args,
   }
   std::unique_ptr<Connection> conn = own ? std::move(*own) : nullptr;
   if (!conn) {
-    auto opened = own ? Connection::open(m_endpoint, m_secrets.password,
-                                         m_options.connect_timeout, m_options.op_timeout)
+    auto opened = own ? Connection::open(m_endpoint, m_secrets.password, m_options.connect_timeout,
+                                         m_options.op_timeout)
                       : take_pooled();
     if (!opened) {
       ++m_counters.errors;
@@ -179,8 +199,8 @@ Result<Reply> TierImpl::call(const std::vector<std::string_view>& args,
   }
   if (reply->is_error()) {
     ++m_counters.errors;  // includes MOVED/ASK: Redis Cluster is not followed
-    return make_error(ErrorCode::kProtocol, "Redis refused " + std::string(args[0]) + ": " +
-                                                reply->str);
+    return make_error(ErrorCode::kProtocol,
+                      "Redis refused " + std::string(args[0]) + ": " + reply->str);
   }
   return reply;
 }
@@ -203,7 +223,9 @@ std::optional<std::string> TierImpl::accept_value(const Digest& key, std::string
   return sealed;
 }
 
-uint64_t TierImpl::max_sealed() const { return m_options.max_value + kEnvelopeHeader + kEnvelopeMac; }
+uint64_t TierImpl::max_sealed() const {
+  return m_options.max_value + kEnvelopeHeader + kEnvelopeMac;
+}
 
 std::optional<std::string> TierImpl::get(const Digest& key) {
   std::string name = value_key(key);
@@ -213,7 +235,8 @@ std::optional<std::string> TierImpl::get(const Digest& key) {
   std::string last = std::to_string(max_sealed());
   auto reply = call({"GETRANGE", name, "0", last}, nullptr, value_limits(0));
   if (!reply) return std::nullopt;
-  if (reply->type != Reply::Type::kString || reply->str.empty()) {  // GETRANGE of a missing key is ""
+  if (reply->type != Reply::Type::kString ||
+      reply->str.empty()) {  // GETRANGE of a missing key is ""
     ++m_counters.misses;
     return std::nullopt;
   }

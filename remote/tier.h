@@ -21,21 +21,24 @@
 namespace ccpool::remote {
 
 struct RemoteOptions {
-  std::string url;                    // redis://host:port[/db], rediss://... (hiredis SSL if available in Debian's build, else a clear error), unix:///path
-  std::string password_file;          // CCPOOL_REMOTE_PASSWORD_FILE; never on argv; AUTH when set
+  std::string url;  // redis://host:port[/db], rediss://... (hiredis SSL if available in Debian's
+                    // build, else a clear error), unix:///path
+  std::string password_file;  // CCPOOL_REMOTE_PASSWORD_FILE; never on argv; AUTH when set
   std::string key_prefix = "ccpool:";
-  std::string hmac_key_file;          // when set: sign on write, require a valid signature on read
+  std::string hmac_key_file;  // when set: sign on write, require a valid signature on read
   std::chrono::milliseconds connect_timeout{300}, op_timeout{300};
-  int breaker_failures = 3;                          // consecutive failures that open the breaker
-  std::chrono::milliseconds breaker_cooldown{10000}; // how long it stays open
-  std::chrono::seconds ttl{7 * 24 * 3600};           // EXPIRE on written values (0 = none)
-  uint64_t max_value = 256ull << 20;                 // larger values are skipped (counted)
-  std::chrono::milliseconds lease_ttl{10000};        // renewed every lease_ttl/3 while held
+  int breaker_failures = 3;                           // consecutive failures that open the breaker
+  std::chrono::milliseconds breaker_cooldown{10000};  // how long it stays open
+  std::chrono::seconds ttl{7 * 24 * 3600};            // EXPIRE on written values (0 = none)
+  uint64_t max_value = 256ull << 20;                  // larger values are skipped (counted)
+  std::chrono::milliseconds lease_ttl{10000};         // renewed every lease_ttl/3 while held
   std::chrono::milliseconds poll_interval{50};
   // The longest a node waits on another node's lease before it compiles
   // itself; a holder that keeps renewing cannot make it wait longer.
   std::chrono::milliseconds lease_wait_max{600000};
-  std::function<bool(std::string_view value)> validate;   // store-side structural+checksum validation; false -> counted as invalid, never returned
+  std::function<bool(std::string_view value)>
+      validate;  // store-side structural+checksum validation; false -> counted as invalid, never
+                 // returned
   // Write-back queue bounds; a put_async beyond either is dropped (counted).
   size_t write_queue_entries = 256;
   uint64_t write_queue_bytes = 1ull << 30;
@@ -44,8 +47,8 @@ struct RemoteOptions {
 };
 
 struct RemoteCounters {
-  uint64_t hits = 0, misses = 0, errors = 0, writes = 0, skipped = 0, invalid = 0, bad_signature = 0,
-           breaker_opened = 0;
+  uint64_t hits = 0, misses = 0, errors = 0, writes = 0, skipped = 0, invalid = 0,
+           bad_signature = 0, breaker_opened = 0;
   bool breaker_open = false;
   uint64_t lease_acquired = 0, lease_waits = 0, lease_expired = 0;
   // Added: operations not attempted because the breaker was open; writes
@@ -63,13 +66,20 @@ class TierImpl;
 
 class Tier {
  public:
-  static Result<std::unique_ptr<Tier>> create(const RemoteOptions& options);   // parses the URL, reads the key/password files (clear errors naming the file); does not need Redis to be up
-  ~Tier();   // stops the writer and renewal threads (bounded wait); held leases are NOT released (they expire after lease_ttl)
+  static Result<std::unique_ptr<Tier>> create(
+      const RemoteOptions& options);  // parses the URL, reads the key/password files (clear errors
+                                      // naming the file); does not need Redis to be up
+  ~Tier();  // stops the writer and renewal threads (bounded wait); held leases are NOT released
+            // (they expire after lease_ttl)
   Tier(const Tier&) = delete;
   Tier& operator=(const Tier&) = delete;
 
-  std::optional<std::string> get(const Digest& key);                   // verified value or nullopt (miss, error, breaker open, bad/missing signature, invalid)
-  void put_async(const Digest& key, std::string value);                // off the caller's path: a background writer thread with a bounded queue
+  std::optional<std::string> get(
+      const Digest& key);  // verified value or nullopt (miss, error, breaker open, bad/missing
+                           // signature, invalid)
+  void put_async(
+      const Digest& key,
+      std::string value);  // off the caller's path: a background writer thread with a bounded queue
   // SET <prefix>lease:<hex> <node-token> NX PX ttl; renewed in background
   // while held. A lease held elsewhere without a TTL is kUnavailable (counted
   // lease_untimed): only a hostile or broken writer makes one, and it would
@@ -80,16 +90,17 @@ class Tier {
   // queued behind this Tier's earlier put_async calls, so a waiter never sees
   // the lease gone before the value is written.
   void release_lease(const Digest& key);
-  // Waits while another node holds the lease: returns the value once it appears, or nullopt when the lease vanished/expired without a value,
-  // the wait exceeded max_wait, or Redis failed. Bounded polling (or pub/sub).
+  // Waits while another node holds the lease: returns the value once it appears, or nullopt when
+  // the lease vanished/expired without a value, the wait exceeded max_wait, or Redis failed.
+  // Bounded polling (or pub/sub).
   std::optional<std::string> wait_for_result(const Digest& key, std::chrono::milliseconds max_wait);
   RemoteCounters counters() const;
-  void flush_for_testing();   // blocks until the write queue is empty
+  void flush_for_testing();  // blocks until the write queue is empty
 
   // Added: the Redis keys this tier uses, for tests and operators.
-  std::string value_key(const Digest& key) const;   // <prefix>obj:<hex>
-  std::string lease_key(const Digest& key) const;   // <prefix>lease:<hex>
-  const std::string& node_token() const;            // hostname:pid:random
+  std::string value_key(const Digest& key) const;  // <prefix>obj:<hex>
+  std::string lease_key(const Digest& key) const;  // <prefix>lease:<hex>
+  const std::string& node_token() const;           // hostname:pid:random
 
  private:
   explicit Tier(std::unique_ptr<TierImpl> impl);

@@ -13,13 +13,12 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-
-#include "base/thread_annotations.h"
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/thread_annotations.h"
 #include "remote/breaker.h"
 #include "remote/connection.h"
 #include "remote/endpoint.h"
@@ -48,8 +47,12 @@ class TierImpl {
   void flush_for_testing();
 
   std::chrono::milliseconds lease_wait_max() const { return m_options.lease_wait_max; }
-  std::string value_key(const Digest& key) const { return m_options.key_prefix + "obj:" + key.hex(); }
-  std::string lease_key(const Digest& key) const { return m_options.key_prefix + "lease:" + key.hex(); }
+  std::string value_key(const Digest& key) const {
+    return m_options.key_prefix + "obj:" + key.hex();
+  }
+  std::string lease_key(const Digest& key) const {
+    return m_options.key_prefix + "lease:" + key.hex();
+  }
   const std::string& token() const { return m_token; }
 
  private:
@@ -72,7 +75,9 @@ class TierImpl {
   uint64_t max_sealed() const;
   // What a value read may return: GETRANGE's one byte more than max_sealed(),
   // alone or (the lease poll) in an array of at most two elements.
-  ReplyLimits value_limits(size_t elements) const { return ReplyLimits::value(max_sealed() + 1, elements); }
+  ReplyLimits value_limits(size_t elements) const {
+    return ReplyLimits::value(max_sealed() + 1, elements);
+  }
   // Unwraps, verifies and validates a value read from Redis; counts the outcome.
   std::optional<std::string> accept_value(const Digest& key, std::string sealed);
 
@@ -108,11 +113,11 @@ class TierImpl {
 
   struct Counters {
     std::atomic<uint64_t> hits{0}, misses{0}, errors{0}, writes{0}, skipped{0}, invalid{0},
-        bad_signature{0}, lease_acquired{0}, lease_waits{0}, lease_expired{0},
-        breaker_rejected{0}, dropped{0}, lease_lost{0}, lease_untimed{0};
+        bad_signature{0}, lease_acquired{0}, lease_waits{0}, lease_expired{0}, breaker_rejected{0},
+        dropped{0}, lease_lost{0}, lease_untimed{0};
   } m_counters;
 
-  std::thread m_writer;   // started last in the constructor
+  std::thread m_writer;  // started last in the constructor
   std::thread m_renewer;
 };
 

@@ -28,10 +28,13 @@ void AuthBudget::failed(int64_t now_ms) {
     m_next_lockout = std::min(m_next_lockout * 2, kMaxLockoutMs);
     lockouts = ++m_lockouts;
   }
-  spdlog::warn("resp: {} wrong AUTH passwords on the Redis front; AUTH is refused on every connection for {} ms "
-               "(lockout {}; it doubles up to {} s while wrong passwords keep coming). Someone may be guessing "
-               "the --resp-password-file password",
-               kFailures, lockout, lockouts, kMaxLockoutMs / 1000);
+  spdlog::warn(
+      "resp: {} wrong AUTH passwords on the Redis front; AUTH is refused on every connection for "
+      "{} ms "
+      "(lockout {}; it doubles up to {} s while wrong passwords keep coming). Someone may be "
+      "guessing "
+      "the --resp-password-file password",
+      kFailures, lockout, lockouts, kMaxLockoutMs / 1000);
 }
 
 uint64_t AuthBudget::lockouts() const {

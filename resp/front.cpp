@@ -34,10 +34,11 @@ Result<UniqueFd> listen_loopback(int port, int& bound_port) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(static_cast<uint16_t>(port < 0 ? 0 : port));
   if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return make_error(ErrorCode::kIo, "bind 127.0.0.1:" + std::to_string(port) + ": " + errno_text(errno) +
-                                          " (choose another --resp-port)");
+    return make_error(ErrorCode::kIo, "bind 127.0.0.1:" + std::to_string(port) + ": " +
+                                          errno_text(errno) + " (choose another --resp-port)");
   }
-  if (listen(fd.get(), kBacklog) != 0) return make_error(ErrorCode::kIo, "listen on TCP: " + errno_text(errno));
+  if (listen(fd.get(), kBacklog) != 0)
+    return make_error(ErrorCode::kIo, "listen on TCP: " + errno_text(errno));
   socklen_t len = sizeof(addr);
   getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
   bound_port = ntohs(addr.sin_port);
@@ -48,24 +49,28 @@ Result<UniqueFd> listen_loopback(int port, int& bound_port) {
 
 class Front::Impl {
  public:
-  Impl(const FrontOptions& options, KvBackend& backend) : m_options(options), m_shared(backend, options.password) {
+  Impl(const FrontOptions& options, KvBackend& backend)
+      : m_options(options), m_shared(backend, options.password) {
     m_shared.max_lease_wait = options.max_lease_wait;
   }
   ~Impl() {
     m_loops.clear();  // joins the threads before the listeners close
     if (!m_options.unix_path.empty() && m_unix_listener) {
       struct stat st {};
-      if (stat(m_options.unix_path.c_str(), &st) == 0 && st.st_ino == m_unix_inode) unlink(m_options.unix_path.c_str());
+      if (stat(m_options.unix_path.c_str(), &st) == 0 && st.st_ino == m_unix_inode)
+        unlink(m_options.unix_path.c_str());
     }
   }
 
   Result<void> start() {
     if (m_options.unix_path.empty() && m_options.tcp_port == 0) {
-      return make_error(ErrorCode::kInvalidArgument, "the RESP front needs a Unix socket path or a TCP port");
+      return make_error(ErrorCode::kInvalidArgument,
+                        "the RESP front needs a Unix socket path or a TCP port");
     }
     if (m_options.tcp_port < -1 || m_options.tcp_port > 65535) {
-      return make_error(ErrorCode::kInvalidArgument,
-                        "RESP TCP port " + std::to_string(m_options.tcp_port) + " is out of range 1..65535");
+      return make_error(
+          ErrorCode::kInvalidArgument,
+          "RESP TCP port " + std::to_string(m_options.tcp_port) + " is out of range 1..65535");
     }
     if (!m_options.unix_path.empty()) {
       CCPOOL_TRY_ASSIGN(m_unix_listener, listen_unix(m_options.unix_path, &m_unix_inode));
@@ -117,9 +122,15 @@ FrontCounters Front::counters() const {
   return c;
 }
 
-LeaseStats Front::lease_stats() const { return m_impl->m_shared.leases.stats(); }
+LeaseStats Front::lease_stats() const {
+  return m_impl->m_shared.leases.stats();
+}
 
-int Front::tcp_port() const { return m_impl->m_tcp_port; }
-const std::string& Front::unix_path() const { return m_impl->m_options.unix_path; }
+int Front::tcp_port() const {
+  return m_impl->m_tcp_port;
+}
+const std::string& Front::unix_path() const {
+  return m_impl->m_options.unix_path;
+}
 
 }  // namespace ccpool::resp

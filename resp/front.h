@@ -37,7 +37,8 @@ class KvBackend {
   // once, on any thread, after the value is durable (true) or refused (false).
   // The front sends the SET's reply only from `done`. The default runs set().
   using SetDone = std::function<void(bool stored)>;
-  virtual void set_async(std::string_view key, std::string_view value, int64_t expires_at_ms, SetDone done) {
+  virtual void set_async(std::string_view key, std::string_view value, int64_t expires_at_ms,
+                         SetDone done) {
     done(set(key, value, expires_at_ms));
   }
   // The calling loop has no more set_async calls for now (end of its pass over
@@ -74,7 +75,7 @@ struct FrontOptions {
   // kMaxAuthFailures wrong passwords close it. Unbounded buffering and
   // password guessing are what CVE-2021-32675 fixed in redis-server.
   size_t max_unauthenticated = 16;
-  size_t io_threads = 1;          // epoll threads; a slow backend call stalls only its own thread
+  size_t io_threads = 1;  // epoll threads; a slow backend call stalls only its own thread
   std::chrono::milliseconds max_lease_wait = kDefaultMaxLeaseWait;  // cap on a CCPOOL.LEASE wait
 };
 
@@ -111,7 +112,8 @@ struct FrontCounters {
   uint64_t commands = 0;         // commands executed
   uint64_t refused_peers = 0;    // wrong uid, or over max_connections
   uint64_t protocol_errors = 0;  // connections closed for malformed RESP
-  uint64_t cross_protocol = 0;   // connections closed by the cross-protocol guard (HTTP and the like)
+  uint64_t cross_protocol =
+      0;  // connections closed by the cross-protocol guard (HTTP and the like)
   uint64_t open_connections = 0;  // admitted and open right now
 };
 
@@ -126,7 +128,7 @@ class Front {
 
   FrontCounters counters() const;
   LeaseStats lease_stats() const;  // CCPOOL.LEASE: keys in flight, waiters, outcomes
-  int tcp_port() const;  // the bound port (resolves -1), 0 when TCP is off
+  int tcp_port() const;            // the bound port (resolves -1), 0 when TCP is off
   const std::string& unix_path() const;
 
   class Impl;
@@ -167,14 +169,14 @@ class RespParser {
 
   size_t m_max_bulk;
   size_t m_max_args;
-  uint64_t m_max_command;         // payload cap for one command
+  uint64_t m_max_command;  // payload cap for one command
   std::string m_buf;
-  size_t m_pos = 0;               // first unconsumed byte of m_buf
-  size_t m_inline_scanned = 0;    // bytes after m_pos already searched for an inline '\n'
-  int64_t m_args_left = -1;       // -1: between commands
-  int64_t m_bulk_len = -1;        // -1: expecting a '$' header
-  uint64_t m_skip_left = 0;       // bytes of an oversized bulk still to drop
-  bool m_discarding = false;      // the current command was answered "too large"
+  size_t m_pos = 0;             // first unconsumed byte of m_buf
+  size_t m_inline_scanned = 0;  // bytes after m_pos already searched for an inline '\n'
+  int64_t m_args_left = -1;     // -1: between commands
+  int64_t m_bulk_len = -1;      // -1: expecting a '$' header
+  uint64_t m_skip_left = 0;     // bytes of an oversized bulk still to drop
+  bool m_discarding = false;    // the current command was answered "too large"
   uint64_t m_command_bytes = 0;
   std::vector<std::string> m_args;
   bool m_poisoned = false;

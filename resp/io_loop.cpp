@@ -15,9 +15,10 @@
 // and an eventfd. A closed connection gives up the leases it held.
 #include "resp/io_loop.h"
 
-#include <pthread.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -34,10 +35,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include <spdlog/spdlog.h>
-
 #include "base/thread_annotations.h"
-
 #include "base/unix_socket.h"
 #include "resp/peer.h"
 #include "resp/reply.h"
@@ -46,7 +44,7 @@ namespace ccpool::resp {
 namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
-constexpr size_t kReadBudget = 1 << 20;       // per connection per wakeup, for fairness
+constexpr size_t kReadBudget = 1 << 20;  // per connection per wakeup, for fairness
 constexpr size_t kOutHighWater = 4 << 20;
 constexpr size_t kOutKeepCapacity = 1 << 20;  // shrink a drained reply buffer above this
 constexpr size_t kDeferredOverhead = 64;      // backlog charged per waiting SET besides its value
@@ -57,7 +55,8 @@ void send_best_effort(int fd, std::string_view text) {
 
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
          });
 }
 
@@ -69,12 +68,16 @@ std::atomic<int64_t> g_last_cross_protocol_warning{INT64_MIN / 2};
 void warn_cross_protocol(const SharedState& shared, std::string_view first_word, bool tcp) {
   int64_t now = unix_now_ms();
   int64_t last = g_last_cross_protocol_warning.load();
-  if (now - last < kWarnEveryMs || !g_last_cross_protocol_warning.compare_exchange_strong(last, now)) return;
+  if (now - last < kWarnEveryMs ||
+      !g_last_cross_protocol_warning.compare_exchange_strong(last, now))
+    return;
   std::string word(first_word.substr(0, 16));
   for (char& c : word) c = std::isprint(static_cast<unsigned char>(c)) ? c : '?';
-  spdlog::warn("resp: closed a {} connection that began '{}' without running it: possible cross-protocol attack "
-               "(an HTTP request from a browser or an SSRF); {} such connection(s) so far",
-               tcp ? "TCP" : "Unix-socket", word, shared.cross_protocol.load());
+  spdlog::warn(
+      "resp: closed a {} connection that began '{}' without running it: possible cross-protocol "
+      "attack "
+      "(an HTTP request from a browser or an SSRF); {} such connection(s) so far",
+      tcp ? "TCP" : "Unix-socket", word, shared.cross_protocol.load());
 }
 
 }  // namespace
@@ -100,7 +103,8 @@ struct Completions {
   }
   std::vector<Done> take() {
     uint64_t count;
-    [[maybe_unused]] ssize_t n = read(event.get(), &count, sizeof(count));  // before the swap: see post()
+    [[maybe_unused]] ssize_t n =
+        read(event.get(), &count, sizeof(count));  // before the swap: see post()
     MutexLock lock(&mutex);
     std::vector<Done> out;
     out.swap(list);
@@ -135,18 +139,19 @@ struct Connection {
   UniqueFd fd;
   RespParser parser;
   Session session;
-  std::string out;      // replies not yet written, from out_pos
+  std::string out;  // replies not yet written, from out_pos
   size_t out_pos = 0;
   bool pre_auth = false;  // counted in SharedState::unauthenticated, small parser bounds
   bool tcp = false;       // accepted on the TCP listener
-  bool spoke_resp = false;  // sent a well-formed RESP array command (TCP: inline allowed from then on)
+  bool spoke_resp =
+      false;  // sent a well-formed RESP array command (TCP: inline allowed from then on)
   bool read_eof = false;
   bool closing = false;  // QUIT or a protocol error: write what is queued, then close
   uint32_t events = 0;   // what epoll watches now
   const uint64_t serial;
   std::deque<Waiting> waiting;  // in command order; references stay valid on push_back
-  uint64_t first_seq = 0;          // sequence number of waiting.front()
-  size_t deferred_bytes = 0;       // charges of `waiting` plus their `after` bytes
+  uint64_t first_seq = 0;       // sequence number of waiting.front()
+  size_t deferred_bytes = 0;    // charges of `waiting` plus their `after` bytes
   std::optional<std::vector<std::string>> held;  // waits for `waiting` to drain
 };
 
@@ -177,8 +182,10 @@ Result<void> IoLoop::start() {
     return m_loop->watch(fd, events, static_cast<uint64_t>(fd));
   };
   CCPOOL_TRY(watch(m_completions->event.get(), EPOLLIN));
-  if (m_config.unix_listener >= 0) CCPOOL_TRY(watch(m_config.unix_listener, EPOLLIN | EPOLLEXCLUSIVE));
-  if (m_config.tcp_listener >= 0) CCPOOL_TRY(watch(m_config.tcp_listener, EPOLLIN | EPOLLEXCLUSIVE));
+  if (m_config.unix_listener >= 0)
+    CCPOOL_TRY(watch(m_config.unix_listener, EPOLLIN | EPOLLEXCLUSIVE));
+  if (m_config.tcp_listener >= 0)
+    CCPOOL_TRY(watch(m_config.tcp_listener, EPOLLIN | EPOLLEXCLUSIVE));
   m_thread = std::thread([this] { run(); });
   return ok();
 }
@@ -226,7 +233,8 @@ void IoLoop::accept_from(int listener) {
     auto conn = std::make_unique<Connection>(std::move(owned), m_shared, m_config, m_next_serial++);
     conn->tcp = listener == m_config.tcp_listener;
     Connection* raw = conn.get();
-    conn->session.set_deferral([this, raw](size_t value_bytes) { return defer(*raw, value_bytes); });
+    conn->session.set_deferral(
+        [this, raw](size_t value_bytes) { return defer(*raw, value_bytes); });
     if (!conn->session.authenticated()) {
       if (m_shared.unauthenticated.fetch_add(1) >= m_config.max_unauthenticated) {
         m_shared.unauthenticated.fetch_sub(1);
@@ -261,9 +269,10 @@ bool IoLoop::admit(int fd, bool is_unix) {
   if (uid && *uid == geteuid()) return true;
   if (!is_unix && !m_shared.password.empty()) return true;
   m_shared.refused_peers.fetch_add(1);
-  std::string why = uid ? "peer uid " + std::to_string(*uid) : "unknown peer (" + uid.error().message + ")";
-  send_best_effort(fd, "-ERR ccpool front serves uid " + std::to_string(geteuid()) + " only; refused " + why +
-                           "\r\n");
+  std::string why =
+      uid ? "peer uid " + std::to_string(*uid) : "unknown peer (" + uid.error().message + ")";
+  send_best_effort(fd, "-ERR ccpool front serves uid " + std::to_string(geteuid()) +
+                           " only; refused " + why + "\r\n");
   return false;
 }
 
@@ -284,7 +293,8 @@ void IoLoop::on_event(Connection& conn, uint32_t events) {
 
 bool IoLoop::read_some(Connection& conn) {
   size_t budget = kReadBudget;
-  while (budget > 0 && !conn.closing && !conn.read_eof && !conn.held && conn.backlog() < kOutHighWater) {
+  while (budget > 0 && !conn.closing && !conn.read_eof && !conn.held &&
+         conn.backlog() < kOutHighWater) {
     ssize_t n = recv(conn.fd.get(), m_read_buffer.get(), kReadChunk, 0);
     if (n > 0) {
       conn.parser.feed(std::string_view(m_read_buffer.get(), static_cast<size_t>(n)));
@@ -359,7 +369,8 @@ bool IoLoop::process(Connection& conn) {
 // first RESP array is refused too: Redis clients send arrays, and a
 // cross-protocol sender cannot make its first line one. (A password on TCP
 // would not do: Triton's Redis settings carry no password.) true: close.
-bool IoLoop::refuse_cross_protocol(Connection& conn, const std::vector<std::string>& argv, std::string& sink) {
+bool IoLoop::refuse_cross_protocol(Connection& conn, const std::vector<std::string>& argv,
+                                   std::string& sink) {
   bool http = iequals(argv[0], "post") || iequals(argv[0], "host:");
   bool inline_first = conn.tcp && !conn.spoke_resp && conn.parser.last_was_inline();
   if (!http && !inline_first) {
@@ -367,8 +378,10 @@ bool IoLoop::refuse_cross_protocol(Connection& conn, const std::vector<std::stri
     return false;
   }
   if (!http) {
-    reply::error(sink, "ERR ccpool front: on TCP the first command must be a RESP array (a Redis client's); "
-                       "inline text first is refused as a possible cross-protocol request (docs/resp-front.md)");
+    reply::error(
+        sink,
+        "ERR ccpool front: on TCP the first command must be a RESP array (a Redis client's); "
+        "inline text first is refused as a possible cross-protocol request (docs/resp-front.md)");
   }
   m_shared.cross_protocol.fetch_add(1);
   warn_cross_protocol(m_shared, argv[0], conn.tcp);
@@ -383,7 +396,8 @@ Session::ReplyLater IoLoop::defer(Connection& conn, size_t value_bytes) {
   waiting.charge = value_bytes + kDeferredOverhead;
   conn.deferred_bytes += waiting.charge;
   conn.waiting.push_back(std::move(waiting));
-  return [completions = m_completions, fd = conn.fd.get(), serial = conn.serial, seq](std::string reply) {
+  return [completions = m_completions, fd = conn.fd.get(), serial = conn.serial,
+          seq](std::string reply) {
     completions->post({fd, serial, seq, std::move(reply)});
   };
 }
@@ -392,7 +406,8 @@ void IoLoop::on_completions() {
   std::unordered_set<int> touched;
   for (Completions::Done& done : m_completions->take()) {
     auto it = m_connections.find(done.fd);
-    if (it == m_connections.end() || it->second->serial != done.serial) continue;  // closed meanwhile
+    if (it == m_connections.end() || it->second->serial != done.serial)
+      continue;  // closed meanwhile
     Connection& conn = *it->second;
     if (done.seq < conn.first_seq || done.seq - conn.first_seq >= conn.waiting.size()) continue;
     Waiting& waiting = conn.waiting[done.seq - conn.first_seq];
@@ -440,7 +455,8 @@ void IoLoop::update(Connection& conn) {
   if ((conn.closing || conn.read_eof) && conn.answered()) return close_connection(conn.fd.get());
   uint32_t want = 0;
   if (conn.pending() > 0) want |= EPOLLOUT;
-  if (!conn.closing && !conn.read_eof && !conn.held && conn.backlog() < kOutHighWater) want |= EPOLLIN;
+  if (!conn.closing && !conn.read_eof && !conn.held && conn.backlog() < kOutHighWater)
+    want |= EPOLLIN;
   if (want == conn.events) return;
   if (!m_loop->rewatch(conn.fd.get(), want, static_cast<uint64_t>(conn.fd.get()))) {
     return close_connection(conn.fd.get());

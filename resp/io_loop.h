@@ -48,8 +48,9 @@ class IoLoop {
   bool admit(int fd, bool is_unix);
   void on_event(Connection& conn, uint32_t events);
   bool read_some(Connection& conn);  // false: the socket failed
-  bool process(Connection& conn);  // true: stopped at the high-water mark, more may wait
-  bool refuse_cross_protocol(Connection& conn, const std::vector<std::string>& argv, std::string& sink);
+  bool process(Connection& conn);    // true: stopped at the high-water mark, more may wait
+  bool refuse_cross_protocol(Connection& conn, const std::vector<std::string>& argv,
+                             std::string& sink);
   bool flush(Connection& conn);  // false: the socket failed
   void update(Connection& conn);
   void close_connection(int fd);

@@ -23,8 +23,8 @@ LeaseTable::~LeaseTable() {
   run_waiters(ended);
 }
 
-LeaseTable::Outcome LeaseTable::acquire(const std::string& key, uint64_t owner, Clock::time_point deadline,
-                                        Waiter waiter) {
+LeaseTable::Outcome LeaseTable::acquire(const std::string& key, uint64_t owner,
+                                        Clock::time_point deadline, Waiter waiter) {
   MutexLock lock(&m_mutex);
   auto it = m_leases.find(key);
   if (it == m_leases.end() || it->second.owner == owner) {
@@ -41,7 +41,8 @@ LeaseTable::Outcome LeaseTable::acquire(const std::string& key, uint64_t owner, 
   return Outcome::kWait;
 }
 
-void LeaseTable::stored(std::string_view key, const std::function<std::optional<std::string>()>& value) {
+void LeaseTable::stored(std::string_view key,
+                        const std::function<std::optional<std::string>()>& value) {
   Ended ended;
   {
     MutexLock lock(&m_mutex);
@@ -101,7 +102,8 @@ LeaseStats LeaseTable::stats() const {
 
 // Ends the lease `it`: its waits move to `ended` (with nullopt; stored() fills
 // in the value afterwards) and their deadlines are dropped.
-void LeaseTable::end_lease_locked(std::unordered_map<std::string, Lease>::iterator it, Ended& ended, bool served) {
+void LeaseTable::end_lease_locked(std::unordered_map<std::string, Lease>::iterator it, Ended& ended,
+                                  bool served) {
   for (Wait& wait : it->second.waits) {
     auto range = m_deadlines.equal_range(wait.deadline);
     for (auto d = range.first; d != range.second; ++d) {

@@ -39,11 +39,11 @@
 namespace ccpool::resp {
 
 struct LeaseStats {
-  uint64_t leads = 0;      // leases granted
-  uint64_t waits = 0;      // waits started
-  uint64_t served = 0;     // waits ended by the leader's value
-  uint64_t abandoned = 0;  // waits ended because the leader gave up (released, disconnected)
-  uint64_t timed_out = 0;  // waits ended by their deadline
+  uint64_t leads = 0;         // leases granted
+  uint64_t waits = 0;         // waits started
+  uint64_t served = 0;        // waits ended by the leader's value
+  uint64_t abandoned = 0;     // waits ended because the leader gave up (released, disconnected)
+  uint64_t timed_out = 0;     // waits ended by their deadline
   size_t keys_in_flight = 0;  // leases held now
   size_t waiting = 0;         // waiters now
 };
@@ -61,7 +61,8 @@ class LeaseTable {
 
   // The caller found no value for `key`. An owner that already holds the lease
   // leads again. `waiter` is kept only for kWait.
-  Outcome acquire(const std::string& key, uint64_t owner, Clock::time_point deadline, Waiter waiter);
+  Outcome acquire(const std::string& key, uint64_t owner, Clock::time_point deadline,
+                  Waiter waiter);
   // A value for `key` was stored. `value` is called (once, outside the lock)
   // only when someone waits; nullopt from it ends the waits as abandoned.
   void stored(std::string_view key, const std::function<std::optional<std::string>()>& value);
@@ -83,8 +84,8 @@ class LeaseTable {
   };
   using Ended = std::vector<std::pair<Waiter, std::optional<std::string>>>;
 
-  void end_lease_locked(std::unordered_map<std::string, Lease>::iterator it, Ended& ended, bool served)
-      REQUIRES(m_mutex);
+  void end_lease_locked(std::unordered_map<std::string, Lease>::iterator it, Ended& ended,
+                        bool served) REQUIRES(m_mutex);
   static void run_waiters(Ended& ended);
   void expire_loop();
 
@@ -92,7 +93,8 @@ class LeaseTable {
   CondVar m_deadline_changed{&m_mutex};
   std::unordered_map<std::string, Lease> m_leases GUARDED_BY(m_mutex);
   // Deadline -> (key, wait id): the earliest wait to expire first.
-  std::multimap<Clock::time_point, std::pair<std::string, uint64_t>> m_deadlines GUARDED_BY(m_mutex);
+  std::multimap<Clock::time_point, std::pair<std::string, uint64_t>> m_deadlines
+      GUARDED_BY(m_mutex);
   uint64_t m_next_wait GUARDED_BY(m_mutex) = 1;
   LeaseStats m_stats GUARDED_BY(m_mutex);
   bool m_stopping GUARDED_BY(m_mutex) = false;

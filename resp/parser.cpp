@@ -16,10 +16,10 @@
 namespace ccpool::resp {
 namespace {
 
-constexpr size_t kInlineMax = 64 * 1024;  // redis-server's PROTO_INLINE_MAX_SIZE
-constexpr size_t kHeaderMax = 256;        // "*<count>" / "$<len>" lines are tiny
+constexpr size_t kInlineMax = 64 * 1024;         // redis-server's PROTO_INLINE_MAX_SIZE
+constexpr size_t kHeaderMax = 256;               // "*<count>" / "$<len>" lines are tiny
 constexpr uint64_t kAbsurdFloor = 512ull << 20;  // redis-server's proto-max-bulk-len
-constexpr size_t kReserveMax = 1024;      // cap on args.reserve() from a declared count
+constexpr size_t kReserveMax = 1024;             // cap on args.reserve() from a declared count
 
 std::optional<int64_t> parse_int(std::string_view text) {
   int64_t value = 0;
@@ -46,7 +46,9 @@ int hex_digit(char c) {
 std::optional<std::vector<std::string>> split_inline(std::string_view line) {
   std::vector<std::string> args;
   size_t i = 0;
-  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
+  auto blank = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+  };
   while (true) {
     while (i < line.size() && blank(line[i])) ++i;
     if (i == line.size()) return args;
@@ -73,7 +75,12 @@ std::optional<std::vector<std::string>> split_inline(std::string_view line) {
       } else if (c == '\\' && i + 1 < line.size() && (quote == '"' || line[i + 1] == '\'')) {
         char e = line[i + 1];
         if (quote == '"') {
-          e = e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e == 'b' ? '\b' : e == 'a' ? '\a' : e;
+          e = e == 'n'   ? '\n'
+              : e == 'r' ? '\r'
+              : e == 't' ? '\t'
+              : e == 'b' ? '\b'
+              : e == 'a' ? '\a'
+                         : e;
         }
         arg.push_back(e);
         i += 2;
@@ -167,7 +174,8 @@ Result<bool> RespParser::parse_bulk() {
     }
     auto len = parse_int(line->substr(1));
     uint64_t absurd = std::max<uint64_t>(2 * uint64_t{m_max_bulk}, kAbsurdFloor);
-    if (!len || *len < 0 || static_cast<uint64_t>(*len) > absurd) return protocol_error("invalid bulk length");
+    if (!len || *len < 0 || static_cast<uint64_t>(*len) > absurd)
+      return protocol_error("invalid bulk length");
     m_bulk_len = *len;
     bool too_large = static_cast<uint64_t>(*len) > m_max_bulk ||
                      m_command_bytes + static_cast<uint64_t>(*len) > m_max_command;
@@ -216,7 +224,8 @@ Result<std::optional<std::vector<std::string>>> RespParser::next() {
         CCPOOL_TRY_ASSIGN(auto line, take_line(kHeaderMax, "mbulk count"));
         if (!line) return std::optional<std::vector<std::string>>();
         auto count = parse_int(line->substr(1));
-        if (!count || *count < -1 || *count > static_cast<int64_t>(std::min<size_t>(m_max_args, INT32_MAX))) {
+        if (!count || *count < -1 ||
+            *count > static_cast<int64_t>(std::min<size_t>(m_max_args, INT32_MAX))) {
           return protocol_error("invalid multibulk length");
         }
         if (*count <= 0) continue;  // *0 and *-1 are empty requests, as in redis-server

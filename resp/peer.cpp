@@ -49,7 +49,8 @@ Result<uid_t> sock_diag_uid(const sockaddr_in& peer, const sockaddr_in& local) {
 
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
-  if (sendto(nl.get(), &message, sizeof(message), 0, reinterpret_cast<sockaddr*>(&kernel), sizeof(kernel)) < 0) {
+  if (sendto(nl.get(), &message, sizeof(message), 0, reinterpret_cast<sockaddr*>(&kernel),
+             sizeof(kernel)) < 0) {
     return make_error(ErrorCode::kIo, "sock_diag request: " + errno_text(errno));
   }
   alignas(nlmsghdr) char buffer[8192];
@@ -59,7 +60,8 @@ Result<uid_t> sock_diag_uid(const sockaddr_in& peer, const sockaddr_in& local) {
   for (int len = static_cast<int>(n); NLMSG_OK(header, len); header = NLMSG_NEXT(header, len)) {
     if (header->nlmsg_type == NLMSG_ERROR) {
       auto* err = static_cast<nlmsgerr*>(NLMSG_DATA(header));
-      if (err->error == -ENOENT) return make_error(ErrorCode::kNotFound, "the TCP peer already closed");
+      if (err->error == -ENOENT)
+        return make_error(ErrorCode::kNotFound, "the TCP peer already closed");
       return make_error(ErrorCode::kIo, std::string("sock_diag: ") + std::strerror(-err->error));
     }
     if (header->nlmsg_type != SOCK_DIAG_BY_FAMILY) continue;
@@ -83,7 +85,8 @@ std::string proc_address(const sockaddr_in& address) {
 
 }  // namespace
 
-Result<uid_t> uid_from_proc_net_tcp(const std::string& table, const sockaddr_in& peer, const sockaddr_in& local) {
+Result<uid_t> uid_from_proc_net_tcp(const std::string& table, const sockaddr_in& peer,
+                                    const sockaddr_in& local) {
   // "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid ..."
   std::string want_local = proc_address(peer);
   std::string want_remote = proc_address(local);
@@ -94,7 +97,9 @@ Result<uid_t> uid_from_proc_net_tcp(const std::string& table, const sockaddr_in&
     std::istringstream fields(line);
     std::string slot, local_field, remote_field, state, queues, timer, retransmits;
     long uid = -1;
-    if (!(fields >> slot >> local_field >> remote_field >> state >> queues >> timer >> retransmits >> uid)) continue;
+    if (!(fields >> slot >> local_field >> remote_field >> state >> queues >> timer >>
+          retransmits >> uid))
+      continue;
     if (local_field == want_local && remote_field == want_remote) return static_cast<uid_t>(uid);
   }
   return make_error(ErrorCode::kNotFound, "no /proc/net/tcp line for the TCP peer " + want_local);
@@ -107,11 +112,13 @@ Result<uid_t> tcp_peer_uid(int fd) {
       getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) {
     return make_error(ErrorCode::kNotFound, "getpeername: " + errno_text(errno));
   }
-  if (peer.sin_family != AF_INET) return make_error(ErrorCode::kUnsupported, "the TCP listener is IPv4 only");
+  if (peer.sin_family != AF_INET)
+    return make_error(ErrorCode::kUnsupported, "the TCP listener is IPv4 only");
   auto uid = sock_diag_uid(peer, local);
   if (uid || uid.error().code == ErrorCode::kNotFound) return uid;
   auto table = read_file("/proc/net/tcp");
-  if (!table) return make_error(ErrorCode::kIo, uid.error().message + "; and " + table.error().message);
+  if (!table)
+    return make_error(ErrorCode::kIo, uid.error().message + "; and " + table.error().message);
   return uid_from_proc_net_tcp(*table, peer, local);
 }
 

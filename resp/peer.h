@@ -20,6 +20,7 @@ namespace ccpool::resp {
 Result<uid_t> tcp_peer_uid(int fd);
 
 // The /proc/net/tcp fallback alone, for tests. `table` is the file's content.
-Result<uid_t> uid_from_proc_net_tcp(const std::string& table, const sockaddr_in& peer, const sockaddr_in& local);
+Result<uid_t> uid_from_proc_net_tcp(const std::string& table, const sockaddr_in& peer,
+                                    const sockaddr_in& local);
 
 }  // namespace ccpool::resp

@@ -41,8 +41,12 @@ inline void bulk(std::string& out, std::string_view bytes) {
   out.append("\r\n");
 }
 
-inline void null_bulk(std::string& out) { out.append("$-1\r\n"); }
-inline void null_resp3(std::string& out) { out.append("_\r\n"); }
+inline void null_bulk(std::string& out) {
+  out.append("$-1\r\n");
+}
+inline void null_resp3(std::string& out) {
+  out.append("_\r\n");
+}
 
 // RESP3 map of `count` key/value pairs (HELLO 3 answers with one).
 inline void map_header(std::string& out, size_t count) {
@@ -57,6 +61,8 @@ inline void array_header(std::string& out, size_t count) {
   out.append("\r\n");
 }
 
-inline void ok(std::string& out) { out.append("+OK\r\n"); }
+inline void ok(std::string& out) {
+  out.append("+OK\r\n");
+}
 
 }  // namespace ccpool::resp::reply

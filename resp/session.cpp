@@ -115,8 +115,8 @@ struct Commands {
         want_old = true;
       } else if (opt == "keepttl" && !has_expiry) {
         keep_ttl = true;
-      } else if ((opt == "ex" || opt == "px" || opt == "exat" || opt == "pxat") && !has_expiry && !keep_ttl &&
-                 has_next) {
+      } else if ((opt == "ex" || opt == "px" || opt == "exat" || opt == "pxat") && !has_expiry &&
+                 !keep_ttl && has_next) {
         auto amount = to_int(argv[++i]);
         if (!amount) return reply::error(out, kNotInteger);
         bool seconds = opt == "ex" || opt == "exat";
@@ -172,7 +172,9 @@ struct Commands {
     shared(s).leases.stored(key, [&] { return std::optional<std::string>(value); });
   }
   static void store_failed(std::string& out) {
-    reply::error(out, "ERR the ccpool store refused the value (store full or unavailable; see the service log)");
+    reply::error(
+        out,
+        "ERR the ccpool store refused the value (store full or unavailable; see the service log)");
   }
 
   static void mget(Session& s, Args& argv, std::string& out) {
@@ -202,8 +204,8 @@ struct Commands {
     if (!wait || *wait < 0) return reply::error(out, kNotInteger);
     if (auto value = kv(s).get(argv[1])) return reply::bulk(out, *value);
     if (!s.m_defer) {  // no loop to answer later: never wait
-      return reply::simple(out, shared(s).leases.acquire(argv[1], s.m_id, LeaseTable::Clock::now(), [](auto) {}) ==
-                                        LeaseTable::Outcome::kLead
+      return reply::simple(out, shared(s).leases.acquire(argv[1], s.m_id, LeaseTable::Clock::now(),
+                                                         [](auto) {}) == LeaseTable::Outcome::kLead
                                     ? "LEAD"
                                     : "MISS");
     }
@@ -234,7 +236,8 @@ struct Commands {
     reply::integer(out, found);
   }
 
-  static void expire_generic(Session& s, Args& argv, std::string& out, int64_t unit, const char* name) {
+  static void expire_generic(Session& s, Args& argv, std::string& out, int64_t unit,
+                             const char* name) {
     if (argv.size() > 3) return reply::error(out, "ERR Unsupported option " + argv[3]);
     auto amount = to_int(argv[2]);
     if (!amount) return reply::error(out, kNotInteger);
@@ -246,8 +249,12 @@ struct Commands {
     if (*amount <= 0) return reply::integer(out, kv(s).del(argv[1]) ? 1 : 0);
     reply::integer(out, kv(s).expire(argv[1], now + *amount * unit) ? 1 : 0);
   }
-  static void expire(Session& s, Args& argv, std::string& out) { expire_generic(s, argv, out, 1000, "expire"); }
-  static void pexpire(Session& s, Args& argv, std::string& out) { expire_generic(s, argv, out, 1, "pexpire"); }
+  static void expire(Session& s, Args& argv, std::string& out) {
+    expire_generic(s, argv, out, 1000, "expire");
+  }
+  static void pexpire(Session& s, Args& argv, std::string& out) {
+    expire_generic(s, argv, out, 1, "pexpire");
+  }
 
   static void ttl_generic(Session& s, Args& argv, std::string& out, bool millis) {
     int64_t at = kv(s).expires_at(argv[1]);
@@ -268,9 +275,10 @@ struct Commands {
   static void auth(Session& s, Args& argv, std::string& out) {
     if (argv.size() > 3) return reply::error(out, kSyntax);
     if (shared(s).password.empty()) {
-      return reply::error(out,
-                          "ERR AUTH <password> called without any password configured for the default user. "
-                          "Are you sure your configuration is correct?");
+      return reply::error(
+          out,
+          "ERR AUTH <password> called without any password configured for the default user. "
+          "Are you sure your configuration is correct?");
     }
     std::string refused = try_auth(s, argv.size() == 3 ? argv[1] : "default", argv.back());
     if (!refused.empty()) return reply::error(out, refused);
@@ -284,8 +292,8 @@ struct Commands {
     SharedState& st = shared(s);
     if (int64_t wait = st.auth_budget.locked_for(st.now()); wait > 0) {
       if (++s.m_auth_failures >= kMaxAuthFailures) s.m_quit = true;
-      return "ERR too many wrong AUTH passwords on this ccpool front; AUTH is refused for " + std::to_string(wait) +
-             " ms more";
+      return "ERR too many wrong AUTH passwords on this ccpool front; AUTH is refused for " +
+             std::to_string(wait) + " ms more";
     }
     bool good = user == "default" && constant_time_equal(password, st.password);
     if (good) {
@@ -304,17 +312,27 @@ struct Commands {
 };
 
 const Session::Command kCommands[] = {
-    {"ping", -1, false, Commands::ping},       {"echo", 2, false, Commands::echo},
-    {"quit", -1, true, Commands::quit},        {"get", 2, false, Commands::get},
-    {"set", -3, false, Commands::set},         {"mget", -2, false, Commands::mget},
-    {"mset", -3, false, Commands::mset},       {"del", -2, false, Commands::del},
-    {"exists", -2, false, Commands::exists},   {"expire", -3, false, Commands::expire},
-    {"pexpire", -3, false, Commands::pexpire}, {"ttl", 2, false, Commands::ttl},
-    {"pttl", 2, false, Commands::pttl},        {"select", 2, false, Commands::select},
-    {"auth", -2, true, Commands::auth},        {"client", -2, false, Commands::client},
-    {"hello", -1, true, Commands::hello},      {"command", -1, false, Commands::command},
+    {"ping", -1, false, Commands::ping},
+    {"echo", 2, false, Commands::echo},
+    {"quit", -1, true, Commands::quit},
+    {"get", 2, false, Commands::get},
+    {"set", -3, false, Commands::set},
+    {"mget", -2, false, Commands::mget},
+    {"mset", -3, false, Commands::mset},
+    {"del", -2, false, Commands::del},
+    {"exists", -2, false, Commands::exists},
+    {"expire", -3, false, Commands::expire},
+    {"pexpire", -3, false, Commands::pexpire},
+    {"ttl", 2, false, Commands::ttl},
+    {"pttl", 2, false, Commands::pttl},
+    {"select", 2, false, Commands::select},
+    {"auth", -2, true, Commands::auth},
+    {"client", -2, false, Commands::client},
+    {"hello", -1, true, Commands::hello},
+    {"command", -1, false, Commands::command},
     {"info", -1, false, Commands::info},
-    {"ccpool.lease", 3, false, Commands::lease}, {"ccpool.release", 2, false, Commands::release},
+    {"ccpool.lease", 3, false, Commands::lease},
+    {"ccpool.release", 2, false, Commands::release},
 };
 
 namespace {
@@ -330,7 +348,8 @@ const Session::Command* find_command(std::string_view name) {
 // "ERR unknown command 'x', with args beginning with: 'a' 'b' " (redis-server
 // quotes at most 128 bytes of arguments, each followed by a blank).
 std::string unknown_command_text(const Args& argv) {
-  std::string text = "ERR unknown command '" + argv[0].substr(0, 128) + "', with args beginning with: ";
+  std::string text =
+      "ERR unknown command '" + argv[0].substr(0, 128) + "', with args beginning with: ";
   size_t budget = 128;
   for (size_t i = 1; i < argv.size() && budget > 0; ++i) {
     std::string arg = argv[i].substr(0, budget);
@@ -357,7 +376,8 @@ void Commands::client(Session& s, Args& argv, std::string& out) {
     if (!arity(3)) return;
     for (char c : argv[2]) {
       if (c < '!' || c > '~') {
-        return reply::error(out, "ERR Client names cannot contain spaces, newlines or special characters.");
+        return reply::error(
+            out, "ERR Client names cannot contain spaces, newlines or special characters.");
       }
     }
     s.m_name = argv[2];
@@ -375,7 +395,8 @@ void Commands::client(Session& s, Args& argv, std::string& out) {
 void Commands::hello(Session& s, Args& argv, std::string& out) {
   if (argv.size() >= 2) {
     auto version = to_int(argv[1]);
-    if (!version) return reply::error(out, "ERR Protocol version is not an integer or out of range");
+    if (!version)
+      return reply::error(out, "ERR Protocol version is not an integer or out of range");
     if (*version != 2 && *version != 3) {
       return reply::error(out, "NOPROTO unsupported protocol version");
     }
@@ -396,10 +417,11 @@ void Commands::hello(Session& s, Args& argv, std::string& out) {
     }
   }
   if (!s.m_authenticated && !auth_given) {
-    return reply::error(out,
-                        "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
-                        "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
-                        "select the RESP protocol version at the same time");
+    return reply::error(
+        out,
+        "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
+        "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
+        "select the RESP protocol version at the same time");
   }
   s.m_name = name;
   if (argv.size() >= 2) s.m_protocol = static_cast<int>(*to_int(argv[1]));
@@ -443,8 +465,11 @@ void Commands::info(Session& s, Args&, std::string& out) {
   SharedState& st = shared(s);
   std::string text =
       "# Server\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\nccpool_front:1\r\n\r\n"
-      "# Clients\r\nconnected_clients:" + std::to_string(st.connected.load()) + "\r\n\r\n"
-      "# Stats\r\ntotal_connections_received:" + std::to_string(st.connections.load()) +
+      "# Clients\r\nconnected_clients:" +
+      std::to_string(st.connected.load()) +
+      "\r\n\r\n"
+      "# Stats\r\ntotal_connections_received:" +
+      std::to_string(st.connections.load()) +
       "\r\ntotal_commands_processed:" + std::to_string(st.commands.load()) +
       "\r\nrejected_connections:" + std::to_string(st.refused_peers.load()) +
       "\r\nccpool_refused_peers:" + std::to_string(st.refused_peers.load()) +
@@ -454,7 +479,9 @@ void Commands::info(Session& s, Args&, std::string& out) {
 }
 
 Session::Session(SharedState& shared)
-    : m_shared(shared), m_id(shared.next_client_id.fetch_add(1)), m_authenticated(shared.password.empty()) {}
+    : m_shared(shared),
+      m_id(shared.next_client_id.fetch_add(1)),
+      m_authenticated(shared.password.empty()) {}
 
 bool Session::execute(std::vector<std::string>& argv, std::string& out) {
   m_shared.commands.fetch_add(1, std::memory_order_relaxed);
@@ -472,7 +499,9 @@ bool Session::execute(std::vector<std::string>& argv, std::string& out) {
   return m_deferred;
 }
 
-void Session::set_reply(bool stored, std::string& out) { stored ? reply::ok(out) : Commands::store_failed(out); }
+void Session::set_reply(bool stored, std::string& out) {
+  stored ? reply::ok(out) : Commands::store_failed(out);
+}
 
 bool Session::may_defer(const std::vector<std::string>& argv) {
   if (argv.size() < 3 || !iequals(argv[0], "set")) return false;

@@ -19,7 +19,9 @@ namespace ccpool::resp {
 // State every session of one Front shares. Owned by the Front; outlives sessions.
 struct SharedState {
   SharedState(KvBackend& kv, std::string pass, std::function<int64_t()> clock = {})
-      : backend(kv), password(std::move(pass)), now(clock ? std::move(clock) : std::function<int64_t()>(unix_now_ms)) {}
+      : backend(kv),
+        password(std::move(pass)),
+        now(clock ? std::move(clock) : std::function<int64_t()>(unix_now_ms)) {}
 
   KvBackend& backend;
   const std::string password;  // empty = no AUTH
@@ -29,13 +31,13 @@ struct SharedState {
   Mutex conditional_mutex;
   std::atomic<uint64_t> next_client_id{1};
   std::atomic<uint64_t> connections{0};
-  std::atomic<uint64_t> connected{0};  // open right now
+  std::atomic<uint64_t> connected{0};        // open right now
   std::atomic<uint64_t> unauthenticated{0};  // open right now and not yet past AUTH
   std::atomic<uint64_t> commands{0};
   std::atomic<uint64_t> refused_peers{0};
   std::atomic<uint64_t> protocol_errors{0};
   std::atomic<uint64_t> cross_protocol{0};  // connections closed by IoLoop's cross-protocol guard
-  AuthBudget auth_budget;  // wrong passwords, front-wide
+  AuthBudget auth_budget;                   // wrong passwords, front-wide
   // CCPOOL.LEASE: single-flight for values computed by the clients.
   LeaseTable leases;
   std::chrono::milliseconds max_lease_wait{kDefaultMaxLeaseWait};

@@ -54,15 +54,18 @@ Result<UniqueFd> check_passed_socket(int fd, const std::string& socket_path) {
   }
   std::string path = bound_path(fd);
   if (path != socket_path) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "systemd passed a socket bound to '" + path + "' but the service's socket is '" +
-                          socket_path + "'; make ListenStream= and --socket (or CCPOOL_SOCKET) name the same path");
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        "systemd passed a socket bound to '" + path + "' but the service's socket is '" +
+            socket_path +
+            "'; make ListenStream= and --socket (or CCPOOL_SOCKET) name the same path");
   }
   int flags = ::fcntl(fd, F_GETFL);
   int fd_flags = ::fcntl(fd, F_GETFD);
   if (flags < 0 || fd_flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0 ||
       ::fcntl(fd, F_SETFD, fd_flags | FD_CLOEXEC) != 0) {
-    return make_error(ErrorCode::kIo, std::string("cannot set up the passed socket: ") + std::strerror(errno));
+    return make_error(ErrorCode::kIo,
+                      std::string("cannot set up the passed socket: ") + std::strerror(errno));
   }
   return UniqueFd(fd);
 }
@@ -71,17 +74,20 @@ Result<UniqueFd> check_passed_socket(int fd, const std::string& socket_path) {
 
 Result<UniqueFd> take_activation_socket(const std::string& socket_path) {
   unsigned long long pid = 0, count = 0;
-  bool for_us = parse_u64(own_env("LISTEN_PID"), pid) && pid == static_cast<unsigned long long>(::getpid());
+  bool for_us =
+      parse_u64(own_env("LISTEN_PID"), pid) && pid == static_cast<unsigned long long>(::getpid());
   bool has_count = parse_u64(own_env("LISTEN_FDS"), count);
   ::unsetenv("LISTEN_PID");
   ::unsetenv("LISTEN_FDS");
   ::unsetenv("LISTEN_FDNAMES");
   if (!for_us || !has_count || count == 0) return UniqueFd();
   if (count != 1) {
-    for (unsigned long long i = 0; i < count && i < 1024; ++i) ::close(kFirstPassedFd + static_cast<int>(i));
-    return make_error(ErrorCode::kInvalidArgument,
-                      "systemd passed " + std::to_string(count) +
-                          " sockets; ccpool serve takes exactly one: give its .socket unit one ListenStream=");
+    for (unsigned long long i = 0; i < count && i < 1024; ++i)
+      ::close(kFirstPassedFd + static_cast<int>(i));
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        "systemd passed " + std::to_string(count) +
+            " sockets; ccpool serve takes exactly one: give its .socket unit one ListenStream=");
   }
   auto fd = check_passed_socket(kFirstPassedFd, socket_path);
   if (!fd) ::close(kFirstPassedFd);
@@ -95,7 +101,8 @@ bool stderr_is_journal() {
   if (std::sscanf(stream->c_str(), "%llu:%llu", &dev, &ino) != 2) return false;
   struct stat st;
   if (::fstat(STDERR_FILENO, &st) != 0) return false;
-  return static_cast<unsigned long long>(st.st_dev) == dev && static_cast<unsigned long long>(st.st_ino) == ino;
+  return static_cast<unsigned long long>(st.st_dev) == dev &&
+         static_cast<unsigned long long>(st.st_ino) == ino;
 }
 
 }  // namespace ccpool::service

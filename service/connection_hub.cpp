@@ -97,7 +97,9 @@ ConnectionHub::ConnectionHub(std::string path, UniqueFd listen_fd, std::unique_p
   m_last_activity_ns = now_ns();
 }
 
-ConnectionHub::~ConnectionHub() { stop_accepting(); }
+ConnectionHub::~ConnectionHub() {
+  stop_accepting();
+}
 
 std::chrono::steady_clock::time_point ConnectionHub::last_activity() const {
   return std::chrono::steady_clock::time_point(
@@ -141,7 +143,8 @@ void ConnectionHub::send(uint64_t conn_id, const ipc::Message& message, bool clo
     if (!close_after && lane->queued == 0 && !lane->backlog) {
       size_t written = 0;
       while (written < bytes.size()) {
-        ssize_t n = ::send(lane->fd, bytes.data() + written, bytes.size() - written, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = ::send(lane->fd, bytes.data() + written, bytes.size() - written,
+                           MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
           written += static_cast<size_t>(n);
         } else if (!(n < 0 && errno == EINTR)) {
@@ -208,7 +211,8 @@ void ConnectionHub::accept_all() {
       continue;
     }
     if (m_conns.size() >= kMaxConnections) {
-      refuse(fd, ErrorCode::kFull, "too many connections (" + std::to_string(kMaxConnections) + ")");
+      refuse(fd, ErrorCode::kFull,
+             "too many connections (" + std::to_string(kMaxConnections) + ")");
       continue;
     }
     auto conn = std::make_unique<Connection>();
@@ -245,8 +249,9 @@ void ConnectionHub::handle_readable(Connection& conn) {
     if (conn.passed_fds.size() > kMaxPassedFds) {
       ++m_counters.protocol_errors;
       conn.passed_fds.clear();
-      queue_bytes(conn, ipc::encode(ipc::ErrorFrame{static_cast<uint16_t>(ErrorCode::kProtocol),
-                                                    "too many file descriptors passed"}),
+      queue_bytes(conn,
+                  ipc::encode(ipc::ErrorFrame{static_cast<uint16_t>(ErrorCode::kProtocol),
+                                              "too many file descriptors passed"}),
                   true);
       return;
     }
@@ -259,8 +264,9 @@ void ConnectionHub::handle_readable(Connection& conn) {
         if (!next) {
           ++m_counters.protocol_errors;
           spdlog::warn("protocol error from pid {}: {}", conn.peer.pid, next.error().message);
-          queue_bytes(conn, ipc::encode(ipc::ErrorFrame{static_cast<uint16_t>(ErrorCode::kProtocol),
-                                                        next.error().message}),
+          queue_bytes(conn,
+                      ipc::encode(ipc::ErrorFrame{static_cast<uint16_t>(ErrorCode::kProtocol),
+                                                  next.error().message}),
                       true);
           break;
         }
@@ -282,8 +288,9 @@ void ConnectionHub::handle_frame(Connection& conn, ipc::Message message) {
     auto* hello = std::get_if<ipc::Hello>(&message);
     if (hello == nullptr) {
       ++m_counters.protocol_errors;
-      queue_bytes(conn, ipc::encode(ipc::ErrorFrame{static_cast<uint16_t>(ErrorCode::kProtocol),
-                                                    "expected a Hello frame first"}),
+      queue_bytes(conn,
+                  ipc::encode(ipc::ErrorFrame{static_cast<uint16_t>(ErrorCode::kProtocol),
+                                              "expected a Hello frame first"}),
                   true);
       return;
     }
@@ -308,7 +315,8 @@ void ConnectionHub::handle_frame(Connection& conn, ipc::Message message) {
   m_callbacks.on_message(conn.id, conn.peer, std::move(message), std::move(passed));
 }
 
-void ConnectionHub::queue_bytes(Connection& conn, std::string bytes, bool close_after, bool from_outbox) {
+void ConnectionHub::queue_bytes(Connection& conn, std::string bytes, bool close_after,
+                                bool from_outbox) {
   MutexLock lock(&conn.lane->mutex);  // one step with the count, so send() cannot pass these bytes
   if (from_outbox && conn.lane->queued > 0) --conn.lane->queued;
   if (conn.out_pos == conn.out.size()) {
@@ -326,8 +334,8 @@ void ConnectionHub::write_some(Connection& conn) {
   MutexLock lock(&conn.lane->mutex);
   int error = 0;
   while (conn.out_pos < conn.out.size()) {
-    ssize_t n = ::send(conn.fd.get(), conn.out.data() + conn.out_pos, conn.out.size() - conn.out_pos,
-                       MSG_NOSIGNAL);
+    ssize_t n = ::send(conn.fd.get(), conn.out.data() + conn.out_pos,
+                       conn.out.size() - conn.out_pos, MSG_NOSIGNAL);
     if (n > 0) {
       conn.out_pos += static_cast<size_t>(n);
       continue;

@@ -104,12 +104,13 @@ class ConnectionHub {
   HubCounters m_counters;
   std::atomic<size_t> m_connection_count{0};
   std::atomic<int64_t> m_last_activity_ns{0};
-  uint64_t m_next_conn_id = 1;                                      // I/O thread only
+  uint64_t m_next_conn_id = 1;                                        // I/O thread only
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> m_conns;  // I/O thread only
   Mutex m_outbox_mutex;
   std::deque<Outgoing> m_outbox GUARDED_BY(m_outbox_mutex);
   Mutex m_lanes_mutex;
-  std::unordered_map<uint64_t, std::shared_ptr<Lane>> m_lanes GUARDED_BY(m_lanes_mutex);  // open connections
+  std::unordered_map<uint64_t, std::shared_ptr<Lane>> m_lanes
+      GUARDED_BY(m_lanes_mutex);  // open connections
 };
 
 }  // namespace ccpool::service

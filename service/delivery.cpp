@@ -26,7 +26,8 @@ Result<std::string> final_target(std::string path) {
     char buf[4096];
     ssize_t n = ::readlink(path.c_str(), buf, sizeof(buf));
     if (n <= 0 || n == static_cast<ssize_t>(sizeof(buf))) {
-      return make_error(ErrorCode::kIo, "cannot read the symlink '" + path + "': " + std::strerror(errno));
+      return make_error(ErrorCode::kIo,
+                        "cannot read the symlink '" + path + "': " + std::strerror(errno));
     }
     std::string target(buf, static_cast<size_t>(n));
     if (target[0] != '/') {
@@ -70,7 +71,8 @@ Result<void> write_output(const std::string& path, std::string_view bytes, uint3
     if (holds_bytes(target, st, bytes)) {
       if (::chmod(target.c_str(), mode) != 0 ||
           ::utimensat(AT_FDCWD, target.c_str(), nullptr, 0) != 0) {
-        return make_error(ErrorCode::kIo, "cannot update '" + target + "': " + std::strerror(errno));
+        return make_error(ErrorCode::kIo,
+                          "cannot update '" + target + "': " + std::strerror(errno));
       }
       return ok();
     }

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
-
 #include <unistd.h>
 
 #include <cerrno>
@@ -54,8 +53,8 @@ std::string requester_special_path(const std::string& path, pid_t client_pid) {
   return "";
 }
 
-Result<void> deliver(const compiler::Planner& planner, const compiler::Plan& plan,
-                     uint32_t umask, const cache::Entry& entry, pid_t client_pid,
+Result<void> deliver(const compiler::Planner& planner, const compiler::Plan& plan, uint32_t umask,
+                     const cache::Entry& entry, pid_t client_pid,
                      const compiler::Plan* leader = nullptr) {
   for (const auto& spec : plan.outputs) {
     const cache::Output* out = find_output(entry, spec.name);
@@ -73,18 +72,23 @@ Result<void> deliver(const compiler::Planner& planner, const compiler::Plan& pla
       }
       continue;
     }
-    if (std::string special = requester_special_path(spec.deliver_path, client_pid); !special.empty()) {
+    if (std::string special = requester_special_path(spec.deliver_path, client_pid);
+        !special.empty()) {
       InView own(nullptr);
       if (!own.error().empty()) return make_error(ErrorCode::kIo, own.error());
       // As the compiler writes /dev/stdout: open (truncating a regular
       // file, as fopen "w" does) and write, whatever it is.
       UniqueFd fd(::open(special.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY));
-      if (!fd) return make_error(ErrorCode::kIo, "cannot open '" + spec.deliver_path + "' of the requester (" +
-                                                     special + "): " + std::strerror(errno));
+      if (!fd)
+        return make_error(ErrorCode::kIo, "cannot open '" + spec.deliver_path +
+                                              "' of the requester (" + special +
+                                              "): " + std::strerror(errno));
       for (size_t off = 0; off < bytes.size();) {
         ssize_t n = ::write(fd.get(), bytes.data() + off, bytes.size() - off);
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return make_error(ErrorCode::kIo, "cannot write '" + spec.deliver_path + "': " + std::strerror(errno));
+        if (n <= 0)
+          return make_error(ErrorCode::kIo,
+                            "cannot write '" + spec.deliver_path + "': " + std::strerror(errno));
         off += static_cast<size_t>(n);
       }
       continue;
@@ -98,7 +102,8 @@ Result<void> deliver(const compiler::Planner& planner, const compiler::Plan& pla
 // `ccpool cache stats`).
 void count_reason(ExecPipeline::Deps& deps, std::string_view kind, const std::string& code) {
   const std::string& c = code.empty() ? std::string("unknown") : code;
-  (kind == "passthrough" ? deps.counters.passthrough_reasons : deps.counters.not_stored_reasons).add(c);
+  (kind == "passthrough" ? deps.counters.passthrough_reasons : deps.counters.not_stored_reasons)
+      .add(c);
   deps.storage.local().count_event(std::string(kind) + ":" + c);
 }
 
@@ -204,15 +209,16 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
     ++m_deps.counters.passthrough;
     count_reason(m_deps, "passthrough", "foreign_view_unavailable");
     spdlog::info("pass-through foreign_view_unavailable: {}", view.error().message);
-    m_deps.reply(conn_id, failed_reply("ccpool cannot serve this request in its own view: " + view.error().message +
-                                       "; the tool runs locally"));
+    m_deps.reply(conn_id, failed_reply("ccpool cannot serve this request in its own view: " +
+                                       view.error().message + "; the tool runs locally"));
     return;
   }
   // The work dir must exist where the tool runs: in a foreign view, under
   // its /tmp (created at start, mode 0700, never reused).
-  std::string work_dir = *view ? "/tmp/.ccpool-" + std::to_string(::getpid()) + "-" +
-                                     std::to_string(::getuid()) + "-j" + std::to_string(++m_work_seq)
-                               : m_deps.work_root + "/j" + std::to_string(++m_work_seq);
+  std::string work_dir = *view
+                             ? "/tmp/.ccpool-" + std::to_string(::getpid()) + "-" +
+                                   std::to_string(::getuid()) + "-j" + std::to_string(++m_work_seq)
+                             : m_deps.work_root + "/j" + std::to_string(++m_work_seq);
   // Inside a view only filesystem work runs (no call that may start a
   // thread: a new thread would share this thread's view).
   Result<compiler::Plan> plan = make_error(ErrorCode::kInternal, "not planned");
@@ -223,7 +229,8 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   if (!plan) {
     ++m_deps.counters.service_errors;
     spdlog::warn("cannot plan '{}': {}", creq.program, plan.error().message);
-    m_deps.reply(conn_id, failed_reply("ccpool could not plan this command: " + plan.error().message));
+    m_deps.reply(conn_id,
+                 failed_reply("ccpool could not plan this command: " + plan.error().message));
     return;
   }
 
@@ -240,7 +247,8 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   if (!cacheable) {
     ++m_deps.counters.passthrough;
     count_reason(m_deps, "passthrough", waiter.plan.reason_code);
-    spdlog::debug("pass-through {} {}: {}", waiter.plan.reason_code, waiter.plan.tool, waiter.plan.reason);
+    spdlog::debug("pass-through {} {}: {}", waiter.plan.reason_code, waiter.plan.tool,
+                  waiter.plan.reason);
   } else if (Served served = serve_from_store(waiter); served != Served::kNothing) {
     // Only node-store hits are timed: `hits` counts exactly those.
     if (served == Served::kNodeHit) m_deps.counters.hit_latency.observe_since(received);
@@ -265,7 +273,8 @@ ExecPipeline::Served ExecPipeline::serve_from_store(const Waiter& waiter, bool m
   std::optional<Found> found = m_deps.storage.get(**key);
   if (!found || found->entry.kind != cache::EntryKind::kCompile) return Served::kNothing;
   bool remote = made_remotely || found->source == Source::kRemote;
-  auto delivered = deliver(m_deps.planner, waiter.plan, waiter.umask, found->entry, waiter.client_pid);
+  auto delivered =
+      deliver(m_deps.planner, waiter.plan, waiter.umask, found->entry, waiter.client_pid);
   if (!delivered) {
     ++m_deps.counters.service_errors;
     spdlog::warn("cannot deliver a hit: {}", delivered.error().message);
@@ -273,7 +282,8 @@ ExecPipeline::Served ExecPipeline::serve_from_store(const Waiter& waiter, bool m
     return Served::kFailed;
   }
   ++(remote ? m_deps.counters.remote_hits : m_deps.counters.hits);
-  send(waiter, completed(found->entry, remote ? ipc::CacheOutcome::kRemoteHit : ipc::CacheOutcome::kHit));
+  send(waiter,
+       completed(found->entry, remote ? ipc::CacheOutcome::kRemoteHit : ipc::CacheOutcome::kHit));
   return remote ? Served::kRemoteHit : Served::kNodeHit;
 }
 
@@ -387,7 +397,9 @@ void ExecPipeline::schedule(const std::shared_ptr<Flight>& flight) {
   pool::JobId job = m_deps.scheduler.submit(
       flight->fairness_id, flight->plan.job_class,
       [this, flight](pool::JobId id) { start(flight, id); },
-      [this, flight](const std::string& what) { fail_flight(flight, "ccpool internal error: " + what); });
+      [this, flight](const std::string& what) {
+        fail_flight(flight, "ccpool internal error: " + what);
+      });
   // start() may already have run; recording the same id again is harmless. If
   // every waiter left before the id was known, drop the queued job here.
   if (!m_flights.set_job(flight, job) && m_deps.scheduler.cancel_queued(job)) {
@@ -427,11 +439,15 @@ void ExecPipeline::start(const std::shared_ptr<Flight>& flight, pool::JobId job)
       failure = "ccpool cannot enter the requester's view: " + in_view.error();
     } else if (plan.uses_work_dir && ::mkdir(flight->work_dir.c_str(), 0700) != 0 &&
                (errno != EEXIST || flight->view)) {
-      failure = "ccpool cannot create its work dir '" + flight->work_dir + "': " + std::strerror(errno);
+      failure =
+          "ccpool cannot create its work dir '" + flight->work_dir + "': " + std::strerror(errno);
     } else if (!plan.trace_path.empty()) {
       // The recorder opens it O_APPEND and never creates it (trace/trace.c).
-      int fd = ::open(plan.trace_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-      if (fd < 0) failure = "ccpool cannot create the record file '" + plan.trace_path + "': " + std::strerror(errno);
+      int fd = ::open(plan.trace_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                      0600);
+      if (fd < 0)
+        failure = "ccpool cannot create the record file '" + plan.trace_path +
+                  "': " + std::strerror(errno);
       if (fd >= 0) ::close(fd);
     }
     if (failure.empty()) {
@@ -440,8 +456,12 @@ void ExecPipeline::start(const std::shared_ptr<Flight>& flight, pool::JobId job)
         m_deps.scheduler.finish(job, result.max_rss_kb);
         auto post = [this, flight, result = std::move(result)]() mutable {
           m_deps.scheduler.run_in_arena(
-              [this, flight, result = std::move(result)]() mutable { finish_flight(flight, std::move(result)); },
-              [this, flight](const std::string& what) { fail_flight(flight, "ccpool internal error: " + what); });
+              [this, flight, result = std::move(result)]() mutable {
+                finish_flight(flight, std::move(result));
+              },
+              [this, flight](const std::string& what) {
+                fail_flight(flight, "ccpool internal error: " + what);
+              });
         };
         int64_t delay = m_deps.faults.finish_delay_ms();
         if (delay <= 0) {
@@ -494,7 +514,8 @@ void ExecPipeline::retire(Flight& flight) {
 // the manifest naming it), deliver it to each waiter whose view validates.
 // The flight leaves the table only after the store, so a request arriving in
 // between either joins or finds the stored result.
-void ExecPipeline::finish_flight(const std::shared_ptr<Flight>& flight, pool::ProcessResult result) {
+void ExecPipeline::finish_flight(const std::shared_ptr<Flight>& flight,
+                                 pool::ProcessResult result) {
   if (result.cancelled) {
     ++m_deps.counters.cancelled;
     spdlog::info("cancelled {} (every waiter left)", flight->plan.tool);
@@ -546,8 +567,8 @@ ExecPipeline::RunOutcome ExecPipeline::collect(const Flight& flight, pool::Proce
     struct stat st {};
     ::stat(spec.run_path.c_str(), &st);
     facts.outputs.emplace_back(spec.name, *data);
-    entry.outputs.push_back(cache::Output{spec.name, static_cast<uint32_t>(st.st_mode & 0777), 0,
-                                          {}, std::move(*data)});
+    entry.outputs.push_back(cache::Output{
+        spec.name, static_cast<uint32_t>(st.st_mode & 0777), 0, {}, std::move(*data)});
   }
   facts.stdout_data = entry.stdout_data;
   facts.stderr_data = entry.stderr_data;
@@ -623,11 +644,12 @@ void ExecPipeline::deliver_run(const Flight& flight, const RunOutcome& run,
       if (!cacheable || serve_from_store(w) == Served::kNothing) rerun(std::move(w));
       continue;
     }
-    auto outcome = !w.leader ? ipc::CacheOutcome::kJoin
+    auto outcome = !w.leader   ? ipc::CacheOutcome::kJoin
                    : cacheable ? ipc::CacheOutcome::kMiss
                                : ipc::CacheOutcome::kPassthrough;
     if (run.success && cacheable) {
-      bool same_view = w.view == flight.view || (w.view && flight.view && w.view->id() == flight.view->id());
+      bool same_view =
+          w.view == flight.view || (w.view && flight.view && w.view->id() == flight.view->id());
       Result<void> delivered = make_error(ErrorCode::kInternal, "not delivered");
       {
         InView in_view(w.view.get());  // delivered in the waiter's own view

@@ -21,11 +21,10 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/fault.h"
 #include "compiler/planner.h"
@@ -75,7 +74,7 @@ class ExecPipeline {
   // What one execution produced, and what may be done with it.
   struct RunOutcome {
     cache::Entry entry;
-    bool success = false;      // exit 0, no timeout, no truncated output
+    bool success = false;             // exit 0, no timeout, no truncated output
     compiler::Conclusion conclusion;  // what the planner concluded (store or not, key, manifest)
   };
 
@@ -123,7 +122,8 @@ class ExecPipeline {
   std::atomic<uint64_t> m_work_seq{0};
   std::atomic<size_t> m_pending{0};  // requests posted but not yet answered or parked
   std::atomic<bool> m_stopping{false};
-  std::atomic<size_t> m_lease_threads{0};  // side threads: cross-node lease waits, fault-injection holds
+  std::atomic<size_t> m_lease_threads{
+      0};  // side threads: cross-node lease waits, fault-injection holds
 };
 
 }  // namespace ccpool::service

@@ -6,8 +6,8 @@ namespace ccpool::service {
 
 Mutex g_flight_mutex;
 
-FlightTable::JoinResult FlightTable::join_or_lead(std::shared_ptr<Flight> candidate,
-                                                  bool shareable, Waiter waiter) {
+FlightTable::JoinResult FlightTable::join_or_lead(std::shared_ptr<Flight> candidate, bool shareable,
+                                                  Waiter waiter) {
   MutexLock lock(&g_flight_mutex);
   if (shareable) {
     auto it = m_by_key.find(candidate->key);
@@ -32,9 +32,9 @@ std::vector<std::shared_ptr<Flight>> FlightTable::remove_connection(uint64_t con
   for (auto& [id, flight] : m_by_id) {
     auto& w = flight->waiters;
     size_t before = w.size();
-    w.erase(std::remove_if(w.begin(), w.end(),
-                           [&](const Waiter& x) { return x.conn_id == conn_id; }),
-            w.end());
+    w.erase(
+        std::remove_if(w.begin(), w.end(), [&](const Waiter& x) { return x.conn_id == conn_id; }),
+        w.end());
     if (before != w.size() && w.empty() && flight->state != Flight::State::kDone) {
       flight->cancelled = true;
       orphaned.push_back(flight);

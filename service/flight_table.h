@@ -13,17 +13,16 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-
-#include "base/thread_annotations.h"
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "base/fs.h"
 #include "base/hash.h"
+#include "base/thread_annotations.h"
 #include "compiler/planner.h"
-#include "service/mount_view.h"
 #include "pool/scheduler.h"
+#include "service/mount_view.h"
 
 namespace ccpool::service {
 
@@ -34,10 +33,10 @@ struct Waiter {
   uint64_t conn_id = 0;
   pid_t client_pid = 0;
   uint32_t umask = 022;
-  bool leader = false;      // set by the table: this waiter's plan is the one that runs
-  compiler::Plan plan;      // this requester's own plan (its deliver paths)
-  std::string program;      // resolved tool path
-  std::string work_dir;     // private dir its plan's redirected outputs point into
+  bool leader = false;            // set by the table: this waiter's plan is the one that runs
+  compiler::Plan plan;            // this requester's own plan (its deliver paths)
+  std::string program;            // resolved tool path
+  std::string work_dir;           // private dir its plan's redirected outputs point into
   std::vector<std::string> argv;  // the requester's original argv (record metadata)
   uint64_t fairness_id = 0;
   // The requester's filesystem view when it is not the service's (null):
@@ -57,18 +56,19 @@ extern Mutex g_flight_mutex;
 struct Flight {
   enum class State { kQueued, kRunning, kDone };
 
-  uint64_t id = 0;          // set by join_or_lead
+  uint64_t id = 0;  // set by join_or_lead
   Digest key;
-  compiler::Plan plan;      // the leader's plan: what runs
-  std::string program;      // resolved tool path
-  std::string work_dir;     // private dir for redirected outputs (when plan.uses_work_dir)
-  std::shared_ptr<const MountView> view;  // the leader's view: where the tool runs (null: the service's)
+  compiler::Plan plan;   // the leader's plan: what runs
+  std::string program;   // resolved tool path
+  std::string work_dir;  // private dir for redirected outputs (when plan.uses_work_dir)
+  std::shared_ptr<const MountView>
+      view;  // the leader's view: where the tool runs (null: the service's)
   std::vector<std::string> waiters_argv;  // the leader's original argv (record metadata)
   std::shared_ptr<UniqueFd> stdin_fd;     // pass-through only: the leader's stdin
   uint64_t fairness_id = 0;
-  bool shared = false;      // set by join_or_lead: others may join it
-  std::atomic<bool> lease_held{false};    // cross-node lease taken by this node
-  std::atomic<bool> retired{false};       // work dir removed and lease released (once)
+  bool shared = false;                            // set by join_or_lead: others may join it
+  std::atomic<bool> lease_held{false};            // cross-node lease taken by this node
+  std::atomic<bool> retired{false};               // work dir removed and lease released (once)
   std::chrono::system_clock::time_point started;  // set when the tool is spawned
 
   State state GUARDED_BY(g_flight_mutex) = State::kQueued;

@@ -23,10 +23,14 @@ std::string escape_label(std::string_view v) {
   std::string out;
   out.reserve(v.size());
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -76,13 +80,15 @@ class Exposition {
 };
 
 // A histogram family's samples; `labels` distinguish series.
-void histogram_samples(Exposition& e, std::string_view name, const Labels& labels, const HistogramFigures& h) {
+void histogram_samples(Exposition& e, std::string_view name, const Labels& labels,
+                       const HistogramFigures& h) {
   uint64_t cumulative = 0;
   std::string base(name);
   for (size_t i = 0; i < h.counts.size(); ++i) {
     cumulative += h.counts[i];
     Labels with = labels;
-    with.emplace_back("le", i < h.le.size() ? format_number(h.le[i], std::chars_format::fixed) : "+Inf");
+    with.emplace_back("le",
+                      i < h.le.size() ? format_number(h.le[i], std::chars_format::fixed) : "+Inf");
     e.sample(base + "_bucket", with, cumulative);
   }
   e.sample(base + "_sum", labels, format_number(h.sum_s));
@@ -104,7 +110,8 @@ void result_with_reasons(Exposition& e, const char* result, uint64_t total,
   }
   // The series of one result add up to its total, whatever the reasons cover.
   if (total > labelled && !reasons.contains("unspecified")) {
-    e.sample("ccpool_requests_total", {{"result", result}, {"reason", "unspecified"}}, total - labelled);
+    e.sample("ccpool_requests_total", {{"result", result}, {"reason", "unspecified"}},
+             total - labelled);
   }
 }
 
@@ -136,10 +143,11 @@ void render_pool(Exposition& e, const ServiceStatus& s) {
   e.one("ccpool_running_jobs_peak", "gauge", "Most jobs ever running at once", s.peak_running);
   e.one("ccpool_pool_slots", "gauge", "Tool processes that may run at once", s.jobs);
   e.one("ccpool_memory_budget_bytes", "gauge", "Memory budget for running jobs", s.mem_budget);
-  e.one("ccpool_memory_reserved_bytes", "gauge",
-        "Learned memory estimates of the jobs running now", s.mem_reserved);
+  e.one("ccpool_memory_reserved_bytes", "gauge", "Learned memory estimates of the jobs running now",
+        s.mem_reserved);
   e.one("ccpool_clients", "gauge", "Client connections open now", s.clients);
-  e.one("ccpool_refused_peers_total", "counter", "Connections refused: another uid", s.refused_peers);
+  e.one("ccpool_refused_peers_total", "counter", "Connections refused: another uid",
+        s.refused_peers);
   e.one("ccpool_protocol_errors_total", "counter", "Connections closed for a protocol violation",
         s.protocol_errors);
 }
@@ -148,29 +156,36 @@ void render_store(Exposition& e, const ServiceStatus& s) {
   if (!s.store) return;
   const StoreFigures& st = *s.store;
   e.one("ccpool_store_entries", "gauge", "Entries in the node store", st.entries);
-  e.one("ccpool_store_bytes", "gauge", "Bytes the node store holds (compressed, deduplicated)", st.stored_bytes);
-  e.one("ccpool_store_logical_bytes", "gauge", "Bytes the entries would take uncompressed", st.logical_bytes);
+  e.one("ccpool_store_bytes", "gauge", "Bytes the node store holds (compressed, deduplicated)",
+        st.stored_bytes);
+  e.one("ccpool_store_logical_bytes", "gauge", "Bytes the entries would take uncompressed",
+        st.logical_bytes);
   e.one("ccpool_store_max_bytes", "gauge", "Size bound of the node store", st.max_size);
-  e.one("ccpool_store_evictions_total", "counter", "Entries evicted to stay within the size bound", st.evictions);
+  e.one("ccpool_store_evictions_total", "counter", "Entries evicted to stay within the size bound",
+        st.evictions);
   e.one("ccpool_store_corrupt_evictions_total", "counter",
         "Entries evicted because a body failed its checksum", st.corrupt_evictions);
   e.one("ccpool_store_write_errors_total", "counter", "Store writes that failed", s.store_errors);
   e.family("ccpool_time_saved_seconds_total", "counter",
            "Tool time the store's hits saved, summed over the store's life");
-  e.sample("ccpool_time_saved_seconds_total", {}, format_number(static_cast<double>(st.time_saved_ms) / 1000.0));
+  e.sample("ccpool_time_saved_seconds_total", {},
+           format_number(static_cast<double>(st.time_saved_ms) / 1000.0));
 }
 
 void render_cluster(Exposition& e, const ClusterFigures& c) {
   if (!c.remote) return;
   e.one("ccpool_cluster_hits_total", "counter", "Values served from the cluster tier", c.hits);
-  e.one("ccpool_cluster_misses_total", "counter", "Cluster tier lookups that found nothing", c.misses);
+  e.one("ccpool_cluster_misses_total", "counter", "Cluster tier lookups that found nothing",
+        c.misses);
   e.one("ccpool_cluster_errors_total", "counter", "Cluster tier operations that failed", c.errors);
   e.one("ccpool_cluster_writes_total", "counter", "Values written to the cluster tier", c.writes);
   e.one("ccpool_cluster_invalid_total", "counter",
-        "Cluster values refused (bad envelope, structure or signature)", c.invalid + c.bad_signature);
-  e.one("ccpool_cluster_breaker_open", "gauge", "1 while the cluster tier's circuit breaker is open",
-        c.breaker_open ? 1 : 0);
-  e.one("ccpool_cluster_breaker_opened_total", "counter", "Times the circuit breaker opened", c.breaker_opened);
+        "Cluster values refused (bad envelope, structure or signature)",
+        c.invalid + c.bad_signature);
+  e.one("ccpool_cluster_breaker_open", "gauge",
+        "1 while the cluster tier's circuit breaker is open", c.breaker_open ? 1 : 0);
+  e.one("ccpool_cluster_breaker_opened_total", "counter", "Times the circuit breaker opened",
+        c.breaker_opened);
 }
 
 void render_tiers(Exposition& e, const ServiceStatus& s) {
@@ -183,45 +198,51 @@ void render_tiers(Exposition& e, const ServiceStatus& s) {
 
 void render_front(Exposition& e, const std::optional<FrontFigures>& front) {
   if (!front) return;
-  e.one("ccpool_resp_commands_total", "counter", "Commands the Redis-protocol front executed", front->commands);
+  e.one("ccpool_resp_commands_total", "counter", "Commands the Redis-protocol front executed",
+        front->commands);
   e.one("ccpool_resp_connections_total", "counter", "Connections the Redis-protocol front admitted",
         front->connections);
-  e.one("ccpool_resp_refused_peers_total", "counter", "Redis-protocol connections refused", front->refused_peers);
+  e.one("ccpool_resp_refused_peers_total", "counter", "Redis-protocol connections refused",
+        front->refused_peers);
 }
 
 void render_worker_pool(Exposition& e, const std::optional<WorkerPoolFigures>& pool) {
   if (!pool) return;
   const WorkerPoolFigures& w = *pool;
-  e.one("ccpool_worker_pool_workers", "gauge", "Inductor compile workers of the node pool alive now", w.workers);
+  e.one("ccpool_worker_pool_workers", "gauge",
+        "Inductor compile workers of the node pool alive now", w.workers);
   e.one("ccpool_worker_pool_busy", "gauge", "Compile workers running a job now", w.busy);
-  e.one("ccpool_worker_pool_rss_bytes", "gauge", "Resident memory of the compile workers now", w.rss_bytes);
+  e.one("ccpool_worker_pool_rss_bytes", "gauge", "Resident memory of the compile workers now",
+        w.rss_bytes);
   e.one("ccpool_worker_pool_sessions", "gauge", "Ranks with a pool session open now", w.sessions);
   e.one("ccpool_worker_pool_spawned_total", "counter", "Compile workers started", w.spawned);
   e.one("ccpool_worker_pool_jobs_total", "counter", "Compile jobs the node pool ran", w.jobs);
   e.one("ccpool_worker_pool_followed_total", "counter",
         "Compile jobs that ran after an equal job of another rank", w.followed);
-  e.one("ccpool_worker_pool_failed_total", "counter", "Compile jobs the node pool could not run (the rank ran them)",
-        w.failed);
-  e.one("ccpool_worker_pool_cancelled_total", "counter", "Compile jobs withdrawn by their rank", w.cancelled);
+  e.one("ccpool_worker_pool_failed_total", "counter",
+        "Compile jobs the node pool could not run (the rank ran them)", w.failed);
+  e.one("ccpool_worker_pool_cancelled_total", "counter", "Compile jobs withdrawn by their rank",
+        w.cancelled);
   if (w.counts) {
     auto count = [&](const char* name) {
       auto it = w.counts->find(name);
       return it == w.counts->end() ? uint64_t{0} : it->second;
     };
-    e.one("ccpool_worker_pool_triton_compiles_total", "counter", "Triton kernels compiled and stored by the pool",
-          count("triton_compiles"));
-    e.one("ccpool_worker_pool_triton_store_hits_total", "counter", "Triton kernels served from the node store",
-          count("triton_store_hits"));
+    e.one("ccpool_worker_pool_triton_compiles_total", "counter",
+          "Triton kernels compiled and stored by the pool", count("triton_compiles"));
+    e.one("ccpool_worker_pool_triton_store_hits_total", "counter",
+          "Triton kernels served from the node store", count("triton_store_hits"));
   }
 }
 
 void render_leases(Exposition& e, const std::optional<LeaseFigures>& leases) {
   if (!leases) return;
   const LeaseFigures& l = *leases;
-  e.one("ccpool_leases_in_flight", "gauge", "Keys a client computes now (graph compiles, Triton kernels)",
-        l.keys_in_flight);
+  e.one("ccpool_leases_in_flight", "gauge",
+        "Keys a client computes now (graph compiles, Triton kernels)", l.keys_in_flight);
   e.one("ccpool_lease_waiters", "gauge", "Clients waiting for another's value now", l.waiting);
-  e.family("ccpool_lease_waits_total", "counter", "Waits for another client's value, by how they ended");
+  e.family("ccpool_lease_waits_total", "counter",
+           "Waits for another client's value, by how they ended");
   e.sample("ccpool_lease_waits_total", {{"outcome", "served"}}, l.served);
   e.sample("ccpool_lease_waits_total", {{"outcome", "abandoned"}}, l.abandoned);
   e.sample("ccpool_lease_waits_total", {{"outcome", "timed_out"}}, l.timed_out);
@@ -234,7 +255,8 @@ MetricsFormat format_for_accept(std::string_view accept) {
   size_t pos = 0;
   while (pos <= accept.size()) {
     size_t end = accept.find(',', pos);
-    std::string_view range = accept.substr(pos, end == std::string_view::npos ? accept.npos : end - pos);
+    std::string_view range =
+        accept.substr(pos, end == std::string_view::npos ? accept.npos : end - pos);
     if (range.find("application/openmetrics-text") != std::string_view::npos &&
         range.find("q=0;") == std::string_view::npos && !range.ends_with("q=0") &&
         !range.ends_with("q=0.0")) {
@@ -259,7 +281,8 @@ std::string render_metrics(const ServiceStatus& status, MetricsFormat format) {
   Exposition e(format);
   e.family("ccpool_build_info", "info", "Version of the running service");
   e.sample("ccpool_build_info", {{"version", status.version}}, 1);
-  e.family("ccpool_start_time_seconds", "gauge", "Start time of the service, seconds since the epoch");
+  e.family("ccpool_start_time_seconds", "gauge",
+           "Start time of the service, seconds since the epoch");
   e.sample("ccpool_start_time_seconds", {}, status.start_time_s);
   render_requests(e, status);
   render_pool(e, status);

@@ -5,10 +5,9 @@
 // Metric names, labels and their meaning: docs/deploy.md#metrics.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "base/histogram.h"
 #include "service/status.h"

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,8 +12,6 @@
 #include <chrono>
 #include <cstring>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "resp/peer.h"
 
@@ -68,9 +67,10 @@ void close_connection(EventLoop& loop, Connection& c) {
 }
 
 void send_busy(int fd, uid_t uid) {
-  std::string busy = plain("503 Service Unavailable", "uid " + std::to_string(uid) + " has " +
-                                                          std::to_string(MetricsServer::kMaxPerUid) +
-                                                          " connections open here already");
+  std::string busy =
+      plain("503 Service Unavailable", "uid " + std::to_string(uid) + " has " +
+                                           std::to_string(MetricsServer::kMaxPerUid) +
+                                           " connections open here already");
   [[maybe_unused]] ssize_t n = ::send(fd, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
@@ -125,8 +125,8 @@ std::string metrics_reply(std::string_view head, const MetricsServer::Render& re
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start(int port, Render render) {
   if (port < 0 || port > 65535) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "invalid metrics port " + std::to_string(port) + "; use 1-65535 (0: any free port)");
+    return make_error(ErrorCode::kInvalidArgument, "invalid metrics port " + std::to_string(port) +
+                                                       "; use 1-65535 (0: any free port)");
   }
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) return make_error(ErrorCode::kIo, std::string("socket: ") + std::strerror(errno));

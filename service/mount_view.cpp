@@ -18,7 +18,8 @@ namespace {
 // with a destructor is not allowed in the service).
 struct OwnView {
   int ns = -1, root = -1, cwd = -1;
-  struct stat ns_st {}, root_st {};
+  struct stat ns_st {
+  }, root_st{};
   bool ok = false;
 };
 
@@ -29,8 +30,8 @@ const OwnView& own_view() {
     view.ns = ::open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
     view.root = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
     view.cwd = ::open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    view.ok = view.ns >= 0 && view.root >= 0 && view.cwd >= 0 && ::fstat(view.ns, &view.ns_st) == 0 &&
-              ::fstat(view.root, &view.root_st) == 0;
+    view.ok = view.ns >= 0 && view.root >= 0 && view.cwd >= 0 &&
+              ::fstat(view.ns, &view.ns_st) == 0 && ::fstat(view.root, &view.root_st) == 0;
   });
   return view;
 }
@@ -38,7 +39,9 @@ const OwnView& own_view() {
 thread_local const MountView* t_current = nullptr;
 thread_local bool t_unshared = false;
 
-std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
+std::string errno_text(const std::string& what) {
+  return what + ": " + std::strerror(errno);
+}
 
 // Points the calling thread at `view` (nullptr: the service's own). "" or
 // why not; `changed` says whether the thread's view was already altered.
@@ -60,7 +63,8 @@ std::string switch_to(const MountView* view, bool& changed) {
     }
   }
   changed = true;
-  if (::fchdir(root) != 0 || ::chroot(".") != 0) return errno_text("chroot into the requester's root");
+  if (::fchdir(root) != 0 || ::chroot(".") != 0)
+    return errno_text("chroot into the requester's root");
   if (view ? ::chdir("/") != 0 : ::fchdir(own.cwd) != 0) return errno_text("chdir");
   return "";
 }
@@ -70,32 +74,37 @@ std::string switch_to(const MountView* view, bool& changed) {
 Result<std::shared_ptr<const MountView>> MountView::of_peer(pid_t pid) {
   const OwnView& own = own_view();
   if (pid <= 0) {
-    return make_error(ErrorCode::kPermission, "the client's pid is not visible to the service (another PID namespace): "
-                                              "run the service in the host's PID namespace (docs/deploy.md)");
+    return make_error(ErrorCode::kPermission,
+                      "the client's pid is not visible to the service (another PID namespace): "
+                      "run the service in the host's PID namespace (docs/deploy.md)");
   }
   std::string proc = "/proc/" + std::to_string(pid);
   UniqueFd ns(::open((proc + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC));
   UniqueFd root(::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  struct stat ns_st {}, root_st {};
+  struct stat ns_st {
+  }, root_st{};
   if (!ns || !root || ::fstat(ns.get(), &ns_st) != 0 || ::fstat(root.get(), &root_st) != 0) {
-    return make_error(ErrorCode::kPermission, errno_text("cannot open " + proc + "/ns/mnt and " + proc + "/root") +
-                                                  " (the service needs to see the client's /proc entries)");
+    return make_error(ErrorCode::kPermission,
+                      errno_text("cannot open " + proc + "/ns/mnt and " + proc + "/root") +
+                          " (the service needs to see the client's /proc entries)");
   }
-  if (!own.ok) return make_error(ErrorCode::kInternal, "the service cannot open its own /proc/self/ns/mnt");
-  if (ns_st.st_ino == own.ns_st.st_ino && ns_st.st_dev == own.ns_st.st_dev && root_st.st_ino == own.root_st.st_ino &&
-      root_st.st_dev == own.root_st.st_dev) {
+  if (!own.ok)
+    return make_error(ErrorCode::kInternal, "the service cannot open its own /proc/self/ns/mnt");
+  if (ns_st.st_ino == own.ns_st.st_ino && ns_st.st_dev == own.ns_st.st_dev &&
+      root_st.st_ino == own.root_st.st_ino && root_st.st_dev == own.root_st.st_dev) {
     return std::shared_ptr<const MountView>();
   }
-  std::string id = "mnt:" + std::to_string(ns_st.st_ino) + " root:" + std::to_string(root_st.st_dev) + ":" +
-                   std::to_string(root_st.st_ino);
+  std::string id = "mnt:" + std::to_string(ns_st.st_ino) +
+                   " root:" + std::to_string(root_st.st_dev) + ":" + std::to_string(root_st.st_ino);
   auto view = std::make_shared<const MountView>(std::move(ns), std::move(root), std::move(id));
   // Try it now, so a service that may not enter answers "run it yourself"
   // before planning anything.
   InView probe(view.get());
   if (!probe.error().empty()) {
-    return make_error(ErrorCode::kPermission, "cannot enter the requester's mount namespace (" + probe.error() +
-                                                  "): run the service with CAP_SYS_ADMIN and CAP_SYS_CHROOT "
-                                                  "(docs/deploy.md) or compile in the same view");
+    return make_error(ErrorCode::kPermission,
+                      "cannot enter the requester's mount namespace (" + probe.error() +
+                          "): run the service with CAP_SYS_ADMIN and CAP_SYS_CHROOT "
+                          "(docs/deploy.md) or compile in the same view");
   }
   return std::shared_ptr<const MountView>(std::move(view));
 }

@@ -7,9 +7,8 @@
 #include <atomic>
 #include <csignal>
 #include <ctime>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "base/fault.h"
 #include "base/fs.h"
@@ -55,14 +54,15 @@ Result<std::string> prepare_work_root(const std::string& state_dir) {
   if (is_marked_work_dir(root)) {
     remove_tree(root);
   } else if (path_exists(root)) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "'" + root + "' exists but was not created by ccpool (it has no " + (kWorkMark + 1) +
-                          " mark); the service empties its work directory at start and stop, so it will not "
-                          "use this one: move it away or choose another --socket directory");
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        "'" + root + "' exists but was not created by ccpool (it has no " + (kWorkMark + 1) +
+            " mark); the service empties its work directory at start and stop, so it will not "
+            "use this one: move it away or choose another --socket directory");
   }
   CCPOOL_TRY(ensure_private_dir(root));
-  CCPOOL_TRY(write_file_atomic(root + kWorkMark,
-                               "ccpool serve's work directory: emptied at every start and stop\n", 0600));
+  CCPOOL_TRY(write_file_atomic(
+      root + kWorkMark, "ccpool serve's work directory: emptied at every start and stop\n", 0600));
   return root;
 }
 
@@ -75,7 +75,8 @@ uint64_t count_lines(const std::string& path) {
 }
 
 StoreFigures store_figures(const cache::StoreStats& s) {
-  return {s.entries, s.stored_bytes, s.logical_bytes, s.max_size, s.evictions, s.corrupt_evictions, s.time_saved_ms};
+  return {s.entries,   s.stored_bytes,      s.logical_bytes, s.max_size,
+          s.evictions, s.corrupt_evictions, s.time_saved_ms};
 }
 
 }  // namespace
@@ -155,9 +156,11 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
     CCPOOL_TRY_ASSIGN(impl->tier, remote::Tier::create(remote_options));
     spdlog::info("cluster tier: {}", remote_options.url);
     if (remote_options.hmac_key_file.empty()) {
-      spdlog::warn("UNSIGNED CLUSTER TIER (--remote-unsigned): entries from {} are not authenticated; anyone "
-                   "who can write to it can serve any object to this node. Use --remote-key-file.",
-                   remote_options.url);
+      spdlog::warn(
+          "UNSIGNED CLUSTER TIER (--remote-unsigned): entries from {} are not authenticated; "
+          "anyone "
+          "who can write to it can serve any object to this node. Use --remote-key-file.",
+          remote_options.url);
     }
   }
   impl->storage = std::make_unique<Storage>(*impl->store, impl->tier.get());
@@ -186,12 +189,17 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   CCPOOL_TRY_ASSIGN(impl->hub, ConnectionHub::create(options.socket_path, std::move(callbacks),
                                                      UniqueFd(options.listen_fd)));
 
-  ExecPipeline::Deps deps{*impl->storage,  *impl->scheduler, *impl->runner,
-                          *impl->planner,  impl->tier.get(), impl->counters,
+  ExecPipeline::Deps deps{*impl->storage,
+                          *impl->scheduler,
+                          *impl->runner,
+                          *impl->planner,
+                          impl->tier.get(),
+                          impl->counters,
                           [raw](uint64_t conn, ipc::ExecReply reply) {
                             raw->hub->send(conn, ipc::Message(std::move(reply)));
                           },
-                          work_root,       options.job_timeout,
+                          work_root,
+                          options.job_timeout,
                           *options.faults};
   impl->pipeline = std::make_unique<ExecPipeline>(std::move(deps));
 
@@ -200,15 +208,20 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   pool_options.idle_timeout = options.worker_idle_timeout;
   pool_options.job_timeout = options.job_timeout;
   // -c, not -m: -m would put the rank's cwd first on the worker's sys.path.
-  pool_options.worker_argv = {"-c", "import sys; del sys.path[0]; from ccpool._worker import main; sys.exit(main(sys.argv[1:]))"};
+  pool_options.worker_argv = {
+      "-c",
+      "import sys; del sys.path[0]; from ccpool._worker import main; sys.exit(main(sys.argv[1:]))"};
   impl->worker_pool = std::make_unique<workers::WorkerPool>(pool_options, *impl->scheduler);
   WorkerSessions::Options session_options;
   session_options.python_dir = options.python_dir;
   session_options.worker_env = {"CCPOOL_WORKER=1"};
-  if (options.resp_enabled) session_options.worker_env.push_back("CCPOOL_RESP_SOCKET=" + impl->state_dir + "/resp.sock");
+  if (options.resp_enabled)
+    session_options.worker_env.push_back("CCPOOL_RESP_SOCKET=" + impl->state_dir + "/resp.sock");
   impl->worker_sessions = std::make_unique<WorkerSessions>(
       *impl->worker_pool, std::move(session_options),
-      [raw](uint64_t conn, ipc::Message message, bool close_after) { raw->hub->send(conn, message, close_after); });
+      [raw](uint64_t conn, ipc::Message message, bool close_after) {
+        raw->hub->send(conn, message, close_after);
+      });
 
   if (options.resp_enabled) {
     impl->kv = std::make_unique<StoreKv>(*impl->storage);
@@ -218,7 +231,8 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
     // One loop is fastest on a few cores (no wakeups split between loops), but
     // a tier lookup blocks its loop for up to the tier's timeout: with a tier,
     // more loops keep one slow lookup from stalling every connection.
-    front_options.io_threads = options.resp_threads > 0 ? options.resp_threads : (impl->tier ? 4 : 1);
+    front_options.io_threads =
+        options.resp_threads > 0 ? options.resp_threads : (impl->tier ? 4 : 1);
     front_options.password = options.resp_password;
     auto front = resp::Front::start(front_options, *impl->kv);
     if (!front) {
@@ -250,7 +264,9 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
 
 Service::Service(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 
-Service::~Service() { m_impl->shutdown(); }
+Service::~Service() {
+  m_impl->shutdown();
+}
 
 void Service::request_stop() {
   m_impl->stop = true;
@@ -340,17 +356,24 @@ ServiceStatus Service::Impl::status_figures(const Readings& r) {
     s.store = store_stats;
   }
   const remote::RemoteCounters& rc = r.remote;
-  s.cluster = {tier != nullptr, counters.remote_hits.load() + (kv ? kv->remote_hits() : 0),
-               rc.misses,       rc.errors,
-               rc.writes,       rc.invalid,
+  s.cluster = {tier != nullptr,  counters.remote_hits.load() + (kv ? kv->remote_hits() : 0),
+               rc.misses,        rc.errors,
+               rc.writes,        rc.invalid,
                rc.bad_signature, rc.breaker_open,
                rc.breaker_opened};
   s.tier_latency["node"] = histogram_figures(storage->local_latency());
   if (tier) s.tier_latency["cluster"] = histogram_figures(storage->tier_latency());
   const workers::WorkerPoolStats& ws = r.workers;
-  s.worker_pool = WorkerPoolFigures{worker_sessions->sessions(), ws.workers,  ws.busy,
-                                    static_cast<uint64_t>(ws.rss_kb * 1024), ws.spawned, ws.jobs_done,
-                                    ws.followed, ws.jobs_failed, ws.cancelled, ws.counts};
+  s.worker_pool = WorkerPoolFigures{worker_sessions->sessions(),
+                                    ws.workers,
+                                    ws.busy,
+                                    static_cast<uint64_t>(ws.rss_kb * 1024),
+                                    ws.spawned,
+                                    ws.jobs_done,
+                                    ws.followed,
+                                    ws.jobs_failed,
+                                    ws.cancelled,
+                                    ws.counts};
   if (front) {
     s.front = FrontFigures{r.front.commands, r.front.connections, r.front.refused_peers};
     const resp::LeaseStats& ls = r.leases;
@@ -368,10 +391,12 @@ nlohmann::json Service::Impl::status() {
   j["pid"] = ::getpid();
   j["socket"] = options.socket_path;
   j["store_dir"] = store->dir();
-  j["uptime_s"] = std::chrono::duration_cast<std::chrono::seconds>(
-                      std::chrono::steady_clock::now() - started).count();
+  j["uptime_s"] =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
+          .count();
   uint64_t timed_hits = r.hit_times.count();
-  j["hit_service_us"] = timed_hits ? static_cast<double>(r.hit_times.sum_ns) / timed_hits / 1000.0 : 0.0;
+  j["hit_service_us"] =
+      timed_hits ? static_cast<double>(r.hit_times.sum_ns) / timed_hits / 1000.0 : 0.0;
   j["join_reruns"] = counters.join_reruns.load();
   cache::GroupCommitStats commits = storage->commit_stats();  // group commit: puts per transaction
   j["store_commits"] = commits.batches;
@@ -448,11 +473,11 @@ void Service::Impl::refresh_store_stats() {
 
 void Service::Impl::shutdown() {
   if (!hub) return;  // already done
-  metrics.reset();  // first: its thread reads everything below
+  metrics.reset();   // first: its thread reads everything below
   hub->stop_accepting();
   front.reset();
-  pipeline->stop_all();           // waiters get "stopping" and run the tool themselves
-  worker_pool->shutdown();        // workers killed; ranks get "failed" and compile with their own pool
+  pipeline->stop_all();     // waiters get "stopping" and run the tool themselves
+  worker_pool->shutdown();  // workers killed; ranks get "failed" and compile with their own pool
   hub->flush_pending(std::chrono::milliseconds(500));
   runner->terminate_all(kKillGrace);  // SIGTERM, then SIGKILL; reaps every group
   for (int i = 0; i < 500 && (pipeline->pending() > 0 || pipeline->active_flights() > 0); ++i) {

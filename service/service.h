@@ -17,19 +17,21 @@ namespace ccpool::service {
 struct ServiceOptions {
   std::string socket_path;
   std::string store_dir;
-  uint64_t max_size = 0;  // 0: the store's default
-  int jobs = 0;           // 0: available_cpus() (base/process_facts.h)
+  uint64_t max_size = 0;    // 0: the store's default
+  int jobs = 0;             // 0: available_cpus() (base/process_facts.h)
   uint64_t mem_budget = 0;  // 0: min(80% MemAvailable, cgroup limit)
   std::chrono::milliseconds job_timeout{0};
   std::chrono::milliseconds idle_timeout{3'600'000};
   std::optional<remote::RemoteOptions> remote;
   bool resp_enabled = true;  // the Redis-protocol front on <state dir>/resp.sock
-  size_t resp_threads = 0;   // event-loop threads of the front; 0: 1, or 4 with a tier (its calls block a thread)
-  int resp_port = 0;         // also 127.0.0.1:PORT when > 0
+  size_t resp_threads =
+      0;  // event-loop threads of the front; 0: 1, or 4 with a tier (its calls block a thread)
+  int resp_port = 0;  // also 127.0.0.1:PORT when > 0
   std::string resp_password;
   int metrics_port = -1;  // >= 0: serve GET /metrics on 127.0.0.1:PORT (0: any free port)
   int listen_fd = -1;     // a listening socket passed by systemd; the service owns it
-  std::string python_dir;  // holds the ccpool package the node pool's workers run (share/ccpool/python)
+  std::string
+      python_dir;  // holds the ccpool package the node pool's workers run (share/ccpool/python)
   std::chrono::milliseconds worker_idle_timeout{60'000};  // an idle compile worker exits after this
   // Handed to the store, the runner and the pipeline; not owned, outlives the service.
   FaultInjector* faults = &FaultInjector::none();

@@ -18,7 +18,9 @@ const json* section(const json& j, const char* key) {
   return it != j.end() && it->is_object() ? &*it : nullptr;
 }
 
-json histogram_json(const HistogramFigures& h) { return {{"le", h.le}, {"counts", h.counts}, {"sum_s", h.sum_s}}; }
+json histogram_json(const HistogramFigures& h) {
+  return {{"le", h.le}, {"counts", h.counts}, {"sum_s", h.sum_s}};
+}
 
 std::optional<HistogramFigures> histogram_from_json(const json& h) {
   if (!h.is_object() || !h.contains("counts") || !h.contains("le")) return std::nullopt;
@@ -41,14 +43,16 @@ std::map<std::string, uint64_t> reasons_from_json(const json& j, const char* key
 }
 
 StoreFigures store_from_json(const json& st) {
-  return {u64(st, "entries"),   u64(st, "stored_bytes"),      u64(st, "logical_bytes"), u64(st, "max_size"),
-          u64(st, "evictions"), u64(st, "corrupt_evictions"), u64(st, "time_saved_ms")};
+  return {u64(st, "entries"),      u64(st, "stored_bytes"), u64(st, "logical_bytes"),
+          u64(st, "max_size"),     u64(st, "evictions"),    u64(st, "corrupt_evictions"),
+          u64(st, "time_saved_ms")};
 }
 
 WorkerPoolFigures worker_pool_from_json(const json& w) {
-  WorkerPoolFigures out{u64(w, "sessions"), u64(w, "workers"),  u64(w, "busy"),   u64(w, "rss_bytes"),
-                        u64(w, "spawned"),  u64(w, "jobs"),     u64(w, "followed"), u64(w, "failed"),
-                        u64(w, "cancelled"), std::nullopt};
+  WorkerPoolFigures out{u64(w, "sessions"),  u64(w, "workers"), u64(w, "busy"),
+                        u64(w, "rss_bytes"), u64(w, "spawned"), u64(w, "jobs"),
+                        u64(w, "followed"),  u64(w, "failed"),  u64(w, "cancelled"),
+                        std::nullopt};
   if (const json* counts = section(w, "counts")) {
     out.counts.emplace();
     for (const auto& [name, n] : counts->items()) (*out.counts)[name] = u64(*counts, name.c_str());
@@ -96,9 +100,12 @@ void write_status_json(json& j, const ServiceStatus& s) {
   j["store_errors"] = s.store_errors;
   if (s.store) {
     const StoreFigures& st = *s.store;
-    j["store"] = {{"entries", st.entries},     {"stored_bytes", st.stored_bytes},
-                  {"logical_bytes", st.logical_bytes}, {"max_size", st.max_size},
-                  {"evictions", st.evictions}, {"corrupt_evictions", st.corrupt_evictions},
+    j["store"] = {{"entries", st.entries},
+                  {"stored_bytes", st.stored_bytes},
+                  {"logical_bytes", st.logical_bytes},
+                  {"max_size", st.max_size},
+                  {"evictions", st.evictions},
+                  {"corrupt_evictions", st.corrupt_evictions},
                   {"time_saved_ms", st.time_saved_ms}};
   } else {
     j["store"] = nullptr;
@@ -176,14 +183,16 @@ ServiceStatus status_from_json(const json& j) {
   s.protocol_errors = u64(j, "protocol_errors");
   s.store_errors = u64(j, "store_errors");
   if (const json* st = section(j, "store")) s.store = store_from_json(*st);
-  s.cluster = {j.value("remote", false), u64(j, "remote_hits"),    u64(j, "remote_misses"),
-               u64(j, "remote_errors"),  u64(j, "remote_writes"),  u64(j, "remote_invalid"),
-               u64(j, "remote_bad_signature"), j.value("breaker_open", false), u64(j, "breaker_opened")};
+  s.cluster = {
+      j.value("remote", false),       u64(j, "remote_hits"),          u64(j, "remote_misses"),
+      u64(j, "remote_errors"),        u64(j, "remote_writes"),        u64(j, "remote_invalid"),
+      u64(j, "remote_bad_signature"), j.value("breaker_open", false), u64(j, "breaker_opened")};
   if (const json* tiers = section(j, "tier_latency")) {
     for (const auto& [tier, h] : tiers->items()) s.tier_latency[tier] = histogram_from_json(h);
   }
   if (j.contains("resp_commands")) {
-    s.front = FrontFigures{u64(j, "resp_commands"), u64(j, "resp_connections"), u64(j, "resp_refused_peers")};
+    s.front = FrontFigures{u64(j, "resp_commands"), u64(j, "resp_connections"),
+                           u64(j, "resp_refused_peers")};
   }
   if (const json* w = section(j, "worker_pool")) s.worker_pool = worker_pool_from_json(*w);
   if (const json* l = section(j, "leases")) {

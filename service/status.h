@@ -9,11 +9,10 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/histogram.h"
 
@@ -81,7 +80,8 @@ struct ServiceStatus {
   uint64_t store_errors = 0;
   std::optional<StoreFigures> store;
   ClusterFigures cluster;
-  std::map<std::string, std::optional<HistogramFigures>> tier_latency;  // by tier; nullopt: unreadable
+  std::map<std::string, std::optional<HistogramFigures>>
+      tier_latency;  // by tier; nullopt: unreadable
   std::optional<FrontFigures> front;
   std::optional<WorkerPoolFigures> worker_pool;
   std::optional<LeaseFigures> leases;

@@ -7,17 +7,21 @@
 namespace ccpool::service {
 
 Storage::Storage(cache::Store& local, remote::Tier* tier, cache::GroupCommitOptions commit)
-    : m_local(local), m_tier(tier), m_commit(std::make_unique<cache::GroupCommitter>(local, commit)) {}
+    : m_local(local),
+      m_tier(tier),
+      m_commit(std::make_unique<cache::GroupCommitter>(local, commit)) {}
 
 Storage::Storage(cache::Store& local, remote::Tier* tier, cache::GroupCommitter::BatchWriter writer)
     : m_local(local),
       m_tier(tier),
-      m_commit(std::make_unique<cache::GroupCommitter>(local, std::move(writer), cache::GroupCommitOptions{})) {}
+      m_commit(std::make_unique<cache::GroupCommitter>(local, std::move(writer),
+                                                       cache::GroupCommitOptions{})) {}
 
 std::optional<cache::Entry> Storage::read_local(const Digest& key, Bodies bodies, Touch touch,
                                                 cache::Expired expired) {
-  Result<std::optional<cache::Entry>> entry =
-      touch == Touch::kCount ? m_local.get(key, expired) : m_local.peek(key, bodies == Bodies::kWith);
+  Result<std::optional<cache::Entry>> entry = touch == Touch::kCount
+                                                  ? m_local.get(key, expired)
+                                                  : m_local.peek(key, bodies == Bodies::kWith);
   if (!entry) {
     spdlog::warn("cannot read {} from the store: {}", key.hex(), entry.error().message);
     return std::nullopt;
@@ -30,7 +34,8 @@ std::optional<Found> Storage::get(const Digest& key, Bodies bodies, Touch touch)
   return get_remote(key, bodies, touch);
 }
 
-std::optional<Found> Storage::get_local(const Digest& key, Bodies bodies, Touch touch, cache::Expired expired) {
+std::optional<Found> Storage::get_local(const Digest& key, Bodies bodies, Touch touch,
+                                        cache::Expired expired) {
   auto started = std::chrono::steady_clock::now();
   std::optional<cache::Entry> local = read_local(key, bodies, touch, expired);
   m_local_latency.observe_since(started);
@@ -52,7 +57,8 @@ std::optional<Found> Storage::get_remote(const Digest& key, Bodies bodies, Touch
 
 bool Storage::adopt_packed(const Digest& key, std::string_view packed) {
   if (auto put = m_local.put_packed(key, packed); !put) {
-    spdlog::warn("cannot store {} fetched from the cluster tier: {}", key.hex(), put.error().message);
+    spdlog::warn("cannot store {} fetched from the cluster tier: {}", key.hex(),
+                 put.error().message);
     return false;
   }
   return true;
@@ -73,7 +79,8 @@ void Storage::put_async(const Digest& key, const cache::Entry& entry, PutDone do
 
 void Storage::write_behind(const Digest& key) {
   if (m_tier == nullptr) return;
-  if (auto packed = m_local.get_packed(key); packed && *packed) m_tier->put_async(key, std::move(**packed));
+  if (auto packed = m_local.get_packed(key); packed && *packed)
+    m_tier->put_async(key, std::move(**packed));
 }
 
 }  // namespace ccpool::service

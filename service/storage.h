@@ -58,9 +58,11 @@ class Storage {
   // stored locally, then read back from the node store). get_local with
   // cache::Expired::kKeep also returns an entry whose expiry passed (a peek,
   // Touch::kPeek, always does).
-  std::optional<Found> get_local(const Digest& key, Bodies bodies = Bodies::kWith, Touch touch = Touch::kCount,
+  std::optional<Found> get_local(const Digest& key, Bodies bodies = Bodies::kWith,
+                                 Touch touch = Touch::kCount,
                                  cache::Expired expired = cache::Expired::kHide);
-  std::optional<Found> get_remote(const Digest& key, Bodies bodies = Bodies::kWith, Touch touch = Touch::kCount);
+  std::optional<Found> get_remote(const Digest& key, Bodies bodies = Bodies::kWith,
+                                  Touch touch = Touch::kCount);
   // Writes a value another node made (already verified by the tier's envelope)
   // into the node store. False when the store refused it.
   bool adopt_packed(const Digest& key, std::string_view packed);
@@ -84,7 +86,7 @@ class Storage {
 
  private:
   std::optional<cache::Entry> read_local(const Digest& key, Bodies bodies, Touch touch,
-                                        cache::Expired expired = cache::Expired::kHide);
+                                         cache::Expired expired = cache::Expired::kHide);
   void write_behind(const Digest& key);
 
   cache::Store& m_local;

@@ -73,12 +73,15 @@ bool StoreKv::set(std::string_view key, std::string_view value, int64_t expires_
   return save(store_key(key), blob(key, value, expires_at_ms));
 }
 
-void StoreKv::set_async(std::string_view key, std::string_view value, int64_t expires_at_ms, SetDone done) {
-  m_storage.put_async(store_key(key), blob(key, value, expires_at_ms),
-                      [label = std::string(key), done = std::move(done)](const Result<void>& stored) {
-                        if (!stored) spdlog::warn("redis front: cannot store '{}': {}", label, stored.error().message);
-                        done(stored.has_value());
-                      });
+void StoreKv::set_async(std::string_view key, std::string_view value, int64_t expires_at_ms,
+                        SetDone done) {
+  m_storage.put_async(
+      store_key(key), blob(key, value, expires_at_ms),
+      [label = std::string(key), done = std::move(done)](const Result<void>& stored) {
+        if (!stored)
+          spdlog::warn("redis front: cannot store '{}': {}", label, stored.error().message);
+        done(stored.has_value());
+      });
 }
 
 bool StoreKv::del(std::string_view key) {
@@ -97,7 +100,9 @@ bool StoreKv::del(std::string_view key) {
   return existed;
 }
 
-bool StoreKv::exists(std::string_view key) { return load(store_key(key), false).has_value(); }
+bool StoreKv::exists(std::string_view key) {
+  return load(store_key(key), false).has_value();
+}
 
 bool StoreKv::expire(std::string_view key, int64_t expires_at_ms) {
   Digest digest = store_key(key);

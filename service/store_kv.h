@@ -20,7 +20,8 @@ class StoreKv : public resp::KvBackend {
   std::optional<std::string> get(std::string_view key) override;
   bool set(std::string_view key, std::string_view value, int64_t expires_at_ms) override;
   // Queued to the storage's group committer; `done` runs once its batch committed.
-  void set_async(std::string_view key, std::string_view value, int64_t expires_at_ms, SetDone done) override;
+  void set_async(std::string_view key, std::string_view value, int64_t expires_at_ms,
+                 SetDone done) override;
   void end_of_burst() override { m_storage.commit_queued(); }
   bool del(std::string_view key) override;
   bool exists(std::string_view key) override;

@@ -41,7 +41,8 @@ void WorkerSessions::on_open(uint64_t conn, pid_t peer_pid, ipc::PoolOpen open) 
     Session& s = m_sessions[conn];
     s.env = std::move(*env);
     // Fairness bucket: the rank, else the requesting process.
-    s.bucket = open.rank >= 0 ? static_cast<uint64_t>(open.rank) : (uint64_t{1} << 32) + static_cast<uint64_t>(peer_pid);
+    s.bucket = open.rank >= 0 ? static_cast<uint64_t>(open.rank)
+                              : (uint64_t{1} << 32) + static_cast<uint64_t>(peer_pid);
     spdlog::info("pool session for pid {} (rank {}): {} in {}, environment {}", peer_pid, open.rank,
                  s.env->python, s.env->cwd, s.env->id.substr(0, 12));
     env_for_warm = s.env;
@@ -57,7 +58,8 @@ void WorkerSessions::on_submit(uint64_t conn, ipc::PoolSubmit submit) {
     MutexLock lock(&m_mutex);
     auto it = m_sessions.find(conn);
     if (it == m_sessions.end() || it->second.jobs.count(submit.job_id)) {
-      const char* why = it == m_sessions.end() ? "pool-submit before pool-open" : "pool-submit reuses a job id";
+      const char* why =
+          it == m_sessions.end() ? "pool-submit before pool-open" : "pool-submit reuses a job id";
       lock.unlock();
       return refuse(conn, ErrorCode::kProtocol, why);
     }
@@ -67,26 +69,26 @@ void WorkerSessions::on_submit(uint64_t conn, ipc::PoolSubmit submit) {
   }
   uint64_t client_id = submit.job_id;
   auto answer = [this, conn, client_id](workers::JobResult result) {
-        {
-          MutexLock lock(&m_mutex);
-          auto it = m_sessions.find(conn);
-          if (it == m_sessions.end() || !it->second.jobs.erase(client_id)) return;
-        }
-        ipc::PoolResult reply;
-        reply.job_id = client_id;
-        reply.status = result.status == workers::JobStatus::kDone ? ipc::PoolJobStatus::kDone
-                                                                   : ipc::PoolJobStatus::kFailed;
-        reply.followed = result.followed;
-        reply.payload = std::move(result.payload);
-        reply.message = std::move(result.message);
-        m_send(conn, ipc::Message(std::move(reply)), false);
+    {
+      MutexLock lock(&m_mutex);
+      auto it = m_sessions.find(conn);
+      if (it == m_sessions.end() || !it->second.jobs.erase(client_id)) return;
+    }
+    ipc::PoolResult reply;
+    reply.job_id = client_id;
+    reply.status = result.status == workers::JobStatus::kDone ? ipc::PoolJobStatus::kDone
+                                                              : ipc::PoolJobStatus::kFailed;
+    reply.followed = result.followed;
+    reply.payload = std::move(result.payload);
+    reply.message = std::move(result.message);
+    m_send(conn, ipc::Message(std::move(reply)), false);
   };
   // Inductor's readiness probe is answered once a worker of the rank's
   // environment is up, without queueing behind other ranks' compiles.
   uint64_t pool_id = submit.flight_key == ipc::kReadyProbeKey
                          ? m_pool.await_ready(env, std::move(answer))
-                         : m_pool.submit(env, bucket, std::move(submit.flight_key), std::move(submit.payload),
-                                         std::move(answer));
+                         : m_pool.submit(env, bucket, std::move(submit.flight_key),
+                                         std::move(submit.payload), std::move(answer));
   MutexLock lock(&m_mutex);
   auto it = m_sessions.find(conn);
   if (it == m_sessions.end()) return;  // disconnected meanwhile: on_disconnect could not cancel it
@@ -119,7 +121,8 @@ void WorkerSessions::on_disconnect(uint64_t conn) {
     }
     m_sessions.erase(it);
   }
-  if (!pool_ids.empty()) spdlog::info("pool session closed with {} job(s) in flight: cancelled", pool_ids.size());
+  if (!pool_ids.empty())
+    spdlog::info("pool session closed with {} job(s) in flight: cancelled", pool_ids.size());
   for (uint64_t id : pool_ids) m_pool.cancel(id);
 }
 

@@ -15,8 +15,8 @@
  *
  * Stack: a hook uses O(argc) pointers (VLAs sized by the argv it got, at most
  * MAX_REDIRECT_ARGS) plus one PATH_MAX buffer for the p-variants, so it works
- * on small thread stacks (64 KiB) as glibc's own exec functions do. We redirect only when the resolved program is an
- * executable regular file; in every other case, and when exec'ing the client
+ * on small thread stacks (64 KiB) as glibc's own exec functions do. We redirect only when the
+ * resolved program is an executable regular file; in every other case, and when exec'ing the client
  * fails, the real function is called with the original arguments. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -50,7 +50,7 @@ static execveat_fn g_real_execveat;
 static spawn_fn g_real_posix_spawn;
 static spawn_fn g_real_posix_spawnp;
 
-static int g_enabled;          /* 0 when CCPOOL_DISABLE is set or the client is unknown */
+static int g_enabled; /* 0 when CCPOOL_DISABLE is set or the client is unknown */
 static char g_client[PATH_MAX];
 /* "--inherited-socket=<CCPOOL_SOCKET or $XDG_RUNTIME_DIR/ccpool/sock>" or "" */
 static char g_socket_arg[PATH_MAX + 32];
@@ -351,21 +351,20 @@ EXPORT int execvp(const char* file, char* const argv[]) {
 EXPORT int execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
                     int flags) {
   if (is_null(path)) return efault();
-  if (flags == 0 && (dirfd == AT_FDCWD || path[0] == '/'))
-    return exec_common(path, argv, envp);
+  if (flags == 0 && (dirfd == AT_FDCWD || path[0] == '/')) return exec_common(path, argv, envp);
   return g_real_execveat(dirfd, path, argv, envp, flags);
 }
 
 /* The execl variants collect their arguments into a stack array as glibc
  * does (unbounded, like glibc's VLA), then behave as execv/execve/execvp. */
-#define COLLECT_VARARGS(first, ap_start, argv_name, extra)           \
-  size_t argc_ = 1;                                                  \
-  va_list count_;                                                    \
-  va_copy(count_, ap_start);                                         \
-  while (va_arg(count_, char*)) ++argc_;                             \
-  va_end(count_);                                                    \
-  char* argv_name[argc_ + 1];                                        \
-  argv_name[0] = (char*)(first);                                     \
+#define COLLECT_VARARGS(first, ap_start, argv_name, extra)                        \
+  size_t argc_ = 1;                                                               \
+  va_list count_;                                                                 \
+  va_copy(count_, ap_start);                                                      \
+  while (va_arg(count_, char*)) ++argc_;                                          \
+  va_end(count_);                                                                 \
+  char* argv_name[argc_ + 1];                                                     \
+  argv_name[0] = (char*)(first);                                                  \
   for (size_t i_ = 1; i_ <= argc_; ++i_) argv_name[i_] = va_arg(ap_start, char*); \
   extra
 

@@ -66,7 +66,7 @@ static int g_fd = -1;
 static volatile int g_inited;
 
 #define REAL(name) real_##name
-#define DECLARE(ret, name, ...) \
+#define DECLARE(ret, name, ...)          \
   typedef ret (*name##_fn)(__VA_ARGS__); \
   static name##_fn real_##name
 
@@ -156,7 +156,9 @@ static void put_bytes(struct rec* r, const char* s, size_t len) {
   r->n += len;
 }
 
-static void put_char(struct rec* r, char c) { put_bytes(r, &c, 1); }
+static void put_char(struct rec* r, char c) {
+  put_bytes(r, &c, 1);
+}
 
 static void put_num(struct rec* r, long long v) {
   char digits[24];
@@ -251,8 +253,10 @@ static const char* at_path(int dirfd, const char* path, char out[PATH_MAX]) {
 static void emit_at(char op, int dirfd, const char* path, long long a, long long b) {
   char buf[PATH_MAX];
   const char* p = at_path(dirfd, path, buf);
-  if (p) emit1(op, a, b, p);
-  else emit1('?', a, 0, "fd-relative path");
+  if (p)
+    emit1(op, a, b, p);
+  else
+    emit1('?', a, 0, "fd-relative path");
 }
 
 /* glibc declares the path arguments nonnull, so a plain test would be
@@ -284,15 +288,71 @@ static int record_library(struct dl_phdr_info* info, size_t size, void* data) {
 
 static void resolve_all(void) {
 #define R(name) real_##name = (name##_fn)dlsym(RTLD_NEXT, #name)
-  R(open); R(open64); R(openat); R(openat64); R(__open_2); R(__open64_2); R(__openat_2);
-  R(__openat64_2); R(creat); R(creat64); R(fopen); R(fopen64); R(freopen); R(freopen64);
-  R(stat); R(stat64); R(lstat); R(lstat64); R(fstatat); R(fstatat64); R(__xstat); R(__xstat64);
-  R(__lxstat); R(__lxstat64); R(__fxstatat); R(__fxstatat64); R(statx); R(access); R(faccessat);
-  R(eaccess); R(euidaccess); R(readlink); R(readlinkat); R(realpath); R(canonicalize_file_name);
-  R(opendir); R(scandir); R(getenv); R(secure_getenv); R(execve); R(execveat); R(posix_spawn);
-  R(localtime); R(localtime_r); R(ctime); R(ctime_r); R(gmtime); R(gmtime_r); R(getcwd);
-  R(chdir); R(fchdir); R(dlopen); R(mkstemp); R(mkstemp64); R(mkostemp); R(mkostemp64); R(mkstemps);
-  R(mkstemps64); R(mkostemps); R(mkostemps64); R(mkdtemp); R(rename); R(renameat); R(renameat2); R(link);
+  R(open);
+  R(open64);
+  R(openat);
+  R(openat64);
+  R(__open_2);
+  R(__open64_2);
+  R(__openat_2);
+  R(__openat64_2);
+  R(creat);
+  R(creat64);
+  R(fopen);
+  R(fopen64);
+  R(freopen);
+  R(freopen64);
+  R(stat);
+  R(stat64);
+  R(lstat);
+  R(lstat64);
+  R(fstatat);
+  R(fstatat64);
+  R(__xstat);
+  R(__xstat64);
+  R(__lxstat);
+  R(__lxstat64);
+  R(__fxstatat);
+  R(__fxstatat64);
+  R(statx);
+  R(access);
+  R(faccessat);
+  R(eaccess);
+  R(euidaccess);
+  R(readlink);
+  R(readlinkat);
+  R(realpath);
+  R(canonicalize_file_name);
+  R(opendir);
+  R(scandir);
+  R(getenv);
+  R(secure_getenv);
+  R(execve);
+  R(execveat);
+  R(posix_spawn);
+  R(localtime);
+  R(localtime_r);
+  R(ctime);
+  R(ctime_r);
+  R(gmtime);
+  R(gmtime_r);
+  R(getcwd);
+  R(chdir);
+  R(fchdir);
+  R(dlopen);
+  R(mkstemp);
+  R(mkstemp64);
+  R(mkostemp);
+  R(mkostemp64);
+  R(mkstemps);
+  R(mkstemps64);
+  R(mkostemps);
+  R(mkostemps64);
+  R(mkdtemp);
+  R(rename);
+  R(renameat);
+  R(renameat2);
+  R(link);
   R(symlink);
 #undef R
 }
@@ -320,14 +380,15 @@ __attribute__((constructor(101))) static void ccpool_trace_init(void) {
   dl_iterate_phdr(record_library, 0);
 }
 
-#define ENSURE() \
-  do {       \
+#define ENSURE()                        \
+  do {                                  \
     if (!g_inited) ccpool_trace_init(); \
   } while (0)
 
 /* ---- open family ---- */
 
-static int open_common(int (*real)(const char*, int, ...), const char* path, int flags, mode_t mode) {
+static int open_common(int (*real)(const char*, int, ...), const char* path, int flags,
+                       mode_t mode) {
   ENSURE();
   int fd = real(path, flags, mode);
   int saved = errno;
@@ -336,8 +397,8 @@ static int open_common(int (*real)(const char*, int, ...), const char* path, int
   return fd;
 }
 
-static int openat_common(int (*real)(int, const char*, int, ...), int dirfd, const char* path, int flags,
-                         mode_t mode) {
+static int openat_common(int (*real)(int, const char*, int, ...), int dirfd, const char* path,
+                         int flags, mode_t mode) {
   ENSURE();
   int fd = real(dirfd, path, flags, mode);
   int saved = errno;
@@ -416,7 +477,8 @@ EXPORT int creat64(const char* path, mode_t mode) {
   return open_common(REAL(open), path, O_CREAT | O_WRONLY | O_TRUNC, mode);
 }
 
-static FILE* fopen_common(FILE* (*real)(const char*, const char*), const char* path, const char* mode) {
+static FILE* fopen_common(FILE* (*real)(const char*, const char*), const char* path,
+                          const char* mode) {
   ENSURE();
   FILE* f = real(path, mode);
   int saved = errno;
@@ -436,8 +498,8 @@ EXPORT FILE* fopen64(const char* path, const char* mode) {
   return fopen_common(REAL(fopen64) ? REAL(fopen64) : REAL(fopen), path, mode);
 }
 
-static FILE* freopen_common(FILE* (*real)(const char*, const char*, FILE*), const char* path, const char* mode,
-                            FILE* stream) {
+static FILE* freopen_common(FILE* (*real)(const char*, const char*, FILE*), const char* path,
+                            const char* mode, FILE* stream) {
   ENSURE();
   FILE* f = real(path, mode, stream);
   int saved = errno;
@@ -463,28 +525,30 @@ static long long stat_kind(int rc, mode_t mode, int nofollow) {
   return (nofollow ? 16 : 0) + (rc == 0 ? (long long)((mode & S_IFMT) >> 12) : 0);
 }
 
-#define STAT_HOOK(name, type, nofollow)                                      \
-  EXPORT int name(const char* path, type* st) {                             \
-    ENSURE();                                                                \
-    int rc = REAL(name)(path, st);                                           \
-    int saved = errno;                                                       \
-    if (present(path)) emit1('T', rc ? saved : 0, stat_kind(rc, rc == 0 ? st->st_mode : 0, nofollow), path); \
-    errno = saved;                                                           \
-    return rc;                                                               \
+#define STAT_HOOK(name, type, nofollow)                                                     \
+  EXPORT int name(const char* path, type* st) {                                             \
+    ENSURE();                                                                               \
+    int rc = REAL(name)(path, st);                                                          \
+    int saved = errno;                                                                      \
+    if (present(path))                                                                      \
+      emit1('T', rc ? saved : 0, stat_kind(rc, rc == 0 ? st->st_mode : 0, nofollow), path); \
+    errno = saved;                                                                          \
+    return rc;                                                                              \
   }
 STAT_HOOK(stat, struct stat, 0)
 STAT_HOOK(stat64, struct stat64, 0)
 STAT_HOOK(lstat, struct stat, 1)
 STAT_HOOK(lstat64, struct stat64, 1)
 
-#define XSTAT_HOOK(name, type, nofollow)                                     \
-  EXPORT int name(int ver, const char* path, type* st) {                    \
-    ENSURE();                                                                \
-    int rc = REAL(name)(ver, path, st);                                      \
-    int saved = errno;                                                       \
-    if (present(path)) emit1('T', rc ? saved : 0, stat_kind(rc, rc == 0 ? st->st_mode : 0, nofollow), path); \
-    errno = saved;                                                           \
-    return rc;                                                               \
+#define XSTAT_HOOK(name, type, nofollow)                                                    \
+  EXPORT int name(int ver, const char* path, type* st) {                                    \
+    ENSURE();                                                                               \
+    int rc = REAL(name)(ver, path, st);                                                     \
+    int saved = errno;                                                                      \
+    if (present(path))                                                                      \
+      emit1('T', rc ? saved : 0, stat_kind(rc, rc == 0 ? st->st_mode : 0, nofollow), path); \
+    errno = saved;                                                                          \
+    return rc;                                                                              \
   }
 XSTAT_HOOK(__xstat, struct stat, 0)
 XSTAT_HOOK(__xstat64, struct stat64, 0)
@@ -492,14 +556,17 @@ XSTAT_HOOK(__lxstat, struct stat, 1)
 XSTAT_HOOK(__lxstat64, struct stat64, 1)
 
 /* An empty path with AT_EMPTY_PATH is fstat of the descriptor: no lookup. */
-static int is_fd_stat(const char* path, int flags) { return !present(path) || (path[0] == '\0' && (flags & AT_EMPTY_PATH)); }
+static int is_fd_stat(const char* path, int flags) {
+  return !present(path) || (path[0] == '\0' && (flags & AT_EMPTY_PATH));
+}
 
 EXPORT int fstatat(int dirfd, const char* path, struct stat* st, int flags) {
   ENSURE();
   int rc = REAL(fstatat)(dirfd, path, st, flags);
   int saved = errno;
   if (!is_fd_stat(path, flags))
-    emit_at('T', dirfd, path, rc ? saved : 0, stat_kind(rc, rc == 0 ? st->st_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
+    emit_at('T', dirfd, path, rc ? saved : 0,
+            stat_kind(rc, rc == 0 ? st->st_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
   errno = saved;
   return rc;
 }
@@ -509,7 +576,8 @@ EXPORT int fstatat64(int dirfd, const char* path, struct stat64* st, int flags) 
   int rc = REAL(fstatat64)(dirfd, path, st, flags);
   int saved = errno;
   if (!is_fd_stat(path, flags))
-    emit_at('T', dirfd, path, rc ? saved : 0, stat_kind(rc, rc == 0 ? st->st_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
+    emit_at('T', dirfd, path, rc ? saved : 0,
+            stat_kind(rc, rc == 0 ? st->st_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
   errno = saved;
   return rc;
 }
@@ -519,7 +587,8 @@ EXPORT int __fxstatat(int ver, int dirfd, const char* path, struct stat* st, int
   int rc = REAL(__fxstatat)(ver, dirfd, path, st, flags);
   int saved = errno;
   if (!is_fd_stat(path, flags))
-    emit_at('T', dirfd, path, rc ? saved : 0, stat_kind(rc, rc == 0 ? st->st_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
+    emit_at('T', dirfd, path, rc ? saved : 0,
+            stat_kind(rc, rc == 0 ? st->st_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
   errno = saved;
   return rc;
 }
@@ -529,7 +598,8 @@ EXPORT int __fxstatat64(int ver, int dirfd, const char* path, struct stat64* st,
   int rc = REAL(__fxstatat64)(ver, dirfd, path, st, flags);
   int saved = errno;
   if (!is_fd_stat(path, flags))
-    emit_at('T', dirfd, path, rc ? saved : 0, stat_kind(rc, rc == 0 ? st->st_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
+    emit_at('T', dirfd, path, rc ? saved : 0,
+            stat_kind(rc, rc == 0 ? st->st_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
   errno = saved;
   return rc;
 }
@@ -539,7 +609,8 @@ EXPORT int statx(int dirfd, const char* path, int flags, unsigned int mask, stru
   int rc = REAL(statx)(dirfd, path, flags, mask, st);
   int saved = errno;
   if (!is_fd_stat(path, flags))
-    emit_at('T', dirfd, path, rc ? saved : 0, stat_kind(rc, rc == 0 ? st->stx_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
+    emit_at('T', dirfd, path, rc ? saved : 0,
+            stat_kind(rc, rc == 0 ? st->stx_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
   errno = saved;
   return rc;
 }
@@ -597,8 +668,10 @@ EXPORT ssize_t readlinkat(int dirfd, const char* path, char* buf, size_t size) {
   int saved = errno;
   char abs[PATH_MAX];
   const char* p = at_path(dirfd, path, abs);
-  if (p) emit2('R', n < 0 ? saved : 0, 0, p, buf, n > 0 ? (size_t)n : 0);
-  else if (present(path)) emit1('?', 0, 0, "fd-relative readlink");
+  if (p)
+    emit2('R', n < 0 ? saved : 0, 0, p, buf, n > 0 ? (size_t)n : 0);
+  else if (present(path))
+    emit1('?', 0, 0, "fd-relative readlink");
   errno = saved;
   return n;
 }
@@ -710,7 +783,11 @@ static int execp_recorded(const char* file, char* const argv[], char* const envp
         case EACCES:
           got_eacces = 1;
           break;
-        case ENOENT: case ESTALE: case ENOTDIR: case ENODEV: case ETIMEDOUT:
+        case ENOENT:
+        case ESTALE:
+        case ENOTDIR:
+        case ENODEV:
+        case ETIMEDOUT:
           break;
         default:
           return -1;
@@ -743,21 +820,23 @@ EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
   return execp_recorded(file, argv, envp);
 }
 
-EXPORT int execveat(int dirfd, const char* path, char* const argv[], char* const envp[], int flags) {
+EXPORT int execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
+                    int flags) {
   ENSURE();
-  if (present(path) && flags == 0 && (dirfd == AT_FDCWD || path[0] == '/')) return exec_recorded(path, argv, envp);
+  if (present(path) && flags == 0 && (dirfd == AT_FDCWD || path[0] == '/'))
+    return exec_recorded(path, argv, envp);
   emit1('?', 0, 0, "execveat");
   return REAL(execveat)(dirfd, path, argv, envp, flags);
 }
 
-#define COLLECT_VARARGS(first, ap_start, argv_name, extra)           \
-  size_t argc_ = 1;                                                  \
-  va_list count_;                                                    \
-  va_copy(count_, ap_start);                                         \
-  while (va_arg(count_, char*)) ++argc_;                             \
-  va_end(count_);                                                    \
-  char* argv_name[argc_ + 1];                                        \
-  argv_name[0] = (char*)(first);                                     \
+#define COLLECT_VARARGS(first, ap_start, argv_name, extra)                        \
+  size_t argc_ = 1;                                                               \
+  va_list count_;                                                                 \
+  va_copy(count_, ap_start);                                                      \
+  while (va_arg(count_, char*)) ++argc_;                                          \
+  va_end(count_);                                                                 \
+  char* argv_name[argc_ + 1];                                                     \
+  argv_name[0] = (char*)(first);                                                  \
   for (size_t i_ = 1; i_ <= argc_; ++i_) argv_name[i_] = va_arg(ap_start, char*); \
   extra
 
@@ -893,8 +972,10 @@ EXPORT void* dlopen(const char* name, int flags) {
   int saved = errno;
   if (h && present(name)) {
     struct link_map* lm = 0;
-    if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && lm->l_name[0] == '/') emit1('L', 0, 0, lm->l_name);
-    else emit1('?', 0, 0, "dlopen");
+    if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && lm->l_name[0] == '/')
+      emit1('L', 0, 0, lm->l_name);
+    else
+      emit1('?', 0, 0, "dlopen");
   }
   errno = saved;
   return h;
@@ -902,14 +983,14 @@ EXPORT void* dlopen(const char* name, int flags) {
 
 /* ---- temp files: glibc creates them with its internal open ---- */
 
-#define MKSTEMP_HOOK(name, params, args)                      \
-  EXPORT int name params {                                   \
-    ENSURE();                                                \
-    int fd = REAL(name) args;                                \
-    int saved = errno;                                       \
+#define MKSTEMP_HOOK(name, params, args)                         \
+  EXPORT int name params {                                       \
+    ENSURE();                                                    \
+    int fd = REAL(name) args;                                    \
+    int saved = errno;                                           \
     if (fd >= 0) emit1('W', 0, O_CREAT | O_EXCL | O_RDWR, tmpl); \
-    errno = saved;                                           \
-    return fd;                                               \
+    errno = saved;                                               \
+    return fd;                                                   \
   }
 MKSTEMP_HOOK(mkstemp, (char* tmpl), (tmpl))
 MKSTEMP_HOOK(mkstemp64, (char* tmpl), (tmpl))

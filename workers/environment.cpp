@@ -17,8 +17,8 @@ namespace ccpool::workers {
 bool is_per_rank_variable(const std::string& name) {
   static const char* const kNames[] = {
       "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "TORCHELASTIC_ERROR_FILE", "SLURM_PROCID",
-      "SLURM_LOCALID", "SLURM_TASK_PID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK",
-      "PMIX_RANK", "CUDA_VISIBLE_DEVICES", "PWD", "OLDPWD", "SHLVL", "_",
+      "SLURM_LOCALID", "SLURM_TASK_PID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+      "PMI_RANK", "PMIX_RANK", "CUDA_VISIBLE_DEVICES", "PWD", "OLDPWD", "SHLVL", "_",
       // A launch's rendezvous, new for every job: no compile reads it.
       "MASTER_ADDR", "MASTER_PORT"};
   for (const char* n : kNames) {
@@ -42,8 +42,9 @@ Result<std::shared_ptr<const Environment>> make_environment(const PoolRequest& r
     why = "not an executable file";
   }
   if (!why.empty()) {
-    return make_error(ErrorCode::kInvalidArgument, "the rank's interpreter '" + request.python + "': " + why +
-                                                       "; the rank keeps Inductor's own compile workers");
+    return make_error(ErrorCode::kInvalidArgument,
+                      "the rank's interpreter '" + request.python + "': " + why +
+                          "; the rank keeps Inductor's own compile workers");
   }
   struct stat dir {};
   if (::stat(request.cwd.c_str(), &dir) != 0 || !S_ISDIR(dir.st_mode)) {
@@ -79,7 +80,8 @@ Result<std::shared_ptr<const Environment>> make_environment(const PoolRequest& r
   // at the same path is another interpreter), then everything a worker gets.
   std::string identity = "python " + request.python + " " + std::to_string(py.st_dev) + ":" +
                          std::to_string(py.st_ino) + ":" + std::to_string(py.st_size) + ":" +
-                         std::to_string(py.st_mtim.tv_sec) + "." + std::to_string(py.st_mtim.tv_nsec) + "\n";
+                         std::to_string(py.st_mtim.tv_sec) + "." +
+                         std::to_string(py.st_mtim.tv_nsec) + "\n";
   identity += "cwd " + request.cwd + "\n";
   for (const std::string& a : env->args) identity += "arg " + a + "\n";
   for (const std::string& e : env->env) identity += "env " + e + "\n";

@@ -20,10 +20,11 @@ struct PoolRequest {  // what a rank's pool-open says (ipc::PoolOpen)
 };
 
 struct Environment {
-  std::string id;                 // XXH3-128 of everything below plus the interpreter's identity
-  std::string python;             // absolute, as the rank named it
+  std::string id;      // XXH3-128 of everything below plus the interpreter's identity
+  std::string python;  // absolute, as the rank named it
   std::string cwd;
-  std::vector<std::string> env;   // what a worker gets (sorted; per-rank variables and the shim removed)
+  std::vector<std::string>
+      env;  // what a worker gets (sorted; per-rank variables and the shim removed)
   std::vector<std::string> args;
 };
 

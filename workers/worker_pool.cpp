@@ -64,7 +64,8 @@ struct Effects {
 };
 
 struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
-  State(WorkerPoolOptions opts, pool::Scheduler& sched) : options(std::move(opts)), scheduler(sched) {}
+  State(WorkerPoolOptions opts, pool::Scheduler& sched)
+      : options(std::move(opts)), scheduler(sched) {}
 
   const WorkerPoolOptions options;
   pool::Scheduler& scheduler;
@@ -74,14 +75,16 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
   bool stopping GUARDED_BY(mutex) = false;
   std::unordered_map<uint64_t, std::unique_ptr<Job>> jobs GUARDED_BY(mutex);
   std::unordered_map<std::string, uint64_t> flights GUARDED_BY(mutex);  // flight key -> leader
-  std::list<std::unique_ptr<Worker>> workers GUARDED_BY(mutex);         // live and dead (until joined)
+  std::list<std::unique_ptr<Worker>> workers GUARDED_BY(mutex);  // live and dead (until joined)
   std::deque<uint64_t> waiting_for_worker GUARDED_BY(mutex);
-  std::vector<uint64_t> awaiting_ready GUARDED_BY(mutex);  // await_ready() jobs: no slot, no worker of their own
+  std::vector<uint64_t> awaiting_ready
+      GUARDED_BY(mutex);  // await_ready() jobs: no slot, no worker of their own
   WorkerPoolStats stats GUARDED_BY(mutex);
 
   size_t live_locked() const REQUIRES(mutex) {
-    return static_cast<size_t>(std::count_if(workers.begin(), workers.end(),
-                                             [](const auto& w) { return w->phase != Worker::Phase::kDead; }));
+    return static_cast<size_t>(std::count_if(workers.begin(), workers.end(), [](const auto& w) {
+      return w->phase != Worker::Phase::kDead;
+    }));
   }
 
   void run(Effects& fx) {
@@ -107,7 +110,8 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
           if (auto self = weak.lock()) self->start(job_id, id);
         },
         [weak, job_id](const std::string& what) {
-          if (auto self = weak.lock()) self->fail_job(job_id, "the pool failed to start the job: " + what);
+          if (auto self = weak.lock())
+            self->fail_job(job_id, "the pool failed to start the job: " + what);
         });
     MutexLock lock(&mutex);
     auto it = jobs.find(job_id);
@@ -149,13 +153,16 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
       }
     }
     for (auto& w : workers) {  // else one warming up for this environment
-      if (!best && w->phase == Worker::Phase::kStarting && w->job == 0 && w->env->id == job.env->id) best = w.get();
+      if (!best && w->phase == Worker::Phase::kStarting && w->job == 0 && w->env->id == job.env->id)
+        best = w.get();
     }
     if (best) return give_locked(*best, job);
-    if (live_locked() < static_cast<size_t>(std::max(options.max_workers, 1))) return spawn_locked(job, fx);
+    if (live_locked() < static_cast<size_t>(std::max(options.max_workers, 1)))
+      return spawn_locked(job, fx);
     Worker* oldest = nullptr;
     for (auto& w : workers) {
-      if (w->phase == Worker::Phase::kIdle && (!oldest || w->idle_since < oldest->idle_since)) oldest = w.get();
+      if (w->phase == Worker::Phase::kIdle && (!oldest || w->idle_since < oldest->idle_since))
+        oldest = w.get();
     }
     if (oldest) retire_locked(*oldest);
     job.phase = Job::Phase::kWaitingForWorker;
@@ -177,8 +184,11 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
   void spawn_locked(Job& job, Effects& fx) REQUIRES(mutex) {
     auto started = start_worker_locked(job.env, job.id);
     if (!started) {
-      end_job_locked(job, JobResult{JobStatus::kFailed, false, {}, "cannot start a compile worker: " +
-                                                                      started.error().message},
+      end_job_locked(job,
+                     JobResult{JobStatus::kFailed,
+                               false,
+                               {},
+                               "cannot start a compile worker: " + started.error().message},
                      fx);
       return;
     }
@@ -186,8 +196,8 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
   }
 
   // A new worker of `env`, given job `job_id` (0: none; it idles once ready).
-  Result<Worker*> start_worker_locked(const std::shared_ptr<const Environment>& env, uint64_t job_id)
-      REQUIRES(mutex) {
+  Result<Worker*> start_worker_locked(const std::shared_ptr<const Environment>& env,
+                                      uint64_t job_id) REQUIRES(mutex) {
     WorkerSpawn spawn;
     spawn.python = env->python;
     spawn.argv.push_back(env->python);
@@ -231,7 +241,8 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
     if (!make_room) return;
     Worker* oldest = nullptr;
     for (auto& w : workers) {
-      if (w->phase == Worker::Phase::kIdle && (!oldest || w->idle_since < oldest->idle_since)) oldest = w.get();
+      if (w->phase == Worker::Phase::kIdle && (!oldest || w->idle_since < oldest->idle_since))
+        oldest = w.get();
     }
     if (oldest) retire_locked(*oldest);
   }
@@ -251,8 +262,8 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
     std::optional<Error> failure;
     auto hello = w.process->receive(Clock::now() + options.start_timeout);
     if (!hello) {
-      failure = Error(hello.error().code,
-                      "the compile worker did not start (" + hello.error().message + "; see the service log)");
+      failure = Error(hello.error().code, "the compile worker did not start (" +
+                                              hello.error().message + "; see the service log)");
     } else if (hello->kind != WorkerFrameKind::kHello) {
       failure = Error(ErrorCode::kProtocol, "the compile worker did not greet");
     }
@@ -276,7 +287,8 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
       }
     }
     while (!failure) {
-      while (w.phase != Worker::Phase::kBusy && w.phase != Worker::Phase::kRetiring && !stopping) w.wake.wait();
+      while (w.phase != Worker::Phase::kBusy && w.phase != Worker::Phase::kRetiring && !stopping)
+        w.wake.wait();
       if (w.phase == Worker::Phase::kRetiring || stopping) break;
       failure = run_one_locked(w);
     }
@@ -290,17 +302,20 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
     // A worker that closed its channel is exiting: let it, so its status is
     // its own; one that broke the protocol or ran past a deadline is killed.
     bool exiting = !failure || failure->code == ErrorCode::kUnreachable;
-    WorkerExit exit = w.process->reap(exiting ? std::chrono::milliseconds(2000) : std::chrono::milliseconds(0));
+    WorkerExit exit =
+        w.process->reap(exiting ? std::chrono::milliseconds(2000) : std::chrono::milliseconds(0));
     Effects fx;
     lock.lock();
     w.phase = Worker::Phase::kDead;
     ++stats.exited;
     if (job_id) {
-      std::string why = failure ? failure->message + "; worker pid " + std::to_string(w.process->pid()) + " " +
-                                      exit.describe()
+      std::string why = failure ? failure->message + "; worker pid " +
+                                      std::to_string(w.process->pid()) + " " + exit.describe()
                                 : std::string("stopping");
       auto it = jobs.find(job_id);
-      if (it != jobs.end()) end_job_locked(*it->second, JobResult{JobStatus::kFailed, false, {}, why}, fx, exit.max_rss_kb);
+      if (it != jobs.end())
+        end_job_locked(*it->second, JobResult{JobStatus::kFailed, false, {}, why}, fx,
+                       exit.max_rss_kb);
       w.job = 0;
     }
     warm_awaited_locked();
@@ -353,7 +368,8 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
     w.idle_since = Clock::now();
     auto job = jobs.find(job_id);
     if (job != jobs.end()) {
-      end_job_locked(*job->second, JobResult{JobStatus::kDone, false, std::move(result->pickled), {}}, fx, rss);
+      end_job_locked(*job->second,
+                     JobResult{JobStatus::kDone, false, std::move(result->pickled), {}}, fx, rss);
     }
     hand_over_locked(w, fx);
     mutex.unlock();
@@ -364,7 +380,9 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
 
   bool greeted_worker_of_locked(const std::string& env_id) const REQUIRES(mutex) {
     for (const auto& w : workers) {
-      if (w->env->id == env_id && (w->phase == Worker::Phase::kIdle || w->phase == Worker::Phase::kBusy)) return true;
+      if (w->env->id == env_id &&
+          (w->phase == Worker::Phase::kIdle || w->phase == Worker::Phase::kBusy))
+        return true;
     }
     return false;
   }
@@ -379,7 +397,8 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
         still.push_back(id);
         continue;
       }
-      fx.replies.emplace_back(std::move(it->second->done), JobResult{JobStatus::kDone, false, {}, {}});
+      fx.replies.emplace_back(std::move(it->second->done),
+                              JobResult{JobStatus::kDone, false, {}, {}});
       jobs.erase(it);
     }
     awaiting_ready.swap(still);
@@ -408,9 +427,11 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
     if (auto r = stats_doc.find("rss_kb"); r != stats_doc.end() && r->is_number_integer()) {
       rss = std::clamp<int64_t>(r->get<int64_t>(), 0, int64_t{1} << 40);
     }
-    if (auto c = stats_doc.find("counts"); c != stats_doc.end() && c->is_object() && c->size() <= 32) {
+    if (auto c = stats_doc.find("counts");
+        c != stats_doc.end() && c->is_object() && c->size() <= 32) {
       for (auto& [name, value] : c->items()) {
-        if (name.size() <= 64 && value.is_number_unsigned()) stats.counts[name] += value.get<uint64_t>();
+        if (name.size() <= 64 && value.is_number_unsigned())
+          stats.counts[name] += value.get<uint64_t>();
       }
     }
     return rss;
@@ -461,7 +482,8 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
     {
       MutexLock lock(&mutex);
       auto it = jobs.find(job_id);
-      if (it != jobs.end()) end_job_locked(*it->second, JobResult{JobStatus::kFailed, false, {}, why}, fx);
+      if (it != jobs.end())
+        end_job_locked(*it->second, JobResult{JobStatus::kFailed, false, {}, why}, fx);
     }
     run(fx);
   }
@@ -470,12 +492,16 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
 WorkerPool::WorkerPool(WorkerPoolOptions options, pool::Scheduler& scheduler)
     : m_state(std::make_shared<State>(std::move(options), scheduler)) {}
 
-WorkerPool::~WorkerPool() { shutdown(); }
+WorkerPool::~WorkerPool() {
+  shutdown();
+}
 
-int WorkerPool::max_workers() const { return std::max(m_state->options.max_workers, 1); }
+int WorkerPool::max_workers() const {
+  return std::max(m_state->options.max_workers, 1);
+}
 
-uint64_t WorkerPool::submit(std::shared_ptr<const Environment> env, uint64_t bucket, std::string flight_key,
-                            std::string payload, Done done) {
+uint64_t WorkerPool::submit(std::shared_ptr<const Environment> env, uint64_t bucket,
+                            std::string flight_key, std::string payload, Done done) {
   State& s = *m_state;
   uint64_t id;
   bool schedule = true;
@@ -534,7 +560,8 @@ uint64_t WorkerPool::await_ready(std::shared_ptr<const Environment> env, Done do
     MutexLock lock(&s.mutex);
     stopping = s.stopping;
   }
-  done(stopping ? JobResult{JobStatus::kFailed, false, {}, "stopping"} : JobResult{JobStatus::kDone, false, {}, {}});
+  done(stopping ? JobResult{JobStatus::kFailed, false, {}, "stopping"}
+                : JobResult{JobStatus::kDone, false, {}, {}});
   return id;
 }
 
@@ -558,16 +585,18 @@ void WorkerPool::cancel(uint64_t job_id) {
         s.end_job_locked(job, std::nullopt, fx);
         break;
       case Job::Phase::kWaitingForWorker:
-        s.waiting_for_worker.erase(std::remove(s.waiting_for_worker.begin(), s.waiting_for_worker.end(), job_id),
-                                   s.waiting_for_worker.end());
+        s.waiting_for_worker.erase(
+            std::remove(s.waiting_for_worker.begin(), s.waiting_for_worker.end(), job_id),
+            s.waiting_for_worker.end());
         s.end_job_locked(job, std::nullopt, fx);
         break;
       case Job::Phase::kQueued:
         queued = job.sched_id;  // start() sees `cancelled` if it wins the race
         break;
       case Job::Phase::kAwaitingReady:
-        s.awaiting_ready.erase(std::remove(s.awaiting_ready.begin(), s.awaiting_ready.end(), job_id),
-                               s.awaiting_ready.end());
+        s.awaiting_ready.erase(
+            std::remove(s.awaiting_ready.begin(), s.awaiting_ready.end(), job_id),
+            s.awaiting_ready.end());
         s.jobs.erase(it);
         break;
       case Job::Phase::kAssigned:
@@ -588,7 +617,9 @@ void WorkerPool::cancel(uint64_t job_id) {
   s.run(fx);
 }
 
-void WorkerPool::warm(std::shared_ptr<const Environment> env) { m_state->warm(env); }
+void WorkerPool::warm(std::shared_ptr<const Environment> env) {
+  m_state->warm(env);
+}
 
 void WorkerPool::tick() {
   State& s = *m_state;
@@ -598,7 +629,8 @@ void WorkerPool::tick() {
     auto now = Clock::now();
     for (auto it = s.workers.begin(); it != s.workers.end();) {
       Worker& w = **it;
-      if (w.phase == Worker::Phase::kIdle && now - w.idle_since >= s.options.idle_timeout) s.retire_locked(w);
+      if (w.phase == Worker::Phase::kIdle && now - w.idle_since >= s.options.idle_timeout)
+        s.retire_locked(w);
       if (w.phase == Worker::Phase::kDead) {
         finished.push_back(std::move(*it));
         it = s.workers.erase(it);
@@ -624,7 +656,8 @@ WorkerPoolStats WorkerPool::stats() const {
     out.rss_kb += w->process->rss_kb();
   }
   out.waiting_for_worker = s.waiting_for_worker.size();
-  for (const auto& [id, job] : s.jobs) out.following += job->phase == Job::Phase::kFollowing ? 1 : 0;
+  for (const auto& [id, job] : s.jobs)
+    out.following += job->phase == Job::Phase::kFollowing ? 1 : 0;
   return out;
 }
 
@@ -651,7 +684,8 @@ void WorkerPool::shutdown() {
     for (auto& [id, job] : s.jobs) left.push_back(id);
     for (uint64_t id : left) {
       auto it = s.jobs.find(id);
-      if (it != s.jobs.end()) s.end_job_locked(*it->second, JobResult{JobStatus::kFailed, false, {}, "stopping"}, fx);
+      if (it != s.jobs.end())
+        s.end_job_locked(*it->second, JobResult{JobStatus::kFailed, false, {}, "stopping"}, fx);
     }
     s.waiting_for_worker.clear();
     s.awaiting_ready.clear();

@@ -46,12 +46,13 @@ class Scheduler;
 namespace ccpool::workers {
 
 struct WorkerPoolOptions {
-  int max_workers = 1;                             // live worker processes at most (the node's jobs)
-  std::chrono::milliseconds idle_timeout{60'000};  // an idle worker exits after this
+  int max_workers = 1;  // live worker processes at most (the node's jobs)
+  std::chrono::milliseconds idle_timeout{60'000};    // an idle worker exits after this
   std::chrono::milliseconds start_timeout{300'000};  // from spawn to the worker's hello
-  std::chrono::milliseconds job_timeout{0};        // 0: none; a job past it fails and its worker is killed
-  std::vector<std::string> worker_argv;            // after the interpreter: e.g. {"-m", "ccpool._worker"}
-  int output_fd = 2;                               // workers' stdout and stderr
+  std::chrono::milliseconds job_timeout{
+      0};                                // 0: none; a job past it fails and its worker is killed
+  std::vector<std::string> worker_argv;  // after the interpreter: e.g. {"-m", "ccpool._worker"}
+  int output_fd = 2;                     // workers' stdout and stderr
 };
 
 enum class JobStatus : uint8_t { kDone = 0, kFailed = 1 };
@@ -66,9 +67,10 @@ struct JobResult {
 struct WorkerPoolStats {
   size_t workers = 0, busy = 0, starting = 0, waiting_for_worker = 0, following = 0;
   size_t peak_workers = 0;
-  uint64_t spawned = 0, warmed = 0, exited = 0, jobs_done = 0, jobs_failed = 0, followed = 0, cancelled = 0;
-  uint64_t killed = 0;   // workers killed with a cancelled or timed-out job
-  int64_t rss_kb = 0;    // VmRSS of the live workers now, summed
+  uint64_t spawned = 0, warmed = 0, exited = 0, jobs_done = 0, jobs_failed = 0, followed = 0,
+           cancelled = 0;
+  uint64_t killed = 0;                     // workers killed with a cancelled or timed-out job
+  int64_t rss_kb = 0;                      // VmRSS of the live workers now, summed
   std::map<std::string, uint64_t> counts;  // summed "counts" of the workers' result stats
 };
 

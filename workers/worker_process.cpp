@@ -25,7 +25,8 @@ std::string WorkerExit::describe() const {
 Result<std::unique_ptr<WorkerProcess>> WorkerProcess::start(const WorkerSpawn& spawn) {
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
-    return make_error(ErrorCode::kIo, std::string("socketpair for a worker: ") + std::strerror(errno));
+    return make_error(ErrorCode::kIo,
+                      std::string("socketpair for a worker: ") + std::strerror(errno));
   }
   UniqueFd ours(pair[0]), theirs(pair[1]);
   pool::SpawnSpec spec;
@@ -36,7 +37,8 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::start(const WorkerSpawn& s
   spec.channel_fd = theirs.get();
   spec.output_fd = spawn.output_fd;
   CCPOOL_TRY_ASSIGN(pool::detail::SpawnedChild child, pool::detail::spawn_child(spec));
-  return std::unique_ptr<WorkerProcess>(new WorkerProcess(child.pid, UniqueFd(child.pidfd), std::move(ours)));
+  return std::unique_ptr<WorkerProcess>(
+      new WorkerProcess(child.pid, UniqueFd(child.pidfd), std::move(ours)));
 }
 
 WorkerProcess::~WorkerProcess() {
@@ -76,7 +78,8 @@ WorkerExit WorkerProcess::reap(std::chrono::milliseconds grace) {
   // so its process group id, cannot be reused, and anything the worker started
   // and left behind can be killed by group safely.
   siginfo_t info{};
-  while (::waitid(P_PID, static_cast<id_t>(m_pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+  while (::waitid(P_PID, static_cast<id_t>(m_pid), &info, WEXITED | WNOWAIT) < 0 &&
+         errno == EINTR) {
   }
   MutexLock lock(&m_mutex);
   ::kill(-m_pid, SIGKILL);

@@ -31,8 +31,8 @@ struct WorkerSpawn {
 };
 
 struct WorkerExit {
-  int status = 0;          // wait status (WIFEXITED / WIFSIGNALED)
-  int64_t max_rss_kb = 0;  // ru_maxrss of the worker
+  int status = 0;                // wait status (WIFEXITED / WIFSIGNALED)
+  int64_t max_rss_kb = 0;        // ru_maxrss of the worker
   std::string describe() const;  // "exited 1", "killed by signal 9"
 };
 

@@ -16,7 +16,8 @@ void put_le(std::string& out, uint64_t v, int bytes) {
 
 uint64_t get_le(const char* p, int bytes) {
   uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  for (int i = 0; i < bytes; ++i)
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
 
@@ -25,14 +26,16 @@ Result<void> wait_ready(int fd, short events, std::optional<Clock::time_point> d
   while (true) {
     int timeout_ms = -1;
     if (deadline) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()).count();
       if (left <= 0) return make_error(ErrorCode::kTimeout, "the worker did not answer in time");
       timeout_ms = static_cast<int>(std::min<int64_t>(left, 60'000));
     }
     pollfd p{fd, events, 0};
     int n = ::poll(&p, 1, timeout_ms);
     if (n > 0) return ok();
-    if (n < 0 && errno != EINTR) return make_error(ErrorCode::kIo, std::string("poll: ") + std::strerror(errno));
+    if (n < 0 && errno != EINTR)
+      return make_error(ErrorCode::kIo, std::string("poll: ") + std::strerror(errno));
   }
 }
 
@@ -65,10 +68,12 @@ std::string encode_worker_frame(WorkerFrameKind kind, uint64_t job_id, std::stri
   return out;
 }
 
-Result<void> write_worker_frame(int fd, WorkerFrameKind kind, uint64_t job_id, std::string_view payload,
+Result<void> write_worker_frame(int fd, WorkerFrameKind kind, uint64_t job_id,
+                                std::string_view payload,
                                 std::optional<Clock::time_point> deadline) {
   if (payload.size() > kMaxWorkerPayload) {
-    return make_error(ErrorCode::kFull, "a " + std::to_string(payload.size()) + "-byte job is over the " +
+    return make_error(ErrorCode::kFull, "a " + std::to_string(payload.size()) +
+                                            "-byte job is over the " +
                                             std::to_string(kMaxWorkerPayload) + "-byte bound");
   }
   std::string frame = encode_worker_frame(kind, job_id, payload);
@@ -92,8 +97,8 @@ Result<WorkerFrame> read_worker_frame(int fd, std::optional<Clock::time_point> d
   CCPOOL_TRY(read_exact(fd, header, sizeof header, deadline));
   auto kind = static_cast<uint8_t>(header[0]);
   if (kind < 1 || kind > 4 || header[1] != 0 || header[2] != 0 || header[3] != 0) {
-    return make_error(ErrorCode::kProtocol, "a worker sent a malformed frame header (kind " +
-                                                std::to_string(kind) + ")");
+    return make_error(ErrorCode::kProtocol,
+                      "a worker sent a malformed frame header (kind " + std::to_string(kind) + ")");
   }
   WorkerFrame frame;
   frame.kind = static_cast<WorkerFrameKind>(kind);
@@ -116,10 +121,12 @@ Result<WorkerFrame> read_worker_frame(int fd, std::optional<Clock::time_point> d
 }
 
 Result<ResultPayload> split_result(std::string payload) {
-  if (payload.size() < 4) return make_error(ErrorCode::kProtocol, "a worker's result has no stats length");
+  if (payload.size() < 4)
+    return make_error(ErrorCode::kProtocol, "a worker's result has no stats length");
   uint64_t stats_len = get_le(payload.data(), 4);
   if (stats_len > payload.size() - 4 || stats_len > (64u << 10)) {
-    return make_error(ErrorCode::kProtocol, "a worker's result declares " + std::to_string(stats_len) +
+    return make_error(ErrorCode::kProtocol, "a worker's result declares " +
+                                                std::to_string(stats_len) +
                                                 " stats bytes (bound 64 KiB, the frame's size)");
   }
   ResultPayload out;

@@ -42,7 +42,8 @@ std::string encode_worker_frame(WorkerFrameKind kind, uint64_t job_id, std::stri
 // Blocking I/O on a stream socket, bounded by `deadline` (nullopt: none).
 // Errors: kUnreachable when the worker closed its end (it exited), kTimeout,
 // kProtocol for a frame that breaks the grammar, kIo for anything else.
-Result<void> write_worker_frame(int fd, WorkerFrameKind kind, uint64_t job_id, std::string_view payload,
+Result<void> write_worker_frame(int fd, WorkerFrameKind kind, uint64_t job_id,
+                                std::string_view payload,
                                 std::optional<Clock::time_point> deadline);
 Result<WorkerFrame> read_worker_frame(int fd, std::optional<Clock::time_point> deadline);
 

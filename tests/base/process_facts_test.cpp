@@ -11,7 +11,8 @@ TEST(ProcessFacts, JobsAreDigitsOnly) {
   EXPECT_EQ(parse_jobs("8", "--jobs").value(), 8);
   EXPECT_EQ(parse_jobs("128", "CCPOOL_JOBS").value(), 128);
   EXPECT_EQ(parse_jobs("1000000", "--jobs").value(), kMaxJobs);
-  for (std::string_view bad : {"8x", "x8", "", "0", "-1", "+8", " 8", "8 ", "2.5", "many", "1000001", "99999999999"}) {
+  for (std::string_view bad :
+       {"8x", "x8", "", "0", "-1", "+8", " 8", "8 ", "2.5", "many", "1000001", "99999999999"}) {
     EXPECT_FALSE(parse_jobs(bad, "--jobs").has_value()) << "'" << bad << "'";
   }
 }
@@ -21,11 +22,13 @@ TEST(ProcessFacts, JobsErrorsNameTheValueAndTheFix) {
   ASSERT_FALSE(flag);
   EXPECT_EQ(flag.error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(flag.error().message,
-            "--jobs '8x' is not a positive whole number (1-1000000); give a number of slots, e.g. --jobs 8");
+            "--jobs '8x' is not a positive whole number (1-1000000); give a number of slots, e.g. "
+            "--jobs 8");
   auto env = parse_jobs("8x", "CCPOOL_JOBS");
   ASSERT_FALSE(env);
   EXPECT_EQ(env.error().message,
-            "CCPOOL_JOBS='8x' is not a positive whole number (1-1000000); unset it or set a number of slots, "
+            "CCPOOL_JOBS='8x' is not a positive whole number (1-1000000); unset it or set a number "
+            "of slots, "
             "e.g. CCPOOL_JOBS=8");
 }
 

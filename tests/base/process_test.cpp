@@ -14,7 +14,7 @@ TEST(Process, SearchPathTakesTheFirstExecutableRegularFile) {
   const std::string& dir = testing::scratch_dir();
   ASSERT_EQ(::mkdir((dir + "/a").c_str(), 0700), 0);
   ASSERT_EQ(::mkdir((dir + "/b").c_str(), 0700), 0);
-  ASSERT_EQ(::mkdir((dir + "/a/tool").c_str(), 0700), 0);  // a directory is skipped
+  ASSERT_EQ(::mkdir((dir + "/a/tool").c_str(), 0700), 0);      // a directory is skipped
   ASSERT_TRUE(write_file_atomic(dir + "/b/tool", "x", 0644));  // not executable: skipped
   ASSERT_TRUE(write_file_atomic(dir + "/c-tool", "x", 0755));
   std::string path = dir + "/missing:" + dir + "/a:" + dir + "/b:";

@@ -36,7 +36,8 @@ StoreOptions big_store() {
 // zero-filled that much before decompressing 100 KB).
 TEST(ArchiveTest, ImportOfABodyThatLiesAboutItsSizeIsBoundedAndRefused) {
   auto store = open_store(big_store());
-  std::string archive = archive_of({{test_key(1), packed_declaring(std::string(100000, 'a'), 512 * kMiB)}});
+  std::string archive =
+      archive_of({{test_key(1), packed_declaring(std::string(100000, 'a'), 512 * kMiB)}});
   ASSERT_LT(archive.size(), 1000u);
   std::string path = write_file("lying-body.ccpool", archive);
   Result<ArchiveResult> r;
@@ -67,7 +68,8 @@ TEST(ArchiveTest, PutPackedOfABodyThatLiesAboutItsSizeIsBounded) {
   auto store = open_store(big_store());
   std::string packed = packed_declaring(std::string(100000, 'b'), 512 * kMiB);
   Result<void> r;
-  uint64_t growth = ccpool::testing::peak_rss_growth([&] { r = store->put_packed(test_key(2), packed); });
+  uint64_t growth =
+      ccpool::testing::peak_rss_growth([&] { r = store->put_packed(test_key(2), packed); });
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::kCorruption);
   EXPECT_LT(growth, 16 * kMiB);
@@ -99,8 +101,10 @@ TEST(ArchiveTest, ImportPassTwoChecksEveryBodyAgain) {
   rec.outputs.push_back({"k.o", 0644, BodyRef{good_data.size(), hash_bytes(good_data)}});
   std::string record = encode_record(rec);
   Codec codec(1);
-  std::string good = archive_of({{test_key(1), pack_entry(record, {{hash_bytes(good_data), codec.encode(good_data)}})}});
-  std::string evil = archive_of({{test_key(1), pack_entry(record, {{hash_bytes(good_data), codec.encode(evil_data)}})}});
+  std::string good = archive_of(
+      {{test_key(1), pack_entry(record, {{hash_bytes(good_data), codec.encode(good_data)}})}});
+  std::string evil = archive_of(
+      {{test_key(1), pack_entry(record, {{hash_bytes(good_data), codec.encode(evil_data)}})}});
   std::string path = write_file("swapped.ccpool", good);
   bool swapped = false;
   auto r = store->import_from(path, [&](uint64_t, uint64_t total) {
@@ -112,7 +116,8 @@ TEST(ArchiveTest, ImportPassTwoChecksEveryBodyAgain) {
   ASSERT_TRUE(swapped);
   EXPECT_FALSE(r) << "pass 2 imported a body it did not check";
   if (!r) {
-    EXPECT_NE(r.error().message.find("changed while it was imported"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("changed while it was imported"), std::string::npos)
+        << r.error().message;
   }
   auto verified = store->verify(false);
   ASSERT_TRUE(verified);
@@ -134,7 +139,8 @@ TEST(ArchiveTest, AnEntryTooLongForTheStoreIsSkippedWithoutBeingKept) {
   rec.outputs.push_back({"k.o", 0644, BodyRef{data.size(), hash_bytes(data)}});
   std::string small = pack_entry(encode_record(rec), {{hash_bytes(data), codec.encode(data)}});
   std::string huge = testing::random_bytes(24 * kMiB, 7);
-  std::string path = write_file("long.ccpool", archive_of({{test_key(1), small}, {test_key(2), huge}, {test_key(3), small}}));
+  std::string path = write_file(
+      "long.ccpool", archive_of({{test_key(1), small}, {test_key(2), huge}, {test_key(3), small}}));
   huge = std::string();
   Result<ArchiveResult> r;
   uint64_t growth = ccpool::testing::peak_rss_growth([&] { r = store->import_from(path); });
@@ -157,7 +163,8 @@ TEST(ArchiveTest, ADamagedTrailerIsRefusedBeforeAnythingIsWritten) {
   Record rec;
   rec.tool = "cc";
   rec.outputs.push_back({"k.o", 0644, BodyRef{data.size(), hash_bytes(data)}});
-  std::string archive = archive_of({{test_key(1), pack_entry(encode_record(rec), {{hash_bytes(data), codec.encode(data)}})}});
+  std::string archive = archive_of(
+      {{test_key(1), pack_entry(encode_record(rec), {{hash_bytes(data), codec.encode(data)}})}});
   archive.back() = static_cast<char>(archive.back() ^ 1);
   auto r = store->import_from(write_file("trailer.ccpool", archive));
   ASSERT_FALSE(r);

@@ -7,11 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "base/fs.h"
@@ -31,17 +30,20 @@ struct CliRun {
 // `env` is a prefix such as "CCPOOL_FAULT=fail_store_write=0".
 CliRun ccpool(const std::string& args, const std::string& env = "") {
   const std::string& dir = ccpool::testing::scratch_dir();
-  std::string cmd = "env -u CCPOOL_DIR -u CCPOOL_FAULT " + env + " " + ccpool::testing::build_binary("ccpool") +
-                    " " + args + " >" + dir + "/out 2>" + dir + "/err";
+  std::string cmd = "env -u CCPOOL_DIR -u CCPOOL_FAULT " + env + " " +
+                    ccpool::testing::build_binary("ccpool") + " " + args + " >" + dir + "/out 2>" +
+                    dir + "/err";
   int status = std::system(cmd.c_str());
-  CliRun r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, *read_file(dir + "/out"), *read_file(dir + "/err")};
+  CliRun r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, *read_file(dir + "/out"),
+           *read_file(dir + "/err")};
   return r;
 }
 
 // Runs `ccpool ARGS` with stdout and stderr on a fresh pseudo-terminal; returns what the
 // terminal received (the line discipline turns "\n" into "\r\n") as `out`.
 CliRun ccpool_on_tty(const std::string& args) {
-  std::string cmd = "exec env -u CCPOOL_DIR " + ccpool::testing::build_binary("ccpool") + " " + args;
+  std::string cmd =
+      "exec env -u CCPOOL_DIR " + ccpool::testing::build_binary("ccpool") + " " + args;
   int master = -1;
   pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
   if (pid < 0) return CliRun{-1, "", std::string("forkpty: ") + std::strerror(errno)};
@@ -72,7 +74,9 @@ json parse(const CliRun& r) {
   return json::parse(r.out);  // throws (fails the test) on invalid JSON
 }
 
-std::string dir_of(const std::string& name) { return ccpool::testing::scratch_dir() + "/" + name; }
+std::string dir_of(const std::string& name) {
+  return ccpool::testing::scratch_dir() + "/" + name;
+}
 
 // Fills a store with `n` entries of distinct sizes; returns their keys.
 std::vector<Digest> fill(const std::string& dir, int n) {
@@ -118,8 +122,8 @@ TEST(CacheCliTest, ImportOfACraftedArchiveCostsLittleMemory) {
   std::string dir = dir_of("crafted");
   std::string lying = dir_of("lying.ccpool");
   std::string longer = dir_of("longer.ccpool");
-  std::ofstream(lying, std::ios::binary)
-      << testing::archive_of({{testing::test_key(1), testing::packed_declaring(std::string(100000, 'a'), 512ull << 20)}});
+  std::ofstream(lying, std::ios::binary) << testing::archive_of(
+      {{testing::test_key(1), testing::packed_declaring(std::string(100000, 'a'), 512ull << 20)}});
   std::ofstream(longer, std::ios::binary)
       << testing::archive_of({{testing::test_key(1), std::string(40, 'p'), 600ull << 20}}, false);
   for (const std::string& archive : {lying, longer}) {
@@ -138,8 +142,9 @@ TEST(CacheCliTest, StatsJsonOnAnEmptyDirectory) {
   json j = parse(ccpool("cache stats --json --dir " + dir));
   EXPECT_EQ(j["entries"], 0);
   EXPECT_EQ(j["stored_bytes"], 0);
-  for (const char* key : {"dir", "logical_bytes", "compression_ratio", "hits", "misses", "time_saved_ms",
-                          "oldest_ms", "newest_ms", "map_size", "map_used", "max_size", "schema_version"}) {
+  for (const char* key :
+       {"dir", "logical_bytes", "compression_ratio", "hits", "misses", "time_saved_ms", "oldest_ms",
+        "newest_ms", "map_size", "map_used", "max_size", "schema_version"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   CliRun human = ccpool("cache stats --dir " + dir);
@@ -156,7 +161,8 @@ TEST(CacheCliTest, StatsJsonCountsSharedBodiesOnce) {
     o.dir = dir;
     auto store = testing::open_store(o);
     ASSERT_TRUE(store->put(testing::test_key(1), testing::make_entry("a.o", 3000, 5)));
-    ASSERT_TRUE(store->put(testing::test_key(2), testing::make_entry("b.o", 3000, 5)));  // same bytes as a.o
+    ASSERT_TRUE(store->put(testing::test_key(2),
+                           testing::make_entry("b.o", 3000, 5)));  // same bytes as a.o
     ASSERT_TRUE(store->put(testing::test_key(3), testing::make_entry("c.o", 3000, 6)));
   }
   json j = parse(ccpool("cache stats --json --dir " + dir));
@@ -191,12 +197,14 @@ TEST(CacheCliTest, LsShowCatRm) {
   std::string file = dir_of("extracted.o");
   EXPECT_EQ(ccpool("cache cat " + prefix + " out.o -o " + file + " --dir " + dir).code, 0);
   EXPECT_EQ(*read_file(file), testing::random_bytes(2000, 1));
-  EXPECT_EQ(ccpool("cache cat " + prefix + " out.o --dir " + dir).out, testing::random_bytes(2000, 1));
+  EXPECT_EQ(ccpool("cache cat " + prefix + " out.o --dir " + dir).out,
+            testing::random_bytes(2000, 1));
   CliRun wrong = ccpool("cache cat " + prefix + " nope.o --dir " + dir);
   EXPECT_EQ(wrong.code, 1);
   EXPECT_NE(wrong.err.find("out.o"), std::string::npos);  // lists what exists
 
-  json rm = parse(ccpool("cache rm --json " + keys[0].hex() + " " + keys[2].hex() + " --dir " + dir));
+  json rm =
+      parse(ccpool("cache rm --json " + keys[0].hex() + " " + keys[2].hex() + " --dir " + dir));
   EXPECT_EQ(rm["removed"].size(), 2u);
   EXPECT_EQ(parse(ccpool("cache stats --json --dir " + dir))["entries"], 1);
   EXPECT_EQ(ccpool("cache rm " + keys[0].hex() + " --dir " + dir).code, 1);  // gone already
@@ -215,8 +223,9 @@ TEST(CacheCliTest, CatNeverWritesSpecialModeBits) {
     ASSERT_TRUE(store->put(testing::test_key(1), e));
   }
   std::string file = dir_of("tool");
-  CliRun r = ccpool("cache cat " + testing::test_key(1).hex() + " tool -o " + file + " --dir " + dir,
-                    "sh -c 'umask 027; exec \"$0\" \"$@\"'");
+  CliRun r =
+      ccpool("cache cat " + testing::test_key(1).hex() + " tool -o " + file + " --dir " + dir,
+             "sh -c 'umask 027; exec \"$0\" \"$@\"'");
   ASSERT_EQ(r.code, 0) << r.err;
   struct stat st {};
   ASSERT_EQ(::stat(file.c_str(), &st), 0);
@@ -274,7 +283,9 @@ TEST(CacheCliTest, MissingCorruptAndForeignStoresExitOne) {
   // A directory that is not ours (root runs tests too: ownership, not mode bits).
   std::string foreign = dir_of("foreign");
   ASSERT_EQ(::mkdir(foreign.c_str(), 0700), 0);
-  ASSERT_EQ(::chown(foreign.c_str(), ::geteuid() == 0 ? 65534 : 0, static_cast<gid_t>(-1)) == 0 || ::geteuid() != 0, true);
+  ASSERT_EQ(::chown(foreign.c_str(), ::geteuid() == 0 ? 65534 : 0, static_cast<gid_t>(-1)) == 0 ||
+                ::geteuid() != 0,
+            true);
   if (::geteuid() == 0) {
     CliRun denied = ccpool("cache stats --dir " + foreign);
     EXPECT_EQ(denied.code, 1);
@@ -361,7 +372,7 @@ TEST(CacheCliTest, ExportFollowsNoPlantedTemporaryFile) {
   ASSERT_EQ(exported.code, 0) << exported.err;
   EXPECT_EQ(parse(exported)["entries"], 3);
   EXPECT_EQ(*read_file(victim), "the victim's bytes\n");
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::lstat((archive + ".tmp").c_str(), &st), 0);
   EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the planted link was replaced";
   ASSERT_EQ(::lstat(archive.c_str(), &st), 0);
@@ -378,9 +389,12 @@ TEST(CacheCliTest, ProgressBarsOnATerminalOnly) {
   fill(a, 5);
   CliRun verify = ccpool_on_tty("cache verify --dir " + a);
   EXPECT_EQ(verify.code, 0) << verify.out;
-  EXPECT_NE(verify.out.find("\rverify [" + std::string(30, '#') + "] 100% 5/5"), std::string::npos) << verify.out;
-  EXPECT_NE(verify.out.find("\rverify [" + std::string(6, '#') + std::string(24, ' ') + "]  20% 1/5"),
-            std::string::npos) << verify.out;
+  EXPECT_NE(verify.out.find("\rverify [" + std::string(30, '#') + "] 100% 5/5"), std::string::npos)
+      << verify.out;
+  EXPECT_NE(
+      verify.out.find("\rverify [" + std::string(6, '#') + std::string(24, ' ') + "]  20% 1/5"),
+      std::string::npos)
+      << verify.out;
   EXPECT_NE(verify.out.find("checked 5 entries"), std::string::npos) << verify.out;
   CliRun exported = ccpool_on_tty("cache export " + archive + " --dir " + a);
   EXPECT_EQ(exported.code, 0) << exported.out;
@@ -392,8 +406,9 @@ TEST(CacheCliTest, ProgressBarsOnATerminalOnly) {
   EXPECT_EQ(gc.code, 0) << gc.out;
   EXPECT_NE(gc.out.find("\rgc "), std::string::npos) << gc.out;
 
-  for (const std::string& args : {"cache verify --dir " + a, "cache export " + archive + " --dir " + a,
-                                  "cache gc --max-size 4K --dir " + a}) {
+  for (const std::string& args :
+       {"cache verify --dir " + a, "cache export " + archive + " --dir " + a,
+        "cache gc --max-size 4K --dir " + a}) {
     CliRun piped = ccpool(args);
     EXPECT_EQ(piped.code, 0) << args << ": " << piped.err;
     EXPECT_EQ(piped.err, "") << args;
@@ -413,7 +428,8 @@ TEST(CacheCliTest, BadArchivesAreRejectedWithoutImportingAnything) {
     CliRun r = ccpool("cache import " + path + " --dir " + c, env);
     EXPECT_EQ(r.code, 1) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_EQ(parse(ccpool("cache stats --json --dir " + c))["entries"], 0);  // nothing half-imported
+    EXPECT_EQ(parse(ccpool("cache stats --json --dir " + c))["entries"],
+              0);  // nothing half-imported
     return r.err;
   };
   std::string damaged = good;

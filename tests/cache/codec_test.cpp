@@ -34,7 +34,8 @@ TEST(CodecTest, DeclaredSizeAboveTheCallersLimitIsRefusedBeforeDecoding) {
     auto r = keep ? codec.decode(stored, hash_bytes(data), "body b1", 64 * kMiB).error()
                   : codec.verify(stored, hash_bytes(data), "body b1", 64 * kMiB).error();
     EXPECT_EQ(r.code, ErrorCode::kCorruption);
-    EXPECT_NE(r.message.find("body b1: declares 1099511627776 raw bytes, more than the limit of 67108864"),
+    EXPECT_NE(r.message.find(
+                  "body b1: declares 1099511627776 raw bytes, more than the limit of 67108864"),
               std::string::npos)
         << r.message;
   }
@@ -51,7 +52,8 @@ TEST(CodecTest, ALyingRawSizeCostsOnlyWhatReallyDecodes) {
     for (bool keep : {true, false}) {
       Result<void> r;
       uint64_t growth = ccpool::testing::peak_rss_growth([&] {
-        r = keep ? codec.decode(stored, hash_bytes(data), "body", UINT64_MAX).map([](const std::string&) {})
+        r = keep ? codec.decode(stored, hash_bytes(data), "body", UINT64_MAX)
+                       .map([](const std::string&) {})
                  : codec.verify(stored, hash_bytes(data), "body", UINT64_MAX);
       });
       ASSERT_NE(growth, UINT64_MAX) << "cannot reset the peak RSS (/proc/self/clear_refs)";
@@ -85,7 +87,8 @@ TEST(CodecTest, VerifyOfAGenuineBombUsesOneSlice) {
 TEST(CodecTest, AFrameAskingForAHugeWindowAllocatesNothing) {
   Codec codec(1);
   uint64_t raw = 12320;
-  std::string stored = std::string("\x01", 1) + std::string(reinterpret_cast<const char*>(&raw), 8) +
+  std::string stored = std::string("\x01", 1) +
+                       std::string(reinterpret_cast<const char*>(&raw), 8) +
                        std::string("\x28\xb5\x2f\xfd\x00\x7a\x7a\x4d\x01\x00", 10);
   auto held = [] {
     struct mallinfo2 m = mallinfo2();
@@ -137,8 +140,9 @@ TEST(CodecTest, AFrameWithoutItsContentSizeIsRefused) {
   std::string bare = without_content_size(stored);
   ASSERT_NE(bare, stored);
   for (bool keep : {true, false}) {
-    Result<void> r = keep ? codec.decode(bare, digest, "b", data.size()).map([](const std::string&) {})
-                          : codec.verify(bare, digest, "b", data.size());
+    Result<void> r =
+        keep ? codec.decode(bare, digest, "b", data.size()).map([](const std::string&) {})
+             : codec.verify(bare, digest, "b", data.size());
     ASSERT_FALSE(r) << (keep ? "decode" : "verify") << " took a frame without a content size";
     EXPECT_EQ(r.error().code, ErrorCode::kCorruption);
     EXPECT_NE(r.error().message.find("does not decode"), std::string::npos) << r.error().message;

@@ -6,8 +6,8 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -45,7 +45,8 @@ class GatedWriter {
       m_arrived.notify_all();
       m_cv.wait(lock, [&] { return m_open; });
       if (static_cast<int>(m_sizes.size()) == fail_batch) {
-        return std::vector<Result<void>>(batch.size(), make_error(ErrorCode::kIo, "injected batch failure"));
+        return std::vector<Result<void>>(batch.size(),
+                                         make_error(ErrorCode::kIo, "injected batch failure"));
       }
       lock.unlock();
       return m_store.write_prepared(batch);
@@ -85,7 +86,8 @@ TEST(GroupCommitTest, PutsArrivingDuringACommitShareTheNextTransaction) {
     auto count = [&](const Result<void>& r) { stored += r ? 1 : 0; };
     committer.submit({test_key(0), blob("first")}, count);
     gate.wait_for_batches(1);  // the writer holds batch 1 open
-    for (int i = 1; i <= 50; ++i) committer.submit({test_key(i), blob("v" + std::to_string(i))}, count);
+    for (int i = 1; i <= 50; ++i)
+      committer.submit({test_key(i), blob("v" + std::to_string(i))}, count);
     gate.release();
   }  // the destructor commits everything queued
   EXPECT_EQ(stored.load(), 51);
@@ -144,7 +146,9 @@ TEST(GroupCommitTest, AKeyPutTwiceInOneBatchIsWrittenOnceAndTheLastWins) {
   GroupCommitStats stats;
   {
     GroupCommitter committer(*store, gate.writer(), GroupCommitOptions{});
-    auto record = [&](int i) { return [&outcome, i](const Result<void>& r) { outcome[i] = r ? 1 : 0; }; };
+    auto record = [&](int i) {
+      return [&outcome, i](const Result<void>& r) { outcome[i] = r ? 1 : 0; };
+    };
     committer.submit({test_key(0), blob("first")}, record(0));
     gate.wait_for_batches(1);  // batch 1 is held: the next four queue behind it
     committer.submit({test_key(1), blob("a")}, record(1));
@@ -181,14 +185,17 @@ TEST(GroupCommitTest, CommitQueuedEndsTheBatchDelay) {
   gate.wait_for_batches(1);
   committer.submit({test_key(1), blob("a")}, {});
   std::promise<void> second_batch;
-  committer.submit({test_key(2), blob("b")}, [&](const Result<void>&) { second_batch.set_value(); });
+  committer.submit({test_key(2), blob("b")},
+                   [&](const Result<void>&) { second_batch.set_value(); });
   gate.release();
   second_batch.get_future().wait();  // a batch of 2: the next one waits up to max_delay for company
   std::promise<bool> stored;
-  committer.submit({test_key(4), blob("d")}, [&](const Result<void>& r) { stored.set_value(r.has_value()); });
+  committer.submit({test_key(4), blob("d")},
+                   [&](const Result<void>& r) { stored.set_value(r.has_value()); });
   committer.commit_queued();
   std::future<bool> result = stored.get_future();
-  ASSERT_EQ(result.wait_for(std::chrono::seconds(60)), std::future_status::ready) << "waited out max_delay";
+  ASSERT_EQ(result.wait_for(std::chrono::seconds(60)), std::future_status::ready)
+      << "waited out max_delay";
   EXPECT_TRUE(result.get());
   EXPECT_EQ(value_of(*store, test_key(4)), "d");
 }
@@ -201,7 +208,9 @@ TEST(GroupCommitTest, ASupersededPutFailsWithThePutThatSupersededIt) {
   std::vector<int> outcome(4, -1);
   {
     GroupCommitter committer(*store, gate.writer(), GroupCommitOptions{});
-    auto record = [&](int i) { return [&outcome, i](const Result<void>& r) { outcome[i] = r ? 1 : 0; }; };
+    auto record = [&](int i) {
+      return [&outcome, i](const Result<void>& r) { outcome[i] = r ? 1 : 0; };
+    };
     committer.submit({test_key(0), blob("first")}, record(0));
     gate.wait_for_batches(1);
     committer.submit({test_key(1), blob("a")}, record(1));
@@ -266,7 +275,8 @@ TEST(GroupCommitTest, AnOversizedPutIsRefusedAtSubmitAndOthersCommit) {
   auto store = open_store(options);
   GroupCommitter committer(*store);
   std::optional<Result<void>> refused;
-  committer.submit({test_key(2), make_entry("huge", 200 * 1024, 2)}, [&](const Result<void>& r) { refused = r; });
+  committer.submit({test_key(2), make_entry("huge", 200 * 1024, 2)},
+                   [&](const Result<void>& r) { refused = r; });
   ASSERT_TRUE(refused.has_value());  // completed at once, on this thread
   ASSERT_FALSE(*refused);
   EXPECT_EQ(refused->error().code, ErrorCode::kFull);
@@ -308,7 +318,8 @@ TEST(GroupCommitTest, SynchronousPutsFromManyThreadsAllLand) {
   GroupCommitStats s = committer.stats();
   EXPECT_EQ(s.entries, 200u);
   EXPECT_LE(s.batches, 200u);
-  for (int t = 0; t < 8; ++t) EXPECT_EQ(value_of(*store, test_key(t * 100 + 24)), std::to_string(t * 100 + 24));
+  for (int t = 0; t < 8; ++t)
+    EXPECT_EQ(value_of(*store, test_key(t * 100 + 24)), std::to_string(t * 100 + 24));
 }
 
 }  // namespace

@@ -33,7 +33,8 @@ TEST(LmdbTxnTest, EveryCallAfterAFailureReturnsThatFailureAndNothingCommits) {
   EXPECT_EQ(txn->del(Table::kMeta, "small"), kMapFull);
   EXPECT_EQ(txn->get(Table::kMeta, "small", value), kMapFull);
   EXPECT_EQ(txn->drop_all(Table::kRecords), kMapFull);
-  EXPECT_EQ(txn->scan(Table::kMeta, "", [](std::string_view, std::string_view) { return true; }), kMapFull);
+  EXPECT_EQ(txn->scan(Table::kMeta, "", [](std::string_view, std::string_view) { return true; }),
+            kMapFull);
   EXPECT_EQ(txn->count(Table::kMeta), 0u);
   EXPECT_EQ(txn->commit(), kMapFull);
 

@@ -81,7 +81,8 @@ TEST(MultiProcessTest, FourWritersAndTwoReadersLoseNothing) {
   constexpr size_t kSize = 24 * 1024;
   std::vector<pid_t> pids;
   for (int id = 0; id < kWriters; ++id) {
-    pids.push_back(spawn({worker, "write", dir, std::to_string(id), std::to_string(kCount), std::to_string(kSize)}));
+    pids.push_back(spawn(
+        {worker, "write", dir, std::to_string(id), std::to_string(kCount), std::to_string(kSize)}));
   }
   for (int r = 0; r < 2; ++r) {
     pids.push_back(spawn({worker, "read", dir, std::to_string(kWriters), std::to_string(kCount),
@@ -117,12 +118,14 @@ TEST(MultiProcessTest, WritersOnSmallMapsLoseNothingWhileAnotherProcessGrowsTheD
   for (int round = 0; round < kRounds; ++round) {
     StoreOptions o = testing::options();
     o.dir += "-" + std::to_string(round);
-    ASSERT_EQ(wait_exit(spawn({worker, "write", o.dir, "99", "1", "100"})), 0);  // creates the store
+    ASSERT_EQ(wait_exit(spawn({worker, "write", o.dir, "99", "1", "100"})),
+              0);  // creates the store
     const std::string stop = o.dir + ".stop";
     pid_t creep = spawn({worker, "creep", o.dir, stop});
     std::vector<pid_t> writers;
     for (int id = 0; id < kWriters; ++id) {
-      writers.push_back(spawn({worker, "write", o.dir, std::to_string(id), std::to_string(kCount), std::to_string(kSize)}));
+      writers.push_back(spawn({worker, "write", o.dir, std::to_string(id), std::to_string(kCount),
+                               std::to_string(kSize)}));
     }
     for (pid_t pid : writers) failed_children += wait_exit(pid) != 0;
     ASSERT_TRUE(write_file_atomic(stop, "", 0600));
@@ -132,7 +135,8 @@ TEST(MultiProcessTest, WritersOnSmallMapsLoseNothingWhileAnotherProcessGrowsTheD
     for (int id = 0; id < kWriters; ++id) {
       for (int i = 0; i < kCount; ++i) {
         auto got = store->peek(worker_key(id, i), true);
-        lost += !(got && *got && (*got)->outputs[0].data == worker_entry(id, i, kSize).outputs[0].data);
+        lost +=
+            !(got && *got && (*got)->outputs[0].data == worker_entry(id, i, kSize).outputs[0].data);
       }
     }
   }
@@ -154,12 +158,16 @@ void put_after_another_process_filled_the_map(const std::string& how) {
   Piped probe = spawn_piped({worker, "probe", dir, how});
   ASSERT_GT(probe.pid, 0);
   uint64_t map = 0;
-  ASSERT_EQ(std::sscanf(read_line(probe.from).c_str(), "map %llu", reinterpret_cast<unsigned long long*>(&map)), 1);
+  ASSERT_EQ(std::sscanf(read_line(probe.from).c_str(), "map %llu",
+                        reinterpret_cast<unsigned long long*>(&map)),
+            1);
   ASSERT_EQ(map, 256u * 1024);
   Piped fill = spawn_piped({worker, "fill", dir, std::to_string(map / 4096)});
   ASSERT_GT(fill.pid, 0);
   uint64_t filled = 0;
-  ASSERT_EQ(std::sscanf(read_line(fill.from).c_str(), "filled %llu", reinterpret_cast<unsigned long long*>(&filled)), 1);
+  ASSERT_EQ(std::sscanf(read_line(fill.from).c_str(), "filled %llu",
+                        reinterpret_cast<unsigned long long*>(&filled)),
+            1);
   // Within two pages of the probe's map: no room for the first page it copies,
   // and not past its map (that would be MDB_MAP_RESIZED, handled at begin).
   ASSERT_GE(filled, map / 4096 - 2);
@@ -178,7 +186,8 @@ void put_after_another_process_filled_the_map(const std::string& how) {
   Digest key = worker_key(7, how == "touch" ? 1 : 0);
   auto got = store->get(key);
   ASSERT_TRUE(got && *got);
-  EXPECT_TRUE((*got)->outputs[0].data == worker_entry(7, how == "touch" ? 1 : 2, 2048).outputs[0].data);
+  EXPECT_TRUE((*got)->outputs[0].data ==
+              worker_entry(7, how == "touch" ? 1 : 2, 2048).outputs[0].data);
   EXPECT_TRUE(store->verify(false)->corrupt.empty());
 }
 

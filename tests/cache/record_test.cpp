@@ -23,7 +23,9 @@ std::string read_record(const std::string& dir, const Digest& key) {
   std::unique_ptr<lmdb::Txn> txn;
   EXPECT_EQ(lmdb::Txn::begin(*env, false, txn), 0);
   std::string_view raw;
-  EXPECT_EQ(txn->get(lmdb::Table::kRecords, std::string_view(reinterpret_cast<const char*>(key.bytes.data()), 16), raw), 0);
+  EXPECT_EQ(txn->get(lmdb::Table::kRecords,
+                     std::string_view(reinterpret_cast<const char*>(key.bytes.data()), 16), raw),
+            0);
   return std::string(raw);
 }
 
@@ -32,7 +34,9 @@ void write_record(const std::string& dir, const Digest& key, const std::string& 
   ASSERT_EQ(lmdb::Env::open(dir, 1 << 20, env), 0);
   std::unique_ptr<lmdb::Txn> txn;
   ASSERT_EQ(lmdb::Txn::begin(*env, true, txn), 0);
-  ASSERT_EQ(txn->put(lmdb::Table::kRecords, std::string_view(reinterpret_cast<const char*>(key.bytes.data()), 16), value), 0);
+  ASSERT_EQ(txn->put(lmdb::Table::kRecords,
+                     std::string_view(reinterpret_cast<const char*>(key.bytes.data()), 16), value),
+            0);
   ASSERT_EQ(txn->commit(), 0);
 }
 
@@ -137,7 +141,8 @@ TEST(RecordTest, EveryFlippedByteOfAPackedEntryFailsItsTrailer) {
   Record rec;
   rec.tool = "cc";
   rec.outputs.push_back({"k.o", 0644, BodyRef{data.size(), hash_bytes(data)}});
-  std::string packed = pack_entry(encode_record(rec), {PackedBody{hash_bytes(data), codec.encode(data)}});
+  std::string packed =
+      pack_entry(encode_record(rec), {PackedBody{hash_bytes(data), codec.encode(data)}});
   ASSERT_TRUE(unpack_entry(packed));
   int refused = 0;
   for (size_t i = 8; i < packed.size(); ++i) {

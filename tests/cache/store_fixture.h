@@ -28,7 +28,9 @@ inline std::unique_ptr<Store> open_store(const StoreOptions& o = options()) {
   return store ? std::move(*store) : nullptr;
 }
 
-inline Digest test_key(int i) { return hash_bytes("key-" + std::to_string(i)); }
+inline Digest test_key(int i) {
+  return hash_bytes("key-" + std::to_string(i));
+}
 
 inline std::string random_bytes(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -54,7 +56,9 @@ inline void set_schema_version(const std::string& dir, uint32_t version) {
   ASSERT_EQ(lmdb::Env::open(dir, 1 << 20, env), 0);
   std::unique_ptr<lmdb::Txn> txn;
   ASSERT_EQ(lmdb::Txn::begin(*env, true, txn), 0);
-  ASSERT_EQ(txn->put(lmdb::Table::kMeta, "schema", std::string_view(reinterpret_cast<char*>(&version), 4)), 0);
+  ASSERT_EQ(txn->put(lmdb::Table::kMeta, "schema",
+                     std::string_view(reinterpret_cast<char*>(&version), 4)),
+            0);
   ASSERT_EQ(txn->commit(), 0);
 }
 

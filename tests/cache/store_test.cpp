@@ -77,7 +77,8 @@ TEST(StoreTest, InjectedWriteFailureIsTheNthWriteOfThisStore) {
   auto failed = store->put(test_key(2), make_entry("b", 100));
   ASSERT_FALSE(failed);
   EXPECT_EQ(failed.error().code, ErrorCode::kIo);
-  EXPECT_NE(failed.error().message.find("injected by CCPOOL_FAULT=fail_store_write"), std::string::npos);
+  EXPECT_NE(failed.error().message.find("injected by CCPOOL_FAULT=fail_store_write"),
+            std::string::npos);
   ASSERT_TRUE(store->put(test_key(3), make_entry("c", 100)));
   EXPECT_FALSE(*store->get(test_key(2)));
 }
@@ -191,11 +192,13 @@ TEST(StoreTest, CorruptBodyIsAMissAndVerifyFindsAndFixesIt) {
 // digest with the store closed (one LMDB env per process).
 TEST(StoreTest, CompressedBodyThatDecodesToOtherBytesIsAChecksumMismatchAndEvicted) {
   std::string good;
-  for (int i = 0; good.size() < 60000; ++i) good += "static int f" + std::to_string(i % 97) + "(void) { return 0; }\n";
+  for (int i = 0; good.size() < 60000; ++i)
+    good += "static int f" + std::to_string(i % 97) + "(void) { return 0; }\n";
   Codec codec(1);
   const std::string stored_good = codec.encode(good);
   ASSERT_EQ(stored_good[0], 1) << "the body must be stored zstd-compressed for this test";
-  // Same length, one byte different, and a frame of the same stored size so the counters stay exact.
+  // Same length, one byte different, and a frame of the same stored size so the counters stay
+  // exact.
   std::string bad, stored_bad;
   for (size_t at = good.size() / 2; at < good.size(); ++at) {
     bad = good;
@@ -224,7 +227,8 @@ TEST(StoreTest, CompressedBodyThatDecodesToOtherBytesIsAChecksumMismatchAndEvict
     std::unique_ptr<lmdb::Txn> txn;
     ASSERT_EQ(lmdb::Txn::begin(*env, true, txn), 0);
     Digest digest = hash_bytes(good);
-    std::string_view body_key(reinterpret_cast<const char*>(digest.bytes.data()), digest.bytes.size());
+    std::string_view body_key(reinterpret_cast<const char*>(digest.bytes.data()),
+                              digest.bytes.size());
     std::string_view current;
     ASSERT_EQ(txn->get(lmdb::Table::kBodies, body_key, current), 0);
     ASSERT_EQ(current, stored_good);
@@ -331,7 +335,8 @@ TEST(StoreTest, AtTheMapCapItEvictsInsteadOfFailing) {
   options.initial_map_size = 256 * 1024;
   options.max_map_size = 2 << 20;  // far below max_size: the map, not max_size, is the bound
   auto store = open_store(options);
-  for (int i = 0; i < 60; ++i) ASSERT_TRUE(store->put(test_key(i), make_entry("o", 64 * 1024, i))) << i;
+  for (int i = 0; i < 60; ++i)
+    ASSERT_TRUE(store->put(test_key(i), make_entry("o", 64 * 1024, i))) << i;
   auto s = store->stats();
   EXPECT_LE(s->map_size, 2u << 20);
   EXPECT_LT(s->entries, 60u);
@@ -415,7 +420,9 @@ TEST(StoreTest, FindPrefixAndClear) {
 
 TEST(StoreTest, RefusesNetworkFilesystemsThroughTheSeam) {
   StoreOptions options = testing::options();
-  options.statfs_type = [](const std::string&) -> Result<int64_t> { return int64_t{NFS_SUPER_MAGIC}; };
+  options.statfs_type = [](const std::string&) -> Result<int64_t> {
+    return int64_t{NFS_SUPER_MAGIC};
+  };
   auto r = Store::open(options);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::kUnsupported);
@@ -424,7 +431,9 @@ TEST(StoreTest, RefusesNetworkFilesystemsThroughTheSeam) {
   EXPECT_NE(r.error().message.find("/tmp"), std::string::npos);
   options.statfs_type = [](const std::string&) -> Result<int64_t> { return int64_t{0x47504653}; };
   EXPECT_NE(Store::open(options).error().message.find("GPFS"), std::string::npos);
-  options.statfs_type = [](const std::string&) -> Result<int64_t> { return int64_t{EXT4_SUPER_MAGIC}; };
+  options.statfs_type = [](const std::string&) -> Result<int64_t> {
+    return int64_t{EXT4_SUPER_MAGIC};
+  };
   EXPECT_TRUE(Store::open(options));
 }
 

@@ -56,7 +56,8 @@ int write_mode(const std::string& dir, int id, int count, size_t size) {
     Entry e = worker_entry(id, i, size);
     if (auto r = store->put(worker_key(id, i), e); !r) return die("put: " + r.error().message);
     auto got = store->get(worker_key(id, i));
-    if (!got || !*got || (*got)->outputs.at(0).data != e.outputs[0].data) return die("read-back mismatch");
+    if (!got || !*got || (*got)->outputs.at(0).data != e.outputs[0].data)
+      return die("read-back mismatch");
   }
   return 0;
 }
@@ -69,7 +70,8 @@ int read_mode(const std::string& dir, int writers, int count, size_t size, int r
     int id = static_cast<int>(rng() % writers), i = static_cast<int>(rng() % count);
     auto got = store->get(worker_key(id, i));
     if (!got) return die("get: " + got.error().message);
-    if (*got && (*got)->outputs.at(0).data != worker_entry(id, i, size).outputs[0].data) return die("wrong bytes");
+    if (*got && (*got)->outputs.at(0).data != worker_entry(id, i, size).outputs[0].data)
+      return die("wrong bytes");
   }
   return 0;
 }
@@ -78,7 +80,8 @@ int hammer_mode(const std::string& dir, size_t size) {
   auto store = open_or_null(dir);
   if (!store) return 1;
   for (int i = 0;; ++i) {
-    if (auto r = store->put(worker_key(99, i), worker_entry(99, i, size)); !r) return die("put: " + r.error().message);
+    if (auto r = store->put(worker_key(99, i), worker_entry(99, i, size)); !r)
+      return die("put: " + r.error().message);
     std::printf("committed %d\n", i);
     std::fflush(stdout);
   }
@@ -87,7 +90,8 @@ int hammer_mode(const std::string& dir, size_t size) {
 int probe_mode(const std::string& dir, const std::string& how) {
   auto store = open_or_null(dir);
   if (!store) return 1;
-  if (auto r = store->put(worker_key(7, 0), worker_entry(7, 0, 2048)); !r) return die("put: " + r.error().message);
+  if (auto r = store->put(worker_key(7, 0), worker_entry(7, 0, 2048)); !r)
+    return die("put: " + r.error().message);
   uint64_t map = store->stats()->map_size;  // stats() flushes: before the touch
   if (how == "touch") {
     auto got = store->get(worker_key(7, 0));
@@ -106,13 +110,17 @@ int probe_mode(const std::string& dir, const std::string& how) {
 }
 
 // The next page number of the committed data (what a new transaction allocates first).
-uint64_t next_page(lmdb::Env& env) { return env.info().map_used / 4096; }
+uint64_t next_page(lmdb::Env& env) {
+  return env.info().map_used / 4096;
+}
 
 int fill_mode(const std::string& dir, uint64_t pages) {
   std::unique_ptr<lmdb::Env> env;
-  if (int rc = lmdb::Env::open(dir, 64ull << 20, env); rc != 0) return die("open: " + lmdb::rc_text(rc));
+  if (int rc = lmdb::Env::open(dir, 64ull << 20, env); rc != 0)
+    return die("open: " + lmdb::rc_text(rc));
   std::unique_ptr<lmdb::Txn> pin;
-  if (int rc = lmdb::Txn::begin(*env, false, pin); rc != 0) return die("begin read: " + lmdb::rc_text(rc));
+  if (int rc = lmdb::Txn::begin(*env, false, pin); rc != 0)
+    return die("begin read: " + lmdb::rc_text(rc));
   // Aim at pages - 1: a transaction of one small value costs `small` pages
   // (copied branch and leaf pages, the freelist record); a value of n pages
   // more goes to n overflow pages.
@@ -145,9 +153,11 @@ int fill_mode(const std::string& dir, uint64_t pages) {
 // at a time past the smaller maps of other processes.
 int creep_mode(const std::string& dir, const std::string& stop) {
   std::unique_ptr<lmdb::Env> env;
-  if (int rc = lmdb::Env::open(dir, 64ull << 20, env); rc != 0) return die("open: " + lmdb::rc_text(rc));
+  if (int rc = lmdb::Env::open(dir, 64ull << 20, env); rc != 0)
+    return die("open: " + lmdb::rc_text(rc));
   std::unique_ptr<lmdb::Txn> pin;
-  if (int rc = lmdb::Txn::begin(*env, false, pin); rc != 0) return die("begin read: " + lmdb::rc_text(rc));
+  if (int rc = lmdb::Txn::begin(*env, false, pin); rc != 0)
+    return die("begin read: " + lmdb::rc_text(rc));
   for (int i = 0; i < 2000 && ::access(stop.c_str(), F_OK) != 0; ++i) {
     std::unique_ptr<lmdb::Txn> txn;
     int rc = lmdb::Txn::begin(*env, true, txn);
@@ -160,9 +170,11 @@ int creep_mode(const std::string& dir, const std::string& stop) {
 
 int hold_mode(const std::string& dir) {
   std::unique_ptr<lmdb::Env> env;
-  if (int rc = lmdb::Env::open(dir, 1 << 20, env); rc != 0) return die("open: " + lmdb::rc_text(rc));
+  if (int rc = lmdb::Env::open(dir, 1 << 20, env); rc != 0)
+    return die("open: " + lmdb::rc_text(rc));
   std::unique_ptr<lmdb::Txn> txn;
-  if (int rc = lmdb::Txn::begin(*env, false, txn); rc != 0) return die("begin read: " + lmdb::rc_text(rc));
+  if (int rc = lmdb::Txn::begin(*env, false, txn); rc != 0)
+    return die("begin read: " + lmdb::rc_text(rc));
   std::printf("reading\n");
   std::fflush(stdout);
   char line[16];
@@ -173,15 +185,19 @@ int hold_mode(const std::string& dir) {
 
 int grow_mode(const std::string& dir) {
   std::unique_ptr<lmdb::Env> env;
-  if (int rc = lmdb::Env::open(dir, 256 * 1024, env); rc != 0) return die("open: " + lmdb::rc_text(rc));
+  if (int rc = lmdb::Env::open(dir, 256 * 1024, env); rc != 0)
+    return die("open: " + lmdb::rc_text(rc));
   char line[32];
   for (int i = 0; std::fgets(line, sizeof line, stdin);) {
     uint64_t target = std::strtoull(line, nullptr, 10);
-    if (int rc = env->set_map_size(2 * target); rc != 0) return die("set map: " + lmdb::rc_text(rc));
+    if (int rc = env->set_map_size(2 * target); rc != 0)
+      return die("set map: " + lmdb::rc_text(rc));
     while (env->info().map_used <= target) {
       std::unique_ptr<lmdb::Txn> txn;
       int rc = lmdb::Txn::begin(*env, true, txn);
-      if (rc == 0) rc = txn->put(lmdb::Table::kMeta, "grow-" + std::to_string(i++), std::string(64 * 1024, 'g'));
+      if (rc == 0)
+        rc = txn->put(lmdb::Table::kMeta, "grow-" + std::to_string(i++),
+                      std::string(64 * 1024, 'g'));
       if (rc == 0) rc = txn->commit();
       if (rc != 0) return die("grow: " + lmdb::rc_text(rc));
     }
@@ -195,9 +211,11 @@ int grow_mode(const std::string& dir) {
 
 int main(int argc, char** argv) {
   std::string mode = argc > 2 ? argv[1] : "";
-  if (mode == "write" && argc == 6) return write_mode(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), std::atoll(argv[5]));
+  if (mode == "write" && argc == 6)
+    return write_mode(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), std::atoll(argv[5]));
   if (mode == "read" && argc == 7) {
-    return read_mode(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), std::atoll(argv[5]), std::atoi(argv[6]));
+    return read_mode(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), std::atoll(argv[5]),
+                     std::atoi(argv[6]));
   }
   if (mode == "hammer" && argc == 4) return hammer_mode(argv[2], std::atoll(argv[3]));
   if (mode == "hold" && argc == 3) return hold_mode(argv[2]);
@@ -205,6 +223,7 @@ int main(int argc, char** argv) {
   if (mode == "creep" && argc == 4) return creep_mode(argv[2], argv[3]);
   if (mode == "probe" && argc == 4) return probe_mode(argv[2], argv[3]);
   if (mode == "fill" && argc == 4) return fill_mode(argv[2], std::strtoull(argv[3], nullptr, 10));
-  std::fprintf(stderr, "usage: cache_store_worker write|read|hammer|creep|probe|fill|grow|hold DIR ...\n");
+  std::fprintf(stderr,
+               "usage: cache_store_worker write|read|hammer|creep|probe|fill|grow|hold DIR ...\n");
   return 2;
 }

@@ -10,7 +10,9 @@
 
 namespace ccpool::cache {
 
-inline Digest worker_key(int id, int i) { return hash_bytes("w" + std::to_string(id) + "-" + std::to_string(i)); }
+inline Digest worker_key(int id, int i) {
+  return hash_bytes("w" + std::to_string(id) + "-" + std::to_string(i));
+}
 
 inline Entry worker_entry(int id, int i, size_t size) {
   Entry e;

@@ -1,8 +1,7 @@
 // `ccpool serve` reads the jobs setting with the one grammar (base/process_facts.h):
 // "8x" from the flag or from CCPOOL_JOBS is refused before anything starts.
-#include <sys/stat.h>
-
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "tests/shim/child_process.h"
 #include "tests/support/scratch.h"
@@ -16,8 +15,9 @@ class ServeJobsTest : public ::testing::Test {
 
   // A short idle timeout: were the value accepted, the service would exit on its own.
   ChildOutput serve(const std::vector<std::string>& more, const EnvVars& env) {
-    std::vector<std::string> argv{build_binary("ccpool"), "serve", "--foreground", "--no-resp",
-                                  "--socket", m_dir + "/sock", "--dir", m_dir + "/store", "--idle-timeout", "1s"};
+    std::vector<std::string> argv{
+        build_binary("ccpool"), "serve", "--foreground",   "--no-resp",      "--socket",
+        m_dir + "/sock",        "--dir", m_dir + "/store", "--idle-timeout", "1s"};
     argv.insert(argv.end(), more.begin(), more.end());
     return run_child(argv, env, m_dir);
   }
@@ -40,10 +40,14 @@ TEST_F(ServeJobsTest, TrailingGarbageIsRefusedFromEitherSource) {
     const char* message;
   };
   const Case cases[] = {
-      {{"--jobs", "8x"}, nullptr,
-       "ccpool: --jobs '8x' is not a positive whole number (1-1000000); give a number of slots, e.g. --jobs 8\n"},
-      {{}, "8x",
-       "ccpool: CCPOOL_JOBS='8x' is not a positive whole number (1-1000000); unset it or set a number of slots, "
+      {{"--jobs", "8x"},
+       nullptr,
+       "ccpool: --jobs '8x' is not a positive whole number (1-1000000); give a number of slots, "
+       "e.g. --jobs 8\n"},
+      {{},
+       "8x",
+       "ccpool: CCPOOL_JOBS='8x' is not a positive whole number (1-1000000); unset it or set a "
+       "number of slots, "
        "e.g. CCPOOL_JOBS=8\n"},
   };
   for (const Case& c : cases) {
@@ -61,7 +65,8 @@ TEST_F(ServeJobsTest, TheFlagWinsOverTheVariable) {
   env["CCPOOL_JOBS"] = "8x";
   ChildOutput r = serve({"--jobs", "0"}, env);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.output.find("--jobs '0' is not a positive whole number"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--jobs '0' is not a positive whole number"), std::string::npos)
+      << r.output;
 }
 
 }  // namespace

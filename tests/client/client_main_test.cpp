@@ -2,12 +2,11 @@
 // byte-exact replay of a fake service's reply, fallback on "stopping" and on
 // a dropped connection, auto-start, and the N-slot bound on fallbacks.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
@@ -118,16 +117,20 @@ class FakeService {
   FakeService(const std::string& socket, Answer answer, bool wait_for_file = false) {
     EXPECT_TRUE(ensure_private_dir(state_dir(socket)));
     if (!wait_for_file) m_listener = listen_or_fail(socket);
-    m_thread = std::thread([this, socket, answer, wait_for_file] { run(socket, answer, wait_for_file); });
+    m_thread =
+        std::thread([this, socket, answer, wait_for_file] { run(socket, answer, wait_for_file); });
   }
   ~FakeService() { m_thread.join(); }
   ipc::ExecRequest request() const { return m_request; }
-  static std::string state_dir(const std::string& socket) { return socket.substr(0, socket.rfind('/')); }
+  static std::string state_dir(const std::string& socket) {
+    return socket.substr(0, socket.rfind('/'));
+  }
 
  private:
   void run(const std::string& socket, const Answer& answer, bool wait_for_file) {
     // For the auto-start test: listen only once the fake `ccpool serve` ran.
-    for (int i = 0; wait_for_file && i < 2000 && !path_exists(state_dir(socket) + "/serve-args"); ++i) {
+    for (int i = 0; wait_for_file && i < 2000 && !path_exists(state_dir(socket) + "/serve-args");
+         ++i) {
       std::this_thread::sleep_for(milliseconds(5));
     }
     if (wait_for_file) m_listener = listen_or_fail(socket);
@@ -138,7 +141,8 @@ class FakeService {
     auto deadline = ipc::deadline_in(milliseconds(30000));
     auto hello = ipc::recv_message(conn.get(), reader, deadline);
     ASSERT_TRUE(hello && std::holds_alternative<ipc::Hello>(*hello));
-    ASSERT_TRUE(ipc::send_message(conn.get(), ipc::HelloOk{ipc::kProtocolVersion, 0, ::getpid()}, deadline));
+    ASSERT_TRUE(ipc::send_message(conn.get(), ipc::HelloOk{ipc::kProtocolVersion, 0, ::getpid()},
+                                  deadline));
     auto m = ipc::recv_message(conn.get(), reader, deadline);
     ASSERT_TRUE(m && std::holds_alternative<ipc::ExecRequest>(*m));
     m_request = std::get<ipc::ExecRequest>(*m);
@@ -177,7 +181,8 @@ TEST_F(ClientProcess, FallbackPreservesExitCodeAndStderr) {
 }
 
 TEST_F(ClientProcess, FallbackEnvironmentDropsShimAndDisablesCcpool) {
-  Output r = client({"/usr/bin/env", "env"}, {"LD_PRELOAD=/nonexistent/libccpool-shim.so", "KEEP=me"});
+  Output r =
+      client({"/usr/bin/env", "env"}, {"LD_PRELOAD=/nonexistent/libccpool-shim.so", "KEEP=me"});
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("CCPOOL_DISABLE=1\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("KEEP=me\n"), std::string::npos);
@@ -224,7 +229,8 @@ TEST_F(ClientProcess, ReplaysServiceReplyByteExact) {
   EXPECT_EQ(req.argv, (std::vector<std::string>{"g++", "-c", "k.cpp"}));
   EXPECT_EQ(req.rank, 5);
   EXPECT_GT(req.client_pid, 0);
-  EXPECT_NE(std::find(req.env.begin(), req.env.end(), "LD_PRELOAD=/opt/libother.so"), req.env.end());
+  EXPECT_NE(std::find(req.env.begin(), req.env.end(), "LD_PRELOAD=/opt/libother.so"),
+            req.env.end());
   EXPECT_NE(std::find(req.env.begin(), req.env.end(), "RANK=5"), req.env.end());
 }
 
@@ -263,7 +269,8 @@ TEST_F(ClientProcess, StoppingReplyFallsBack) {
 }
 
 TEST_F(ClientProcess, DroppedConnectionFallsBack) {
-  FakeService service(m_socket, [](const ipc::ExecRequest&) { return std::optional<ipc::Message>(); });
+  FakeService service(m_socket,
+                      [](const ipc::ExecRequest&) { return std::optional<ipc::Message>(); });
   Output r = client({"/bin/echo", "echo", "dropped"});
   EXPECT_EQ(r.code, 0);
   EXPECT_EQ(r.out, "dropped\n");
@@ -285,7 +292,8 @@ TEST_F(ClientProcess, AutoStartsServiceThenUsesIt) {
   // A fake `ccpool` that records how it was started; the fake service starts
   // listening only after that, so the client must have started it and retried.
   std::string fake = ccpool::testing::scratch_dir() + "/ccpool";
-  ASSERT_TRUE(write_file_atomic(fake, "#!/bin/sh\necho \"$@\" > \"" + m_state + "/serve-args\"\n", 0755));
+  ASSERT_TRUE(
+      write_file_atomic(fake, "#!/bin/sh\necho \"$@\" > \"" + m_state + "/serve-args\"\n", 0755));
   FakeService service(
       m_socket,
       [](const ipc::ExecRequest&) -> std::optional<ipc::Message> {
@@ -316,8 +324,9 @@ TEST_F(ClientProcess, SlotLockBoundsConcurrentFallbacks) {
   for (int i = 0; i < 6; ++i) {
     std::vector<std::string> env = m_env;
     env.push_back("CCPOOL_JOBS=2");
-    pids.push_back(spawn({ccpool::testing::build_binary("ccpool-client"), "/bin/sh", "sh", "-c", script},
-                         env, null_fd, null_fd));
+    pids.push_back(
+        spawn({ccpool::testing::build_binary("ccpool-client"), "/bin/sh", "sh", "-c", script}, env,
+              null_fd, null_fd));
   }
   for (pid_t pid : pids) EXPECT_EQ(wait_exit(pid), 0);
   ::close(null_fd);

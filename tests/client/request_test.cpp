@@ -1,7 +1,7 @@
 #include "client/request.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,7 +17,8 @@ namespace {
 TEST(Request, StripShimFromPreload) {
   EXPECT_EQ(strip_shim_from_preload("/opt/ccpool/lib/libccpool-shim.so"), "");
   EXPECT_EQ(strip_shim_from_preload("libccpool-shim.so"), "");
-  EXPECT_EQ(strip_shim_from_preload("/a/libasan.so:/b/libccpool-shim.so /c/libx.so"), "/a/libasan.so:/c/libx.so");
+  EXPECT_EQ(strip_shim_from_preload("/a/libasan.so:/b/libccpool-shim.so /c/libx.so"),
+            "/a/libasan.so:/c/libx.so");
   EXPECT_EQ(strip_shim_from_preload("/a/notlibccpool-shim.so"), "/a/notlibccpool-shim.so");
   EXPECT_EQ(strip_shim_from_preload("::/a/x.so::"), "/a/x.so");
 }
@@ -123,7 +124,8 @@ TEST(Fallback, LogAppendsOneLinePerCall) {
   ASSERT_TRUE(text);
   EXPECT_EQ(std::count(text->begin(), text->end(), '\n'), 2);
   EXPECT_NE(text->find("\tservice stopping \t/usr/bin/g++\n"), std::string::npos) << *text;
-  EXPECT_NE(text->find("\t" + std::to_string(::getpid()) + "\tunreachable\t/usr/bin/gcc\n"), std::string::npos);
+  EXPECT_NE(text->find("\t" + std::to_string(::getpid()) + "\tunreachable\t/usr/bin/gcc\n"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Classification table: command line -> cacheable (mode) or pass-through.
+#include "compiler/cc_args.h"
+
 #include <gtest/gtest.h>
 
-#include "compiler/cc_args.h"
 #include "compiler/depfile.h"
 #include "tests/compiler/executor.h"
 #include "tests/support/scratch.h"

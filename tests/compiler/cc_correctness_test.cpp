@@ -145,7 +145,8 @@ TEST_P(CcCorrectness, ManifestIsParsedOncePerBytes) {
   EXPECT_TRUE(execute(planner, store, r).stored);  // new bytes: a second entry
   EXPECT_TRUE(execute(planner, store, r).hit);
   EXPECT_TRUE(execute(planner, store, r).hit);
-  EXPECT_EQ(planner.counters().manifest_parses, before + 2);  // the new bytes, once (the miss reused the old parse)
+  EXPECT_EQ(planner.counters().manifest_parses,
+            before + 2);  // the new bytes, once (the miss reused the old parse)
 }
 
 // A hit whose manifest is parsed in memory does not read it again (the store
@@ -254,14 +255,18 @@ TEST_P(CcCorrectness, DebugInfoKeysCwdUnlessPrefixMapped) {
   auto rb = request({"-c", "-g", "k.cpp", "-o", "k.o"}, dir + "/b");
   EXPECT_TRUE(check(ra, "k.o", "ref.o").stored);
   EXPECT_FALSE(check(rb, "k.o", "ref.o").hit);
-  auto ma = request({"-c", "-g", "-fdebug-prefix-map=" + dir + "/a=/src", "k.cpp", "-o", "k.o"}, dir + "/a");
-  auto mb = request({"-c", "-g", "-fdebug-prefix-map=" + dir + "/b=/src", "k.cpp", "-o", "k.o"}, dir + "/b");
+  auto ma = request({"-c", "-g", "-fdebug-prefix-map=" + dir + "/a=/src", "k.cpp", "-o", "k.o"},
+                    dir + "/a");
+  auto mb = request({"-c", "-g", "-fdebug-prefix-map=" + dir + "/b=/src", "k.cpp", "-o", "k.o"},
+                    dir + "/b");
   // The map's text differs, so the keys differ too; the same map text from
   // two cwds it does not cover must not share.
   EXPECT_TRUE(check(ma, "k.o", "ref.o").stored);
   EXPECT_FALSE(check(mb, "k.o", "ref.o").hit);
-  auto pa = request({"-c", "-g", "-fdebug-prefix-map=" + dir + "=/src", "k.cpp", "-o", "k.o"}, dir + "/a");
-  auto pb = request({"-c", "-g", "-fdebug-prefix-map=" + dir + "=/src", "k.cpp", "-o", "k.o"}, dir + "/b");
+  auto pa = request({"-c", "-g", "-fdebug-prefix-map=" + dir + "=/src", "k.cpp", "-o", "k.o"},
+                    dir + "/a");
+  auto pb = request({"-c", "-g", "-fdebug-prefix-map=" + dir + "=/src", "k.cpp", "-o", "k.o"},
+                    dir + "/b");
   Outcome oa = check(pa, "k.o", "ref.o");
   Outcome ob = check(pb, "k.o", "ref.o");
   EXPECT_NE(oa.plan.flight_key, ob.plan.flight_key);  // /src/a vs /src/b
@@ -271,7 +276,8 @@ TEST_P(CcCorrectness, DebugInfoKeysCwdUnlessPrefixMapped) {
 // path (gcc and clang alike). Such compiles in two directories must not share, and each
 // must match a direct compile in its own directory byte for byte.
 TEST_P(CcCorrectness, CwdReachesTheObjectWithoutDebugInfo) {
-  for (const char* d : {"a", "b"}) write_text(dir + "/" + d + "/k.cpp", "int f(int x) { return x * 3; }\n");
+  for (const char* d : {"a", "b"})
+    write_text(dir + "/" + d + "/k.cpp", "int f(int x) { return x * 3; }\n");
   // gcc stamps coverage data from a random seed unless it is given one.
   std::vector<std::string> args = {"-c", "-fprofile-arcs", "-frandom-seed=7", "k.cpp", "-o", "k.o"};
   auto ra = request(args, dir + "/a");
@@ -280,16 +286,19 @@ TEST_P(CcCorrectness, CwdReachesTheObjectWithoutDebugInfo) {
   ASSERT_EQ(oa.plan.kind, PlanKind::kCompiler) << oa.plan.reason;
   EXPECT_TRUE(oa.stored) << oa.why_not;
   std::string built_in_a = read_text(dir + "/a/k.o");
-  EXPECT_NE(built_in_a.find(dir + "/a/k.gcda"), std::string::npos) << "the object no longer names its .gcda path";
+  EXPECT_NE(built_in_a.find(dir + "/a/k.gcda"), std::string::npos)
+      << "the object no longer names its .gcda path";
   Outcome ob = execute(planner, store, rb);
-  EXPECT_FALSE(ob.hit) << "a compile in " << dir << "/b was served the object built in " << dir << "/a";
+  EXPECT_FALSE(ob.hit) << "a compile in " << dir << "/b was served the object built in " << dir
+                       << "/a";
   EXPECT_NE(oa.plan.flight_key, ob.plan.flight_key);
   std::string served = read_text(dir + "/b/k.o");
   EXPECT_EQ(served.find(dir + "/a/"), std::string::npos) << "the object in b names a's directory";
   std::vector<std::string> direct = rb.argv;
   direct[0] = rb.program;
   ASSERT_EQ(run_direct(direct, rb.cwd, rb.env), 0);
-  EXPECT_TRUE(served == read_text(dir + "/b/k.o")) << "bytes differ from a direct compile in " << rb.cwd;
+  EXPECT_TRUE(served == read_text(dir + "/b/k.o"))
+      << "bytes differ from a direct compile in " << rb.cwd;
   EXPECT_TRUE(execute(planner, store, rb).hit);
   EXPECT_TRUE(read_text(dir + "/b/k.o") == served);
 }
@@ -310,8 +319,13 @@ TEST_P(CcCorrectness, CommandsThatAreNotRedirectedKeyTheirCwd) {
   EXPECT_NE(plain.outputs[0].run_path, plain.outputs[0].deliver_path) << "plain -c is redirected";
   EXPECT_EQ(plain.flight_key, plan_in("b", {"-O2"}).flight_key);
   std::vector<std::vector<std::string>> in_place = {
-      {"-fstack-usage"}, {"-ftest-coverage"}, {"-fprofile-arcs"}, {"--coverage"},
-      {"-flto"}, {"-frecord-gcc-switches"}, {"-g", "-gsplit-dwarf", "-ffile-prefix-map=" + dir + "=/src"}};
+      {"-fstack-usage"},
+      {"-ftest-coverage"},
+      {"-fprofile-arcs"},
+      {"--coverage"},
+      {"-flto"},
+      {"-frecord-gcc-switches"},
+      {"-g", "-gsplit-dwarf", "-ffile-prefix-map=" + dir + "=/src"}};
   for (const auto& flags : in_place) {
     SCOPED_TRACE(flags.back());
     Plan a = plan_in("a", flags);
@@ -339,11 +353,16 @@ TEST_P(CcCorrectness, CompilerSwappedBehindSymlinkChangesKey) {
 }
 
 TEST_P(CcCorrectness, MarchNativeIsResolvedAndKeyed) {
-  write_text(dir + "/k.cpp", "float f(float* a) { float s = 0; for (int i = 0; i < 64; ++i) s += a[i]; return s; }\n");
-  Outcome native = check(request({"-c", "-O3", "-march=native", "k.cpp", "-o", "k.o"}), "k.o", "ref.o");
+  write_text(
+      dir + "/k.cpp",
+      "float f(float* a) { float s = 0; for (int i = 0; i < 64; ++i) s += a[i]; return s; }\n");
+  Outcome native =
+      check(request({"-c", "-O3", "-march=native", "k.cpp", "-o", "k.o"}), "k.o", "ref.o");
   EXPECT_EQ(native.plan.kind, PlanKind::kCompiler) << native.plan.reason;
-  EXPECT_TRUE(check(request({"-c", "-O3", "-march=native", "k.cpp", "-o", "k.o"}), "k.o", "ref.o").hit);
-  Outcome generic = check(request({"-c", "-O3", "-march=x86-64", "k.cpp", "-o", "k.o"}), "k.o", "ref.o");
+  EXPECT_TRUE(
+      check(request({"-c", "-O3", "-march=native", "k.cpp", "-o", "k.o"}), "k.o", "ref.o").hit);
+  Outcome generic =
+      check(request({"-c", "-O3", "-march=x86-64", "k.cpp", "-o", "k.o"}), "k.o", "ref.o");
   EXPECT_NE(native.plan.flight_key, generic.plan.flight_key);
 }
 
@@ -353,7 +372,9 @@ class LinkInputs : public CcCorrectness {
  protected:
   void library(const std::string& path, int value) {
     write_text(dir + "/lib_src.cpp", "int q() { return " + std::to_string(value) + "; }\n");
-    ASSERT_EQ(run_direct({compiler(), "-shared", "-fPIC", "lib_src.cpp", "-o", path}, dir, base_env()), 0);
+    ASSERT_EQ(
+        run_direct({compiler(), "-shared", "-fPIC", "lib_src.cpp", "-o", path}, dir, base_env()),
+        0);
   }
   Request link(const std::vector<std::string>& search) {
     write_text(dir + "/k.cpp", "int q();\nint k() { return q(); }\n");
@@ -397,7 +418,9 @@ TEST_P(LinkInputs, LibraryAppearingEarlierInTheSearchMisses) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Compilers, LinkInputs, ::testing::Values("g++", "clang++"),
-                         [](const auto& info) { return info.param == "g++" ? std::string("gcc") : std::string("clang"); });
+                         [](const auto& info) {
+                           return info.param == "g++" ? std::string("gcc") : std::string("clang");
+                         });
 
 TEST_P(CcCorrectness, OneStepSharedObjectSharedAcrossOutputPaths) {
   write_text(dir + "/k.cpp", "extern \"C\" int kernel(int x) { return x * 6 + 1; }\n");
@@ -431,7 +454,10 @@ TEST_P(CcCorrectness, WarningsAreReplayed) {
 TEST_P(CcCorrectness, DependencyFilesMatchDirectCompile) {
   write_text(dir + "/inc/h.h", "#define V 1\n");
   write_text(dir + "/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");
-  struct Case { std::vector<std::string> args; std::string dep; };
+  struct Case {
+    std::vector<std::string> args;
+    std::string dep;
+  };
   std::vector<Case> cases = {
       {{"-c", "k.cpp", "-Iinc", "-MD", "-MF", "k.d", "-o", "k.o"}, "k.d"},
       {{"-c", "k.cpp", "-Iinc", "-MD", "-o", "obj/k.o"}, "obj/k.d"},
@@ -465,13 +491,14 @@ TEST_P(CcCorrectness, DependencyFlagTableMatchesDirectCompile) {
   write_text(dir + "/inc/" + lng + "/a.h", "#include <cstddef>\n#define V 1\n");
   write_text(dir + "/sys/s.h", "#include <cstdint>\n#define W 2\n");
   write_text(dir + "/sp ace/h#1.h", "#define Y 3\n");
-  write_text(dir + "/k.cpp", "#include \"inc/" + lng + "/a.h\"\n#include <s.h>\n#include \"sp ace/h#1.h\"\n"
-                             "#include <vector>\nint f() { return V + W + Y; }\n");
+  write_text(dir + "/k.cpp", "#include \"inc/" + lng +
+                                 "/a.h\"\n#include <s.h>\n#include \"sp ace/h#1.h\"\n"
+                                 "#include <vector>\nint f() { return V + W + Y; }\n");
   std::filesystem::create_directories(dir + "/obj");
   struct Case {
     std::vector<std::string> args;
-    std::string dep;                     // the file the compiler writes
-    std::vector<std::string> env = {};   // extra environment
+    std::string dep;                    // the file the compiler writes
+    std::vector<std::string> env = {};  // extra environment
   };
   const std::vector<std::string> base = {"-c", "k.cpp", "-isystem", "sys"};
   auto with = [&](std::vector<std::string> more) {
@@ -480,16 +507,18 @@ TEST_P(CcCorrectness, DependencyFlagTableMatchesDirectCompile) {
     return args;
   };
   std::vector<Case> cases = {
-      {with({"-MMD", "-o", "k.o"}), "k.d"},                                   // make auto-deps
-      {with({"-MMD", "-MP", "-o", "obj/k.o"}), "obj/k.d"},                    // make auto-deps + phony
-      {with({"-MMD"}), "k.d"},                                                // no -o: k.d, target k.o
+      {with({"-MMD", "-o", "k.o"}), "k.d"},                 // make auto-deps
+      {with({"-MMD", "-MP", "-o", "obj/k.o"}), "obj/k.d"},  // make auto-deps + phony
+      {with({"-MMD"}), "k.d"},                              // no -o: k.d, target k.o
       {with({"-MMD", "-MF", "deps/k.dep", "-o", "k.o"}), "deps/k.dep"},
       {with({"-MMD", "-MT", "obj/k.o", "-MF", "obj/k.o.d", "-o", "obj/k.o"}), "obj/k.o.d"},
       {with({"-MMD", "-MP", "-MT", "a$b", "-MQ", "c$d", "-MF", "k.d", "-o", "k.o"}), "k.d"},
-      {with({"-MD", "-MT", "obj/k.o", "-MF", "obj/k.o.d", "-o", "obj/k.o"}), "obj/k.o.d"},  // CMake Ninja/Makefiles
-      {with({"-MT", "obj/k.o", "-MD", "-MP", "-MF", "obj/k.Tpo", "-o", "obj/k.o"}), "obj/k.Tpo"},  // depcomp gcc3
+      {with({"-MD", "-MT", "obj/k.o", "-MF", "obj/k.o.d", "-o", "obj/k.o"}),
+       "obj/k.o.d"},  // CMake Ninja/Makefiles
+      {with({"-MT", "obj/k.o", "-MD", "-MP", "-MF", "obj/k.Tpo", "-o", "obj/k.o"}),
+       "obj/k.Tpo"},  // depcomp gcc3
       {with({"-MD", "-MP", "-o", "k.o"}), "k.d"},
-      {with({"-MD", "-MMD", "-o", "k.o"}), "k.d"},                            // the last one wins
+      {with({"-MD", "-MMD", "-o", "k.o"}), "k.d"},  // the last one wins
   };
   if (GetParam() == "g++") {  // clang has no environment form
     cases.push_back({with({"-o", "k.o"}), "env.d", {"DEPENDENCIES_OUTPUT=env.d"}});
@@ -569,7 +598,8 @@ TEST_P(CcCorrectness, PreprocessedAssemblyIsCachedAndHeaderChangeMisses) {
   EXPECT_EQ(execute(planner, store, x).plan.kind, PlanKind::kCompiler);
   // Plain assembly (`.s`) has no preprocessor to list its inputs: pass-through.
   write_text(dir + "/p.s", ".globl p\n.data\np: .long 1\n");
-  EXPECT_EQ(execute(planner, store, request({"-c", "p.s", "-o", "p.o"})).plan.kind, PlanKind::kPassthrough);
+  EXPECT_EQ(execute(planner, store, request({"-c", "p.s", "-o", "p.o"})).plan.kind,
+            PlanKind::kPassthrough);
   write_text(dir + "/q.S", ".include \"p.s\"\n");
   auto rq = request({"-c", "q.S", "-o", "q.o"});
   EXPECT_TRUE(check(rq, "q.o", "refq.o").stored);
@@ -584,7 +614,8 @@ TEST_P(CcCorrectness, SourceSpelledWithLeadingDotSlashIsStored) {
   write_text(dir + "/sub/h.h", "#define V 4\n");
   write_text(dir + "/sub/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");
   for (std::string src : {"./sub/k.cpp", ".//sub/k.cpp", "././sub/k.cpp", ".//.//sub/./k.cpp"}) {
-    std::vector<std::string> args = {"-c", "-MT", "k.o", "-MMD", "-MP", "-MF", "k.d", "-o", "k.o", src};
+    std::vector<std::string> args = {"-c",  "-MT", "k.o", "-MMD", "-MP",
+                                     "-MF", "k.d", "-o",  "k.o",  src};
     std::vector<std::string> direct = {compiler()};
     direct.insert(direct.end(), args.begin(), args.end());
     std::filesystem::remove(dir + "/k.d");
@@ -633,7 +664,8 @@ TEST_P(CcCorrectness, EditsDuringTheCompileAreNotStored) {
   write_text(dir + "/inc/h.h", "#define V 1\n");
   write_text(dir + "/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");
   auto r = request({"-c", "k.cpp", "-Iinc", "-o", "k.o"});
-  Outcome src = execute(planner, store, r, [&] { write_text(dir + "/k.cpp", "int f() { return 9; }\n"); });
+  Outcome src =
+      execute(planner, store, r, [&] { write_text(dir + "/k.cpp", "int f() { return 9; }\n"); });
   EXPECT_FALSE(src.stored);
   EXPECT_FALSE(src.why_not.empty());
   write_text(dir + "/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");
@@ -647,7 +679,9 @@ TEST_P(CcCorrectness, EditsDuringTheCompileAreNotStored) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Compilers, CcCorrectness, ::testing::Values("g++", "clang++"),
-                         [](const auto& info) { return info.param == "g++" ? std::string("gcc") : std::string("clang"); });
+                         [](const auto& info) {
+                           return info.param == "g++" ? std::string("gcc") : std::string("clang");
+                         });
 
 }  // namespace
 }  // namespace ccpool::compiler::testing

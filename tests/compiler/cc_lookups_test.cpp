@@ -37,7 +37,8 @@ class CcLookups : public RealCompilerCase {
 const char* const kPortHeader =
     "#pragma once\n"
     "#ifdef __has_include\n"
-    "#if __has_include(<feature.h>)\n#define HAVE_FEATURE 1\n#else\n#define HAVE_FEATURE 0\n#endif\n"
+    "#if __has_include(<feature.h>)\n#define HAVE_FEATURE 1\n#else\n#define HAVE_FEATURE "
+    "0\n#endif\n"
     "#endif\n";
 
 TEST_P(CcLookups, ProbedHeaderAppearingMisses) {
@@ -79,7 +80,8 @@ TEST_P(CcLookups, ProbedHeaderAppearingInAnEarlierDirectoryMisses) {
 }
 
 TEST_P(CcLookups, QuoteProbeLooksInTheIncludersDirectory) {
-  write_text(dir + "/inc/port.h", "#if __has_include(\"local.h\")\n#define L 1\n#else\n#define L 0\n#endif\n");
+  write_text(dir + "/inc/port.h",
+             "#if __has_include(\"local.h\")\n#define L 1\n#else\n#define L 0\n#endif\n");
   write_text(dir + "/src/k.cpp", "#include <port.h>\nint f() { return L; }\n");
   auto r = request({"-c", "src/k.cpp", "-Iinc", "-o", "k.o"});
   EXPECT_TRUE(check(r, "k.o").stored);
@@ -94,8 +96,9 @@ TEST_P(CcLookups, HasIncludeNextChains) {
   // after inc2. extra.h in inc1 and inc2 is invisible to it.
   write_text(dir + "/inc1/cfg.h",
              "#if __has_include_next(<cfg.h>)\n#include_next <cfg.h>\n#endif\n#define OUTER 10\n");
-  write_text(dir + "/inc2/cfg.h",
-             "#if __has_include_next(<extra.h>)\n#define EXTRA 1\n#else\n#define EXTRA 0\n#endif\n");
+  write_text(
+      dir + "/inc2/cfg.h",
+      "#if __has_include_next(<extra.h>)\n#define EXTRA 1\n#else\n#define EXTRA 0\n#endif\n");
   write_text(dir + "/inc2/extra.h", "\n");
   std::filesystem::create_directories(dir + "/inc3");
   write_text(dir + "/k.cpp", "#include <cfg.h>\nint f() { return OUTER + EXTRA; }\n");
@@ -148,16 +151,22 @@ class GccLookups : public CcLookups {};
 
 TEST_P(GccLookups, GccUsesAPchOnlyForTheFirstInclude) {
   // The rule the PCH candidates rely on, checked against the real compiler:
-  // b.h.gch (built from a header with B 7) is taken for a first include only. clang takes PCHs for -include only";
+  // b.h.gch (built from a header with B 7) is taken for a first include only. clang takes PCHs for
+  // -include only";
   write_text(dir + "/a.h", "#define A 1\n");
   write_text(dir + "/b.h", "#define B 2\n");
   write_text(dir + "/other.h", "#define B 7\n");
-  ASSERT_EQ(run_direct({compiler(), "-fPIC", "-x", "c++-header", "other.h", "-o", "b.h.gch"}, dir, base_env()), 0);
+  ASSERT_EQ(run_direct({compiler(), "-fPIC", "-x", "c++-header", "other.h", "-o", "b.h.gch"}, dir,
+                       base_env()),
+            0);
   write_text(dir + "/first.cpp", "#include \"b.h\"\nextern \"C\" double k(double) { return B; }\n");
-  write_text(dir + "/second.cpp", "#include \"a.h\"\n#include \"b.h\"\nextern \"C\" double k(double) { return B; }\n");
+  write_text(dir + "/second.cpp",
+             "#include \"a.h\"\n#include \"b.h\"\nextern \"C\" double k(double) { return B; }\n");
   for (const char* src : {"first", "second"}) {
     std::string so = std::string(src) + ".so";
-    ASSERT_EQ(run_direct({compiler(), "-shared", "-fPIC", std::string(src) + ".cpp", "-o", so}, dir, base_env()), 0);
+    ASSERT_EQ(run_direct({compiler(), "-shared", "-fPIC", std::string(src) + ".cpp", "-o", so}, dir,
+                         base_env()),
+              0);
   }
   EXPECT_EQ(call_k(dir + "/first.so", 0), 7.0);
   EXPECT_EQ(call_k(dir + "/second.so", 0), 2.0);
@@ -209,8 +218,9 @@ TEST_P(GccLookups, InductorPchFlowIsCachedAndMissesOnEdits) {
   EXPECT_TRUE(edited.stored) << edited.why_not;
   EXPECT_EQ(call_k(b + "/k.so", 10), 28.0);
   std::filesystem::remove(b + "/k.so");
-  ASSERT_EQ(run_direct({compiler(), "-O2", "-shared", "-fPIC", "-include", "prefix.h", "k.cpp", "-o", "k.so"}, b,
-                       base_env()),
+  ASSERT_EQ(run_direct({compiler(), "-O2", "-shared", "-fPIC", "-include", "prefix.h", "k.cpp",
+                        "-o", "k.so"},
+                       b, base_env()),
             0);
   EXPECT_EQ(call_k(b + "/k.so", 10), 28.0);  // the direct build agrees
   EXPECT_EQ(store.executions, 6);
@@ -226,16 +236,19 @@ TEST_P(GccLookups, PchBuildIsKeyedByItsHeaderClosure) {
   EXPECT_TRUE(execute(planner, store, r).hit);
   write_text(dir + "/inc/dep.h", "#define D 2\n");
   EXPECT_FALSE(execute(planner, store, r).hit);
-  Outcome c = execute(planner, store, request({"-c", "-x", "c++-header", "p.hpp", "-Iinc", "-o", "c.gch"}));
+  Outcome c =
+      execute(planner, store, request({"-c", "-x", "c++-header", "p.hpp", "-Iinc", "-o", "c.gch"}));
   EXPECT_EQ(c.plan.kind, PlanKind::kCompiler) << c.plan.reason;
   EXPECT_TRUE(path_exists(dir + "/c.gch"));
-  EXPECT_EQ(execute(planner, store, request({"-S", "-x", "c++-header", "p.hpp", "-o", "p.s"})).plan.kind,
-            PlanKind::kPassthrough);
+  EXPECT_EQ(
+      execute(planner, store, request({"-S", "-x", "c++-header", "p.hpp", "-o", "p.s"})).plan.kind,
+      PlanKind::kPassthrough);
 }
 
 TEST_P(CcLookups, ClangPchBuildPassesThrough) {
   write_text(dir + "/prefix.h", "inline double pv() { return 5; }\n");
-  Outcome o = execute(planner, store, request({"-x", "c++-header", "prefix.h", "-o", "prefix.h.pch"}));
+  Outcome o =
+      execute(planner, store, request({"-x", "c++-header", "prefix.h", "-o", "prefix.h.pch"}));
   if (gcc()) {
     EXPECT_EQ(o.plan.kind, PlanKind::kCompiler) << o.plan.reason;
     return;
@@ -256,7 +269,9 @@ TEST_P(CcLookups, PchAppearingBesideAForcedIncludeMisses) {
   // it was built from this very prefix.h, so its result stays 15.
   std::string pch = gcc() ? "prefix.h.gch" : "prefix.h.pch";
   std::string from = gcc() ? "other.h" : "prefix.h";
-  ASSERT_EQ(run_direct({compiler(), "-O2", "-fPIC", "-x", "c++-header", from, "-o", pch}, dir, base_env()), 0);
+  ASSERT_EQ(run_direct({compiler(), "-O2", "-fPIC", "-x", "c++-header", from, "-o", pch}, dir,
+                       base_env()),
+            0);
   Outcome o = check(r, "k.so", "ref.so");
   EXPECT_FALSE(o.hit);
   EXPECT_TRUE(o.stored) << o.why_not;
@@ -267,18 +282,23 @@ TEST_P(CcLookups, PchAppearingBesideAForcedIncludeMisses) {
 TEST_P(GccLookups, GchAppearingBesideTheFirstIncludeMisses) {
   write_text(dir + "/inc/big.h", "#define V 2\n");
   write_text(dir + "/other.h", "#define V 7\n");
-  write_text(dir + "/k.cpp", "#include <big.h>\nextern \"C\" double k(double x) { return x + V; }\n");
+  write_text(dir + "/k.cpp",
+             "#include <big.h>\nextern \"C\" double k(double x) { return x + V; }\n");
   std::filesystem::create_directories(dir + "/inc0");
   auto r = request({"-shared", "-fPIC", "-Iinc0", "-Iinc", "k.cpp", "-o", "k.so"});
   EXPECT_TRUE(check(r, "k.so", "ref.so").stored);
   EXPECT_TRUE(check(r, "k.so", "ref.so").hit);
-  ASSERT_EQ(run_direct({compiler(), "-fPIC", "-x", "c++-header", "other.h", "-o", "inc/big.h.gch"}, dir, base_env()), 0);
+  ASSERT_EQ(run_direct({compiler(), "-fPIC", "-x", "c++-header", "other.h", "-o", "inc/big.h.gch"},
+                       dir, base_env()),
+            0);
   EXPECT_FALSE(check(r, "k.so", "ref.so").hit);
   EXPECT_EQ(call_k(dir + "/k.so", 10), 17.0);
   EXPECT_TRUE(check(r, "k.so", "ref.so").hit);
   // A .gch in an earlier directory is taken although big.h is not there.
   write_text(dir + "/other.h", "#define V 4\n");
-  ASSERT_EQ(run_direct({compiler(), "-fPIC", "-x", "c++-header", "other.h", "-o", "inc0/big.h.gch"}, dir, base_env()), 0);
+  ASSERT_EQ(run_direct({compiler(), "-fPIC", "-x", "c++-header", "other.h", "-o", "inc0/big.h.gch"},
+                       dir, base_env()),
+            0);
   EXPECT_FALSE(check(r, "k.so", "ref.so").hit);
   EXPECT_EQ(call_k(dir + "/k.so", 10), 14.0);
 }
@@ -288,15 +308,21 @@ TEST_P(GccLookups, MacroFirstIncludeTakingAPchIsRecorded) {
   // the record has the PCH's content.
   write_text(dir + "/big.h", "#define V 2\n");
   write_text(dir + "/other.h", "#define V 7\n");
-  write_text(dir + "/k.cpp", "#define HDR \"big.h\"\n#include HDR\nextern \"C\" double k(double x) { return x + V; }\n");
-  ASSERT_EQ(run_direct({compiler(), "-fPIC", "-x", "c++-header", "other.h", "-o", "big.h.gch"}, dir, base_env()), 0);
+  write_text(
+      dir + "/k.cpp",
+      "#define HDR \"big.h\"\n#include HDR\nextern \"C\" double k(double x) { return x + V; }\n");
+  ASSERT_EQ(run_direct({compiler(), "-fPIC", "-x", "c++-header", "other.h", "-o", "big.h.gch"}, dir,
+                       base_env()),
+            0);
   auto r = request({"-shared", "-fPIC", "k.cpp", "-o", "k.so"});
   Outcome o = check(r, "k.so", "ref.so");
   EXPECT_EQ(call_k(dir + "/k.so", 10), 17.0);
   EXPECT_TRUE(o.stored) << o.why_not;
   EXPECT_TRUE(check(r, "k.so", "ref.so").hit);
   write_text(dir + "/other.h", "#define V 4\n");  // the PCH is rebuilt from other text
-  ASSERT_EQ(run_direct({compiler(), "-fPIC", "-x", "c++-header", "other.h", "-o", "big.h.gch"}, dir, base_env()), 0);
+  ASSERT_EQ(run_direct({compiler(), "-fPIC", "-x", "c++-header", "other.h", "-o", "big.h.gch"}, dir,
+                       base_env()),
+            0);
   EXPECT_FALSE(check(r, "k.so", "ref.so").hit);
   EXPECT_EQ(call_k(dir + "/k.so", 10), 14.0);
   std::filesystem::remove(dir + "/big.h.gch");
@@ -309,8 +335,9 @@ TEST_P(GccLookups, GchDirectoryIsRecordedFileByFile) {
   write_text(dir + "/other.h", "inline double pv() { return 8; }\n");
   write_text(dir + "/k.cpp", "extern \"C\" double k(double x) { return x + pv(); }\n");
   std::filesystem::create_directories(dir + "/prefix.h.gch");
-  ASSERT_EQ(run_direct({compiler(), "-O2", "-fPIC", "-x", "c++-header", "other.h", "-o", "prefix.h.gch/O2"}, dir,
-                       base_env()),
+  ASSERT_EQ(run_direct({compiler(), "-O2", "-fPIC", "-x", "c++-header", "other.h", "-o",
+                        "prefix.h.gch/O2"},
+                       dir, base_env()),
             0);
   auto r = request({"-O2", "-shared", "-fPIC", "-include", "prefix.h", "k.cpp", "-o", "k.so"});
   Outcome first = check(r, "k.so", "ref.so");
@@ -327,7 +354,9 @@ TEST_P(GccLookups, GchDirectoryIsRecordedFileByFile) {
 INSTANTIATE_TEST_SUITE_P(Gcc, GccLookups, ::testing::Values("g++"),
                          [](const auto&) { return std::string("gcc"); });
 INSTANTIATE_TEST_SUITE_P(Compilers, CcLookups, ::testing::Values("g++", "clang++"),
-                         [](const auto& info) { return info.param == "g++" ? std::string("gcc") : std::string("clang"); });
+                         [](const auto& info) {
+                           return info.param == "g++" ? std::string("gcc") : std::string("clang");
+                         });
 
 }  // namespace
 }  // namespace ccpool::compiler::testing

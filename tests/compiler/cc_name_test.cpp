@@ -24,12 +24,13 @@ bool by_regex(const std::string& name) {
 }
 
 TEST(CcNameTest, KnownNames) {
-  for (const char* yes : {"gcc", "g++", "cc", "c++", "clang", "clang++", "gcc-12", "g++-12.2", "clang++-14",
-                          "x86_64-linux-gnu-gcc-12", "aarch64-linux-gnu-g++", "my.tool_1-cc"}) {
+  for (const char* yes :
+       {"gcc", "g++", "cc", "c++", "clang", "clang++", "gcc-12", "g++-12.2", "clang++-14",
+        "x86_64-linux-gnu-gcc-12", "aarch64-linux-gnu-g++", "my.tool_1-cc"}) {
     EXPECT_TRUE(is_cc_name(yes)) << yes;
   }
-  for (const char* no : {"", "gcc-ar", "c++filt", "nvcc", "gcc-", "gcc-12.", "gcc-1..2", "-gcc", "a--gcc",
-                         "gcc12", "g++-x", "clang-cl", "ptxas", "x/gcc"}) {
+  for (const char* no : {"", "gcc-ar", "c++filt", "nvcc", "gcc-", "gcc-12.", "gcc-1..2", "-gcc",
+                         "a--gcc", "gcc12", "g++-x", "clang-cl", "ptxas", "x/gcc"}) {
     EXPECT_FALSE(is_cc_name(no)) << no;
   }
 }

@@ -39,8 +39,8 @@ class CcObserved : public RealCompilerCase {
     for (const std::string& path : outputs) {
       if (rc != 0) break;
       std::string want = read_text(r.cwd + "/" + path);
-      EXPECT_TRUE(got[path] == want) << path << " differs from a direct compile (" << got[path].size() << " vs "
-                                     << want.size() << " bytes)";
+      EXPECT_TRUE(got[path] == want) << path << " differs from a direct compile ("
+                                     << got[path].size() << " vs " << want.size() << " bytes)";
     }
     return o;
   }
@@ -55,8 +55,9 @@ class ClangObserved : public CcObserved {};  // what only clang does
 // uses it, not of the one that defines it.
 TEST_P(CcObserved, HasIncludeInAMacroIsEvaluatedWhereUsed) {
   write_text(dir + "/inc/cfg.h", "#define HAVE_LOCAL __has_include(\"local.h\")\n");
-  write_text(dir + "/src/k.cpp", "#include <cfg.h>\n#if HAVE_LOCAL\n#define V 2\n#else\n#define V 1\n#endif\n"
-                                 "int f() { return V; }\n");
+  write_text(dir + "/src/k.cpp",
+             "#include <cfg.h>\n#if HAVE_LOCAL\n#define V 2\n#else\n#define V 1\n#endif\n"
+             "int f() { return V; }\n");
   auto r = request({"-c", "src/k.cpp", "-Iinc", "-o", "k.o"});
   Outcome first = same_as_direct(r);
   ASSERT_EQ(first.plan.kind, PlanKind::kCompiler) << first.plan.reason;
@@ -71,8 +72,9 @@ TEST_P(CcObserved, HasIncludeInAMacroIsEvaluatedWhereUsed) {
 // Issue 29 (a): a quote probe looks in the directory of the file holding it
 // (src/), here no -I directory at all.
 TEST_P(CcObserved, QuoteProbeLooksInTheProbingFilesDirectory) {
-  write_text(dir + "/src/k.cpp", "#if __has_include(\"config.h\")\n#define V 3\n#else\n#define V 1\n#endif\n"
-                                 "int f() { return V; }\n");
+  write_text(dir + "/src/k.cpp",
+             "#if __has_include(\"config.h\")\n#define V 3\n#else\n#define V 1\n#endif\n"
+             "int f() { return V; }\n");
   auto r = request({"-c", "src/k.cpp", "-o", "k.o"});
   EXPECT_TRUE(same_as_direct(r).stored);
   EXPECT_TRUE(same_as_direct(r).hit);
@@ -87,9 +89,13 @@ TEST_P(GccObserved, RebuiltPchMisses) {
   write_text(dir + "/prefix.h", "#define V 1\n");
   write_text(dir + "/a.h", "#define V 5\n");
   write_text(dir + "/b.h", "#define V 9\n");
-  write_text(dir + "/k.cpp", "#define PROBE <nothing_zz.h>\n#if __has_include(PROBE)\n#endif\nint f() { return V; }\n");
+  write_text(
+      dir + "/k.cpp",
+      "#define PROBE <nothing_zz.h>\n#if __has_include(PROBE)\n#endif\nint f() { return V; }\n");
   auto build_pch = [&](const char* from) {
-    ASSERT_EQ(run_direct({compiler(), "-x", "c++-header", from, "-o", "prefix.h.gch"}, dir, base_env()), 0);
+    ASSERT_EQ(
+        run_direct({compiler(), "-x", "c++-header", from, "-o", "prefix.h.gch"}, dir, base_env()),
+        0);
   };
   build_pch("a.h");
   auto r = request({"-c", "-include", "prefix.h", "k.cpp", "-o", "k.o"});
@@ -105,9 +111,11 @@ TEST_P(GccObserved, RebuiltPchMisses) {
 // __TIMESTAMP__), never called by a compile without one.
 TEST_P(CcObserved, TimeMacrosAreSeenAsLocaltime) {
   write_text(dir + "/plain.cpp", "int f() { return 1; }\n");
-  Outcome plain = execute(planner, store, request({"-c", "plain.cpp", "-g", "-O2", "-o", "plain.o"}));
+  Outcome plain =
+      execute(planner, store, request({"-c", "plain.cpp", "-g", "-O2", "-o", "plain.o"}));
   EXPECT_TRUE(plain.stored) << plain.why_not;
-  EXPECT_EQ(plain.trace.find("\nC "), std::string::npos) << "a compile without time macros made a date";
+  EXPECT_EQ(plain.trace.find("\nC "), std::string::npos)
+      << "a compile without time macros made a date";
   write_text(dir + "/cat.h", "#define CAT(a, b) a##b\n#define TI CAT(__TI, ME__)\n");
   write_text(dir + "/t.cpp", "#include \"cat.h\"\nconst char* t() { return TI; }\n");
   Outcome pasted = execute(planner, store, request({"-c", "t.cpp", "-o", "t.o"}));
@@ -123,8 +131,10 @@ TEST_P(CcObserved, TimeMacrosAreSeenAsLocaltime) {
 // -fdirectives-only: macros are not expanded when preprocessing alone, so a
 // preprocessor-mode key never saw the pasted __TIME__ the compile expands.
 TEST_P(GccObserved, PastedTimeUnderDirectivesOnlyIsNotStored) {
-  write_text(dir + "/t.cpp", "#define CAT(a, b) a##b\n#define PROBE <nothing_zz.h>\n#if __has_include(PROBE)\n#endif\n"
-                             "const char* t() { return CAT(__TI, ME__); }\n");
+  write_text(
+      dir + "/t.cpp",
+      "#define CAT(a, b) a##b\n#define PROBE <nothing_zz.h>\n#if __has_include(PROBE)\n#endif\n"
+      "const char* t() { return CAT(__TI, ME__); }\n");
   auto r = request({"-c", "-fdirectives-only", "t.cpp", "-o", "t.o"});
   for (int i = 0; i < 3; ++i) {
     Outcome o = execute(planner, store, r);
@@ -158,7 +168,8 @@ TEST_P(CcObserved, SymlinkedSystemDirectoryIsResolvedAsTheCompilerDid) {
   write_text(dir + "/s2/h.h", "#define V 1\n");
   std::filesystem::create_directory_symlink(dir + "/s1", longdir + "/sys");
   write_text(dir + "/k.cpp", "#include <h.h>\nint f() { return V; }\n");
-  auto r = request({"-c", "-g", "-MD", "-MF", "k.d", "-isystem", longdir + "/sys", "k.cpp", "-o", "k.o"});
+  auto r = request(
+      {"-c", "-g", "-MD", "-MF", "k.d", "-isystem", longdir + "/sys", "k.cpp", "-o", "k.o"});
   std::vector<std::string> outputs = {"k.o", "k.d"};
   EXPECT_TRUE(same_as_direct(r, outputs).stored);
   EXPECT_TRUE(same_as_direct(r, outputs).hit);
@@ -166,7 +177,8 @@ TEST_P(CcObserved, SymlinkedSystemDirectoryIsResolvedAsTheCompilerDid) {
   std::filesystem::remove(longdir + "/sys");
   std::filesystem::create_directory_symlink(dir + "/s2", longdir + "/sys");
   Outcome o = same_as_direct(r, outputs);
-  if (read_text(dir + "/k.d") != before) EXPECT_FALSE(o.hit) << "a .d naming the old target was served";
+  if (read_text(dir + "/k.d") != before)
+    EXPECT_FALSE(o.hit) << "a .d naming the old target was served";
 }
 
 // Programs the driver finds on its own (-B, PATH) are what they are: a
@@ -193,7 +205,8 @@ TEST_P(GccObserved, SpecsFileAppearingUnderBMisses) {
   auto r = request({"-c", "-Btools/", "k.cpp", "-o", "k.o"});
   EXPECT_TRUE(same_as_direct(r).stored);
   EXPECT_TRUE(same_as_direct(r).hit);
-  write_text(dir + "/tools/specs", "*cpp:\n-DSPECV=2 %{posix:-D_POSIX_SOURCE} %{pthread:-D_REENTRANT}\n\n");
+  write_text(dir + "/tools/specs",
+             "*cpp:\n-DSPECV=2 %{posix:-D_POSIX_SOURCE} %{pthread:-D_REENTRANT}\n\n");
   EXPECT_FALSE(same_as_direct(r).hit);
 }
 
@@ -201,8 +214,9 @@ TEST_P(GccObserved, SpecsFileAppearingUnderBMisses) {
 // directive is spelled (string pasting defeats any text match).
 TEST_P(CcObserved, IncbinIsFoundByObservation) {
   write_text(dir + "/f.bin", "AAAA");
-  write_text(dir + "/k.cpp", "asm(\".section .rodata\\n.globl blob\\nblob: .in\" \"cbin \\\"f.bin\\\"\\n.text\");\n"
-                             "int f() { return 1; }\n");
+  write_text(dir + "/k.cpp",
+             "asm(\".section .rodata\\n.globl blob\\nblob: .in\" \"cbin \\\"f.bin\\\"\\n.text\");\n"
+             "int f() { return 1; }\n");
   auto r = request({"-c", "k.cpp", "-o", "k.o"});
   EXPECT_TRUE(same_as_direct(r).stored);
   EXPECT_TRUE(same_as_direct(r).hit);
@@ -215,7 +229,9 @@ TEST_P(CcObserved, IncbinIsFoundByObservation) {
 TEST_P(ClangObserved, ClangStalePchFailsLikeTheCompiler) {
   write_text(dir + "/prefix.h", "inline int pv() { return 5; }\n");
   write_text(dir + "/k.cpp", "int f() { return pv(); }\n");
-  ASSERT_EQ(run_direct({compiler(), "-x", "c++-header", "prefix.h", "-o", "prefix.h.pch"}, dir, base_env()), 0);
+  ASSERT_EQ(run_direct({compiler(), "-x", "c++-header", "prefix.h", "-o", "prefix.h.pch"}, dir,
+                       base_env()),
+            0);
   auto r = request({"-c", "-include", "prefix.h", "k.cpp", "-o", "k.o"});
   EXPECT_TRUE(same_as_direct(r).stored);
   EXPECT_TRUE(same_as_direct(r).hit);
@@ -251,7 +267,8 @@ TEST_P(CcObserved, MmdDependencyFilesAreTheCompilersOwn) {
   write_text(dir + "/pre/inc/w.h", "#define W 1\n");
   write_text(dir + "/sr/usr/include/s.h", "#define S 2\n");
   write_text(dir + "/user/u.h", "#define U 3\n");
-  write_text(dir + "/k.cpp", "#include <w.h>\n#include <s.h>\n#include \"u.h\"\nint f() { return W + S + U; }\n");
+  write_text(dir + "/k.cpp",
+             "#include <w.h>\n#include <s.h>\n#include \"u.h\"\nint f() { return W + S + U; }\n");
   std::vector<std::vector<std::string>> variants = {
       {"-iprefix", dir + "/pre/", "-iwithprefix", "inc", "-isystem", "sr/usr/include"},
       {"--sysroot=" + dir + "/sr", "-isystem", "=/usr/include", "-Ipre/inc"},
@@ -278,7 +295,8 @@ TEST_P(CcObserved, EachRequesterGetsItsOwnDependencyTarget) {
     std::string o = std::string(name) + ".o", d = std::string(name) + ".d";
     auto r = request({"-c", "k.cpp", "-Iinc", "-MD", "-o", o});
     same_as_direct(r, {o, d});
-    EXPECT_NE(read_text(dir + "/" + d).find(o + ":"), std::string::npos) << read_text(dir + "/" + d);
+    EXPECT_NE(read_text(dir + "/" + d).find(o + ":"), std::string::npos)
+        << read_text(dir + "/" + d);
   }
 }
 
@@ -286,7 +304,8 @@ TEST_P(CcObserved, EachRequesterGetsItsOwnDependencyTarget) {
 // validates against what the run read; two directories with different
 // headers get each their own object.
 TEST_P(CcObserved, JoinerTakesTheLeadersRunOnlyWhenItsViewValidates) {
-  for (const char* d : {"x", "y", "z"}) write_text(dir + "/" + d + "/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");
+  for (const char* d : {"x", "y", "z"})
+    write_text(dir + "/" + d + "/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");
   write_text(dir + "/x/h.h", "#define V 1\n");
   write_text(dir + "/y/h.h", "#define V 2\n");
   write_text(dir + "/z/h.h", "#define V 1\n");
@@ -304,11 +323,14 @@ TEST_P(CcObserved, JoinerTakesTheLeadersRunOnlyWhenItsViewValidates) {
   EXPECT_EQ(read_text(dir + "/z/k.o"), read_text(dir + "/x/k.o"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Gcc, GccObserved, ::testing::Values("g++"), [](const auto&) { return std::string("gcc"); });
+INSTANTIATE_TEST_SUITE_P(Gcc, GccObserved, ::testing::Values("g++"),
+                         [](const auto&) { return std::string("gcc"); });
 INSTANTIATE_TEST_SUITE_P(Clang, ClangObserved, ::testing::Values("clang++"),
                          [](const auto&) { return std::string("clang"); });
 INSTANTIATE_TEST_SUITE_P(Compilers, CcObserved, ::testing::Values("g++", "clang++"),
-                         [](const auto& info) { return info.param == "g++" ? std::string("gcc") : std::string("clang"); });
+                         [](const auto& info) {
+                           return info.param == "g++" ? std::string("gcc") : std::string("clang");
+                         });
 
 }  // namespace
 }  // namespace ccpool::compiler::testing

@@ -4,12 +4,13 @@
 // the same tick as the listing leaves the stat unchanged. The frozen stat
 // below stands for that case (this machine's kernel gives each change a
 // fresh fine-grained timestamp, so the race cannot be made for real).
+#include "compiler/dir_listing.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
 
-#include "compiler/dir_listing.h"
 #include "compiler/file_hasher.h"
 #include "tests/compiler/executor.h"
 #include "tests/support/scratch.h"
@@ -26,7 +27,8 @@ std::optional<FileStat> frozen_stat(const std::string& path) {
 }
 
 int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -46,7 +48,8 @@ TEST(DirListings, AnEntryAddedWithinTheTimestampTickIsSeen) {
   DirListings listings(frozen_stat);
   EXPECT_TRUE(listings.check(dir, {"h.h"}, {"h.h.gch"}));
   testing::write_text(dir + "/h.h", "\n");  // the stat does not move (same tick)
-  EXPECT_FALSE(listings.check(dir, {"h.h"}, {})) << "a listing of a directory changed within the tick was reused";
+  EXPECT_FALSE(listings.check(dir, {"h.h"}, {}))
+      << "a listing of a directory changed within the tick was reused";
   testing::write_text(dir + "/h.h.gch", "\n");
   EXPECT_FALSE(listings.check(dir, {}, {"h.h.gch"}));
 }

@@ -21,7 +21,8 @@ ManifestStorage MemoryStore::storage() {
     ++manifest_loads;
     return it->second;
   };
-  s.content = [this](const Digest& key) -> std::optional<Digest> {  // as the service's store: no read
+  s.content =
+      [this](const Digest& key) -> std::optional<Digest> {  // as the service's store: no read
     auto it = manifests.find(key);
     if (it == manifests.end()) return std::nullopt;
     return hash_bytes(it->second);

@@ -37,8 +37,8 @@ struct Outcome {
   KeyMode mode = KeyMode::kExact;  // when stored
   int exit_code = 0;
   std::string stderr_text;
-  std::string trace;        // the run's record (libccpool-trace.so), when it ran traced
-  Conclusion conclusion;    // what conclude() said, when it ran
+  std::string trace;      // the run's record (libccpool-trace.so), when it ran traced
+  Conclusion conclusion;  // what conclude() said, when it ran
 };
 
 // Runs `request` through planner and store like the service would. The hook

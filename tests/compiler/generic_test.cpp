@@ -99,23 +99,27 @@ TEST(Generic, InputChangedAfterPlanIsNotStored) {
   write_text(dir + "/in.txt", "one");
   Planner planner;
   MemoryStore store;
-  Outcome o = execute(planner, store, generic_request(dir, tool), [&] { write_text(dir + "/in.txt", "two"); });
+  Outcome o = execute(planner, store, generic_request(dir, tool),
+                      [&] { write_text(dir + "/in.txt", "two"); });
   EXPECT_FALSE(o.stored);
   EXPECT_EQ(store.results.size(), 0u);
 }
 
 TEST(Generic, ShimIsStrippedFromTheEnvironment) {
-  auto env = environment_without_shim({"A=1", "LD_PRELOAD=/x/libccpool-shim.so:/y/libother.so", "B=2"});
+  auto env =
+      environment_without_shim({"A=1", "LD_PRELOAD=/x/libccpool-shim.so:/y/libother.so", "B=2"});
   EXPECT_EQ(env, (std::vector<std::string>{"A=1", "LD_PRELOAD=/y/libother.so", "B=2"}));
-  EXPECT_EQ(environment_without_shim({"LD_PRELOAD=/lib/libccpool-shim.so"}), std::vector<std::string>{});
+  EXPECT_EQ(environment_without_shim({"LD_PRELOAD=/lib/libccpool-shim.so"}),
+            std::vector<std::string>{});
 }
 
 TEST(Ptxas, StandInScriptIsKeyedOnIdentityArgsAndInput) {
   std::string dir = ::ccpool::testing::scratch_dir();
   std::filesystem::create_directories(dir + "/bin");
-  std::string tool = make_script(dir + "/bin/ptxas",
-                                 "out=''; in=''; while [ $# -gt 0 ]; do case \"$1\" in -o) out=$2; shift;;"
-                                 " -*) ;; *) in=$1;; esac; shift; done; { echo cubin; cat \"$in\"; } > \"$out\"\n");
+  std::string tool = make_script(
+      dir + "/bin/ptxas",
+      "out=''; in=''; while [ $# -gt 0 ]; do case \"$1\" in -o) out=$2; shift;;"
+      " -*) ;; *) in=$1;; esac; shift; done; { echo cubin; cat \"$in\"; } > \"$out\"\n");
   write_text(dir + "/k.ptx", ".version 8.0\n");
   Planner planner;
   MemoryStore store;
@@ -177,9 +181,12 @@ TEST(CcKeys, OutputPathLeavesTheKeyOnlyWhenHarmless) {
     return p->flight_key;
   };
   EXPECT_EQ(key({"-c", "k.cpp", "-o", "a.o"}), key({"-c", "k.cpp", "-o", "b.o"}));
-  EXPECT_EQ(key({"k.cpp", "-shared", "-fPIC", "-o", "a.so"}), key({"k.cpp", "-shared", "-fPIC", "-o", "b.so"}));
-  EXPECT_NE(key({"-c", "k.cpp", "-gsplit-dwarf", "-o", "a.o"}), key({"-c", "k.cpp", "-gsplit-dwarf", "-o", "b.o"}));
-  EXPECT_NE(key({"-c", "k.cpp", "--coverage", "-o", "a.o"}), key({"-c", "k.cpp", "--coverage", "-o", "b.o"}));
+  EXPECT_EQ(key({"k.cpp", "-shared", "-fPIC", "-o", "a.so"}),
+            key({"k.cpp", "-shared", "-fPIC", "-o", "b.so"}));
+  EXPECT_NE(key({"-c", "k.cpp", "-gsplit-dwarf", "-o", "a.o"}),
+            key({"-c", "k.cpp", "-gsplit-dwarf", "-o", "b.o"}));
+  EXPECT_NE(key({"-c", "k.cpp", "--coverage", "-o", "a.o"}),
+            key({"-c", "k.cpp", "--coverage", "-o", "b.o"}));
   EXPECT_NE(key({"-c", "k.cpp", "-MD", "-o", "a.o"}), key({"-c", "k.cpp", "-MD", "-o", "b.o"}));
   EXPECT_EQ(key({"-c", "k.cpp", "-MD", "-MT", "t", "-MF", "x.d", "-o", "a.o"}),
             key({"-c", "k.cpp", "-MD", "-MT", "t", "-MF", "y.d", "-o", "b.o"}));

@@ -1,9 +1,10 @@
 // The manifest text format (compiler/manifest.h): v3 round trip, bounds,
 // and that v1/v2 manifests (made from a model of the compiler's reads, not a
 // record of them) are never trusted.
+#include "compiler/manifest.h"
+
 #include <gtest/gtest.h>
 
-#include "compiler/manifest.h"
 #include "tests/support/peak_rss.h"
 
 namespace ccpool::compiler {
@@ -58,7 +59,8 @@ TEST(Manifest, RejectsTruncationAndHugeLengths) {
   std::string head = "ccpool-manifest v3\nentry " + hash_bytes("r").hex() + " -1 0 0 1 0 0\na ";
   EXPECT_FALSE(parse_manifest(head + "18446744073709551615:x\n"));  // len would wrap pos + len
   EXPECT_FALSE(parse_manifest(head + "99:x\n"));
-  std::string too_many = "ccpool-manifest v3\nentry " + hash_bytes("r").hex() + " -1 0 0 0 1001 0\n";
+  std::string too_many =
+      "ccpool-manifest v3\nentry " + hash_bytes("r").hex() + " -1 0 0 0 1001 0\n";
   EXPECT_FALSE(parse_manifest(too_many));
 }
 

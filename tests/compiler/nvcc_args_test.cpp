@@ -18,12 +18,18 @@ NvccArgs parse(std::vector<std::string> args) {
 TEST(NvccArgs, AcceptsOneCuSourceWithKnownOptions) {
   const std::vector<std::vector<std::string>> accepted = {
       {"-c", "k.cu", "-o", "k.o"},
-      {"-c", "k.cu", "--output-file=k.o", "-Iinc", "-I", "inc2", "--include-path=inc3", "-isystem", "sys"},
-      {"-c", "k.cu", "-o", "k.o", "-DX=1", "-D", "Y", "--define-macro=Z", "-UW", "-U", "V", "-O3", "-O", "2"},
-      {"-c", "k.cu", "-o", "k.o", "-arch=sm_90", "-arch", "sm_80", "--gpu-architecture=compute_90", "-code=sm_90"},
-      {"-c", "k.cu", "-gencode", "arch=compute_80,code=sm_80", "--generate-code=arch=compute_90,code=sm_90"},
-      {"-c", "k.cu", "-std=c++17", "--std", "c++20", "-Xcompiler", "-fPIC,-O2,-Wall", "--compiler-options=-g"},
-      {"-c", "k.cu", "-lineinfo", "--generate-line-info", "-G", "-g", "--use_fast_math", "-use_fast_math", "-m64"},
+      {"-c", "k.cu", "--output-file=k.o", "-Iinc", "-I", "inc2", "--include-path=inc3", "-isystem",
+       "sys"},
+      {"-c", "k.cu", "-o", "k.o", "-DX=1", "-D", "Y", "--define-macro=Z", "-UW", "-U", "V", "-O3",
+       "-O", "2"},
+      {"-c", "k.cu", "-o", "k.o", "-arch=sm_90", "-arch", "sm_80", "--gpu-architecture=compute_90",
+       "-code=sm_90"},
+      {"-c", "k.cu", "-gencode", "arch=compute_80,code=sm_80",
+       "--generate-code=arch=compute_90,code=sm_90"},
+      {"-c", "k.cu", "-std=c++17", "--std", "c++20", "-Xcompiler", "-fPIC,-O2,-Wall",
+       "--compiler-options=-g"},
+      {"-c", "k.cu", "-lineinfo", "--generate-line-info", "-G", "-g", "--use_fast_math",
+       "-use_fast_math", "-m64"},
       {"-c", "-x", "cu", "k.cpp", "-ccbin", "/usr/bin/g++", "--compiler-bindir=/usr/bin/gcc"},
       {"--compile", "k.cu", "--expt-relaxed-constexpr", "--extended-lambda", "-maxrregcount=32"},
   };
@@ -43,7 +49,8 @@ TEST(NvccArgs, OutputAsWrittenOrTheSourceStemInTheCwd) {
 TEST(NvccArgs, PassThroughReasons) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
       {{"-c", "-rdc=true", "k.cu"}, "nvcc_unsupported_option:-rdc"},
-      {{"-c", "--relocatable-device-code", "true", "k.cu"}, "nvcc_unsupported_option:--relocatable-device-code"},
+      {{"-c", "--relocatable-device-code", "true", "k.cu"},
+       "nvcc_unsupported_option:--relocatable-device-code"},
       {{"-dc", "k.cu"}, "nvcc_unsupported_option:-dc"},
       {{"--device-link", "k.o"}, "nvcc_unsupported_option:--device-link"},
       {{"-c", "k.cu", "-M"}, "nvcc_unsupported_option:-M"},
@@ -62,15 +69,19 @@ TEST(NvccArgs, PassThroughReasons) {
       {{"-c", "k.cu", "--dryrun"}, "nvcc_unsupported_option:--dryrun"},
       {{"-c", "k.cu", "-lineinfo=1"}, "nvcc_unsupported_option:-lineinfo"},
       {{"-c", "k.cu", "-Xcompiler", "-fPIC,-MD"}, "nvcc_unsupported_option:-Xcompiler=-MD"},
-      {{"-c", "k.cu", "-Xcompiler", "-fplugin=x.so"}, "nvcc_unsupported_option:-Xcompiler=-fplugin=x.so"},
+      {{"-c", "k.cu", "-Xcompiler", "-fplugin=x.so"},
+       "nvcc_unsupported_option:-Xcompiler=-fplugin=x.so"},
       {{"-c", "k.cu", "-Xcompiler", "-Wp,-MD,x"}, "nvcc_unsupported_option:-Xcompiler=-Wp"},
       {{"-c", "k.cu", "-Xcompiler", "-w"}, "nvcc_unsupported_option:-Xcompiler=-w"},
       {{"-c", "k.cu", "-Xcompiler", "-include,x.h"}, "nvcc_unsupported_option:-Xcompiler=-include"},
       {{"-c", "k.cu", "-Xcompiler", "-fPIC,"}, "nvcc_unsupported_option:-Xcompiler="},
       {{"-c", "k.cu", "-Xcompiler", "-flto"}, "nvcc_unsupported_option:-Xcompiler=-flto"},
-      {{"-c", "k.cu", "-Xcompiler", "-O2,-march=native"}, "nvcc_unsupported_option:-Xcompiler=-march=native"},
-      {{"-c", "k.cu", "-Xcompiler", "-mtune=native"}, "nvcc_unsupported_option:-Xcompiler=-mtune=native"},
-      {{"-c", "k.cu", "-Xcompiler", "-fdirectives-only"}, "nvcc_unsupported_option:-Xcompiler=-fdirectives-only"},
+      {{"-c", "k.cu", "-Xcompiler", "-O2,-march=native"},
+       "nvcc_unsupported_option:-Xcompiler=-march=native"},
+      {{"-c", "k.cu", "-Xcompiler", "-mtune=native"},
+       "nvcc_unsupported_option:-Xcompiler=-mtune=native"},
+      {{"-c", "k.cu", "-Xcompiler", "-fdirectives-only"},
+       "nvcc_unsupported_option:-Xcompiler=-fdirectives-only"},
       {{"-c", "k.cu", "-o"}, "option_missing_value:-o"},
       {{"-c", "k.cu", "-o", "-"}, "output_to_stdout"},
       {{"-c", "k.cu", "-o", "a.o", "-o", "b.o"}, "nvcc_unsupported_option:-o"},
@@ -94,9 +105,11 @@ TEST(NvccDryrun, SplitsCommandsAndExpandsVariables) {
       "#$ CICC_PATH=/cuda/bin/../nvvm/bin\n"
       "#$ PATH=/cuda/bin/../nvvm/bin:/usr/bin\n"
       "#$ INCLUDES=\"-I/cuda/include\"  \n"
-      "#$ gcc -D__CUDA_ARCH__=900 -E -x c++ -I\"inc\" \"-I/cuda/include\" -D \"FOO=a b\" \"k.cu\" -o \"/tmp/t.ii\" \n"
+      "#$ gcc -D__CUDA_ARCH__=900 -E -x c++ -I\"inc\" \"-I/cuda/include\" -D \"FOO=a b\" \"k.cu\" "
+      "-o \"/tmp/t.ii\" \n"
       "#$ \"$CICC_PATH/cicc\" --orig_src_path_name \"/w/k.cu\" -o \"/tmp/t.ptx\"\n"
-      "#$ fatbinary --cicc-cmdline=\"-ftz=0 -fmad=1 \" \"--image3=kind=elf,sm=90,file=/tmp/x.cubin\"\n"
+      "#$ fatbinary --cicc-cmdline=\"-ftz=0 -fmad=1 \" "
+      "\"--image3=kind=elf,sm=90,file=/tmp/x.cubin\"\n"
       "nvcc warning : something\n";
   Dryrun d = parse_dryrun(text);
   ASSERT_EQ(d.error, "");
@@ -104,26 +117,30 @@ TEST(NvccDryrun, SplitsCommandsAndExpandsVariables) {
   EXPECT_EQ(d.vars["INCLUDES"], "-I/cuda/include");
   EXPECT_EQ(d.vars["_SPACE_"], "");
   ASSERT_EQ(d.commands.size(), 3u);
-  EXPECT_EQ(d.commands[0].words,
-            (std::vector<std::string>{"gcc", "-D__CUDA_ARCH__=900", "-E", "-x", "c++", "-Iinc", "-I/cuda/include",
-                                      "-D", "FOO=a b", "k.cu", "-o", "/tmp/t.ii"}));
+  EXPECT_EQ(d.commands[0].words, (std::vector<std::string>{"gcc", "-D__CUDA_ARCH__=900", "-E", "-x",
+                                                           "c++", "-Iinc", "-I/cuda/include", "-D",
+                                                           "FOO=a b", "k.cu", "-o", "/tmp/t.ii"}));
   EXPECT_EQ(d.commands[1].words[0], "/cuda/bin/../nvvm/bin/cicc");
   EXPECT_EQ(d.commands[2].words[1], "--cicc-cmdline=-ftz=0 -fmad=1 ");
 }
 
 TEST(NvccDryrun, RefusesWhatAShellWouldDoMoreWith) {
-  for (const char* line : {"#$ gcc -E k.cu > out\n", "#$ gcc -E 'k.cu'\n", "#$ gcc -E $(echo k.cu)\n",
-                           "#$ gcc -E $UNSET/k.cu\n", "#$ gcc -E k*.cu\n", "#$ gcc -E \"k.cu\n",
-                           "#$ gcc -E k.cu; rm x\n", "#$ gcc -E `x`\n"}) {
+  for (const char* line :
+       {"#$ gcc -E k.cu > out\n", "#$ gcc -E 'k.cu'\n", "#$ gcc -E $(echo k.cu)\n",
+        "#$ gcc -E $UNSET/k.cu\n", "#$ gcc -E k*.cu\n", "#$ gcc -E \"k.cu\n",
+        "#$ gcc -E k.cu; rm x\n", "#$ gcc -E `x`\n"}) {
     EXPECT_NE(parse_dryrun(line).error, "") << line;
   }
   EXPECT_NE(parse_dryrun("no dryrun lines\n").error, "");
 }
 
 TEST(NvccDryrun, TempIdsLeaveTheKeyedWords) {
-  EXPECT_EQ(without_temp_ids("/tmp/tmpxft_00002580_00000000-5_k.cpp4.ii"), "/tmp/tmpxft_-5_k.cpp4.ii");
-  EXPECT_EQ(without_temp_ids("--image3=kind=elf,sm=75,file=/t/tmpxft_0000abcd_00000001-8_k.cubin,x=/t/tmpxft_00000001_00000002-6_k.ptx"),
-            "--image3=kind=elf,sm=75,file=/t/tmpxft_-8_k.cubin,x=/t/tmpxft_-6_k.ptx");
+  EXPECT_EQ(without_temp_ids("/tmp/tmpxft_00002580_00000000-5_k.cpp4.ii"),
+            "/tmp/tmpxft_-5_k.cpp4.ii");
+  EXPECT_EQ(
+      without_temp_ids("--image3=kind=elf,sm=75,file=/t/tmpxft_0000abcd_00000001-8_k.cubin,x=/t/"
+                       "tmpxft_00000001_00000002-6_k.ptx"),
+      "--image3=kind=elf,sm=75,file=/t/tmpxft_-8_k.cubin,x=/t/tmpxft_-6_k.ptx");
   EXPECT_EQ(without_temp_ids("tmpxft_short"), "tmpxft_short");
   EXPECT_EQ(without_temp_ids("tmpxft_0000258g_00000000-5"), "tmpxft_0000258g_00000000-5");
   EXPECT_EQ(without_temp_ids("-arch=sm_90"), "-arch=sm_90");

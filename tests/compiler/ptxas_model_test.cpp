@@ -94,7 +94,8 @@ TEST(PtxasModel, TempNamesDoNotReachTheKey) {
   write_text(dir + "/other/tmpzzzzzzzz.ptx", kPtx);
   Planner planner;
   MemoryStore store;
-  Outcome first = execute(planner, store, ptxas_request(tool, dir, triton_line(dir + "/tmpaaaa.ptx")));
+  Outcome first =
+      execute(planner, store, ptxas_request(tool, dir, triton_line(dir + "/tmpaaaa.ptx")));
   ASSERT_EQ(first.plan.kind, PlanKind::kCompiler) << first.plan.reason;
   EXPECT_TRUE(first.stored) << first.why_not;
   Request second = ptxas_request(tool, dir + "/other", triton_line(dir + "/other/tmpzzzzzzzz.ptx"));
@@ -122,12 +123,14 @@ TEST(PtxasModel, ContentOptionsToolAndEnvironmentAreKeyed) {
     return p->flight_key;
   };
   Digest base = key(triton_line("k.ptx"));
-  EXPECT_NE(key({"-lineinfo", "-v", "--regAllocOptLevel=2", "--gpu-name=sm_80", "k.ptx", "-o", "k.ptx.o"}),
+  EXPECT_NE(key({"-lineinfo", "-v", "--regAllocOptLevel=2", "--gpu-name=sm_80", "k.ptx", "-o",
+                 "k.ptx.o"}),
             base);
-  EXPECT_NE(key({"-lineinfo", "-v", "--fmad=false", "--regAllocOptLevel=2", "--gpu-name=sm_90a", "k.ptx",
-                 "-o", "k.ptx.o"}),
+  EXPECT_NE(key({"-lineinfo", "-v", "--fmad=false", "--regAllocOptLevel=2", "--gpu-name=sm_90a",
+                 "k.ptx", "-o", "k.ptx.o"}),
             base);
-  EXPECT_NE(key({"-v", "--regAllocOptLevel=2", "--gpu-name=sm_90a", "k.ptx", "-o", "k.ptx.o"}), base);
+  EXPECT_NE(key({"-v", "--regAllocOptLevel=2", "--gpu-name=sm_90a", "k.ptx", "-o", "k.ptx.o"}),
+            base);
   EXPECT_NE(key({"-v", "--opt-level", "0", "--gpu-name=sm_90a", "k.ptx", "-o", "k.ptx.o"}),
             key({"-v", "--opt-level", "3", "--gpu-name=sm_90a", "k.ptx", "-o", "k.ptx.o"}));
   EXPECT_NE(key({"-O0", "--gpu-name=sm_90a", "k.ptx", "-o", "k.o"}),
@@ -153,15 +156,17 @@ TEST(PtxasModel, OnlyVerifiedSpellingsAreCached) {
       {"-lineinfo", "-v", "--gpu-name=sm_90a", "k.ptx", "-o", "k.o"},
       {"-lineinfo", "-suppress-debug-info", "-v", "--gpu-name=sm_90a", "k.ptx", "-o", "k.o"},
       {"-v", "--opt-level", "0", "--regAllocOptLevel=2", "-arch", "sm_90a", "k.ptx", "-o", "k.o"},
-      {"-v", "--fmad=false", "-maxrregcount", "32", "-O3", "--gpu-name", "sm_90a", "k.ptx", "--output-file=k.o"},
+      {"-v", "--fmad=false", "-maxrregcount", "32", "-O3", "--gpu-name", "sm_90a", "k.ptx",
+       "--output-file=k.o"},
       {"-v", "-O=2", "-warn-spills", "-Werror", "--gpu-name=sm_90a", "-o", "k.o", "k.ptx"},
       {"-arch=sm_75", "-m64", "k.ptx", "-o", "k.cubin"},  // as nvcc runs it
   };
-  for (const auto& args : cached) EXPECT_EQ(kind(args), PlanKind::kCompiler) << args[1] << " " << args[2];
+  for (const auto& args : cached)
+    EXPECT_EQ(kind(args), PlanKind::kCompiler) << args[1] << " " << args[2];
   const std::vector<std::vector<std::string>> passed = {
       // ptxas reads "-O 2" as -O plus a second input named 2.
       {"-v", "-O", "2", "--gpu-name=sm_90a", "k.ptx", "-o", "k.o"},
-      {"-g", "-v", "--gpu-name=sm_90a", "k.ptx", "-o", "k.o"},               // path reaches the cubin
+      {"-g", "-v", "--gpu-name=sm_90a", "k.ptx", "-o", "k.o"},  // path reaches the cubin
       {"--device-debug", "--gpu-name=sm_90a", "k.ptx", "-o", "k.o"},
       {"--options-file", "opts", "--gpu-name=sm_90a", "k.ptx", "-o", "k.o"},  // reads a file
       {"--frobnicate", "--gpu-name=sm_90a", "k.ptx", "-o", "k.o"},            // unknown
@@ -174,7 +179,8 @@ TEST(PtxasModel, OnlyVerifiedSpellingsAreCached) {
       {"--version"},
       {"--gpu-name"},
   };
-  for (const auto& args : passed) EXPECT_EQ(kind(args), PlanKind::kPassthrough) << args[0] << " " << args[1];
+  for (const auto& args : passed)
+    EXPECT_EQ(kind(args), PlanKind::kPassthrough) << args[0] << " " << args[1];
 }
 
 TEST(PtxasModel, OutputNamingTheTempPathIsNotStored) {
@@ -255,9 +261,11 @@ TEST(PtxasReal, SecondTempNameHitsByteIdentical) {
   ASSERT_EQ(run_direct(direct, dir, base_env(), &err), 0) << err;
   Planner planner;
   MemoryStore store;
-  Outcome first = execute(planner, store, ptxas_request(kCudaPtxas, dir, triton_line(dir + "/tmp1.ptx")));
+  Outcome first =
+      execute(planner, store, ptxas_request(kCudaPtxas, dir, triton_line(dir + "/tmp1.ptx")));
   EXPECT_TRUE(first.stored) << first.why_not;
-  Outcome second = execute(planner, store, ptxas_request(kCudaPtxas, dir, triton_line(dir + "/tmp2.ptx")));
+  Outcome second =
+      execute(planner, store, ptxas_request(kCudaPtxas, dir, triton_line(dir + "/tmp2.ptx")));
   EXPECT_TRUE(second.hit);
   EXPECT_EQ(second.stderr_text, first.stderr_text);
   EXPECT_NE(first.stderr_text.find("ptxas info"), std::string::npos);

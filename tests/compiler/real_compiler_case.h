@@ -48,7 +48,8 @@ class RealCompilerCase : public ::testing::TestWithParam<std::string> {
     }
     direct[0] = r.program;
     EXPECT_EQ(run_direct(direct, r.cwd, r.env), 0);
-    EXPECT_EQ(read_text(r.cwd + "/" + out), read_text(r.cwd + "/" + ref_out)) << "bytes differ for " << out;
+    EXPECT_EQ(read_text(r.cwd + "/" + out), read_text(r.cwd + "/" + ref_out))
+        << "bytes differ for " << out;
     return o;
   }
 

@@ -38,7 +38,8 @@ TEST(ResponseFile, LargeOrSpecialFilesAreRefused) {
 TEST(ResponseFile, NestingWithinTheBoundsStillExpands) {
   std::string dir = ::ccpool::testing::scratch_dir();
   for (int i = 0; i < 10; ++i) {
-    testing::write_text(dir + "/r" + std::to_string(i), "-DL" + std::to_string(i) + " @r" + std::to_string(i + 1));
+    testing::write_text(dir + "/r" + std::to_string(i),
+                        "-DL" + std::to_string(i) + " @r" + std::to_string(i + 1));
   }
   testing::write_text(dir + "/r10", "-O2");
   CcArgs a = parse_cc_args({"g++", "-c", "k.c", "@r0"}, dir);

@@ -21,7 +21,9 @@
 namespace ccpool::compiler::testing {
 namespace {
 
-std::string trace_library() { return std::string(CCPOOL_BIN_DIR) + "/../lib/libccpool-trace.so"; }
+std::string trace_library() {
+  return std::string(CCPOOL_BIN_DIR) + "/../lib/libccpool-trace.so";
+}
 
 // "/a/b/../c" -> "/a/c" (no filesystem access).
 std::string lexical(const std::string& path) {
@@ -54,9 +56,13 @@ void add_with_ancestors(const std::string& path, std::set<std::string>& out) {
 // stats the hwcaps subdirectories. The objects it loads are recorded by
 // content (L lines); its search is documented as not recorded.
 bool by_the_loader(const std::string& call, const std::string& path, const std::string& rest) {
-  if (path.find("ld.so.cache") != std::string::npos || path.find("ld.so.preload") != std::string::npos) return true;
+  if (path.find("ld.so.cache") != std::string::npos ||
+      path.find("ld.so.preload") != std::string::npos)
+    return true;
   bool library = path.find(".so") != std::string::npos;
-  if ((call == "openat" || call == "open") && library && rest.rfind("\", O_RDONLY|O_CLOEXEC)", 0) == 0) return true;
+  if ((call == "openat" || call == "open") && library &&
+      rest.rfind("\", O_RDONLY|O_CLOEXEC)", 0) == 0)
+    return true;
   for (const char* sub : {"glibc-hwcaps", "/tls", "avx512", "x86-64-v", "haswell", "/x86_64"}) {
     if (path.find(sub) != std::string::npos && call != "execve" && !library) return true;
   }
@@ -66,7 +72,8 @@ bool by_the_loader(const std::string& call, const std::string& path, const std::
 // Paths of file-lookup system calls in an strace -f log (relative ones made
 // absolute against `cwd`; those relative to a directory fd left out).
 std::set<std::string> kernel_paths(const std::string& log, const std::string& cwd) {
-  static const std::regex kCall(R"(^\d+\s+(openat|open|creat|stat|lstat|newfstatat|statx|access|faccessat|faccessat2|readlink|readlinkat|execve)\((.*))");
+  static const std::regex kCall(
+      R"(^\d+\s+(openat|open|creat|stat|lstat|newfstatat|statx|access|faccessat|faccessat2|readlink|readlinkat|execve)\((.*))");
   std::set<std::string> out;
   std::stringstream in(log);
   std::string line;
@@ -74,8 +81,10 @@ std::set<std::string> kernel_paths(const std::string& log, const std::string& cw
     std::smatch m;
     if (!std::regex_search(line, m, kCall)) continue;
     std::string args = m[2];
-    bool at = std::string(m[1]).find("at") != std::string::npos && m[1] != "stat" && m[1] != "lstat";
-    if (at && args.rfind("AT_FDCWD, ", 0) != 0) continue;  // relative to a directory fd (or fstat of one)
+    bool at =
+        std::string(m[1]).find("at") != std::string::npos && m[1] != "stat" && m[1] != "lstat";
+    if (at && args.rfind("AT_FDCWD, ", 0) != 0)
+      continue;  // relative to a directory fd (or fstat of one)
     size_t q = args.find('"');
     if (q == std::string::npos) continue;
     size_t end = args.find('"', q + 1);
@@ -88,7 +97,8 @@ std::set<std::string> kernel_paths(const std::string& log, const std::string& cw
 }
 
 bool special(const std::string& p, const std::string& record) {
-  return p == record || p.rfind("/proc/", 0) == 0 || p.rfind("/dev/", 0) == 0 || p.rfind("/sys/", 0) == 0;
+  return p == record || p.rfind("/proc/", 0) == 0 || p.rfind("/dev/", 0) == 0 ||
+         p.rfind("/sys/", 0) == 0;
 }
 
 // Every link a realpath(3) of `path` read on the way (glibc's realpath
@@ -113,18 +123,29 @@ std::string case_name(const ::testing::TestParamInfo<std::vector<std::string>>& 
 }
 
 TEST_P(TraceCompleteness, EveryKernelLookupIsRecorded) {
-  if (::access("/usr/bin/strace", X_OK) != 0) GTEST_SKIP() << "strace is not installed (scripts/setup-deps.sh)";
-  ASSERT_EQ(::access(trace_library().c_str(), R_OK), 0) << trace_library() << " is missing: build ccpool-trace";
+  if (::access("/usr/bin/strace", X_OK) != 0)
+    GTEST_SKIP() << "strace is not installed (scripts/setup-deps.sh)";
+  ASSERT_EQ(::access(trace_library().c_str(), R_OK), 0)
+      << trace_library() << " is missing: build ccpool-trace";
   std::string dir = ::ccpool::testing::scratch_dir();
   write_text(dir + "/inc/h.h", "#define V 2\n");
-  write_text(dir + "/k.cpp", "#include <vector>\n#include <string>\n#include \"h.h\"\n"
-                             "#if __has_include(\"maybe.h\")\n#endif\n"
-                             "extern \"C\" int k() { std::vector<std::string> v{\"a\"}; return V + v.size(); }\n");
+  write_text(dir + "/k.cpp",
+             "#include <vector>\n#include <string>\n#include \"h.h\"\n"
+             "#if __has_include(\"maybe.h\")\n#endif\n"
+             "extern \"C\" int k() { std::vector<std::string> v{\"a\"}; return V + v.size(); }\n");
   std::string record = dir + "/record";
   write_text(record, "");
-  std::vector<std::string> argv = {"/usr/bin/strace", "-f", "-qq", "-s", "4096", "-o", dir + "/strace.log",
-                                   "-e", "trace=openat,open,creat,stat,lstat,newfstatat,statx,access,faccessat,"
-                                         "faccessat2,readlink,readlinkat,execve"};
+  std::vector<std::string> argv = {
+      "/usr/bin/strace",
+      "-f",
+      "-qq",
+      "-s",
+      "4096",
+      "-o",
+      dir + "/strace.log",
+      "-e",
+      "trace=openat,open,creat,stat,lstat,newfstatat,statx,access,faccessat,"
+      "faccessat2,readlink,readlinkat,execve"};
   for (const std::string& a : GetParam()) argv.push_back(a);
   std::vector<std::string> env = base_env();
   env.push_back("LD_PRELOAD=" + trace_library());
@@ -151,17 +172,21 @@ TEST_P(TraceCompleteness, EveryKernelLookupIsRecorded) {
     missing.push_back(p);
   }
   EXPECT_TRUE(missing.empty()) << missing.size() << " lookups the record does not hold, first: "
-                               << (missing.empty() ? "" : missing[0]) << (missing.size() > 1 ? ", " + missing[1] : "");
+                               << (missing.empty() ? "" : missing[0])
+                               << (missing.size() > 1 ? ", " + missing[1] : "");
   EXPECT_GT(recorded.size(), 50u);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Compilers, TraceCompleteness,
-    ::testing::Values(std::vector<std::string>{"/usr/bin/g++", "-O2", "-g", "-Iinc", "-c", "k.cpp", "-o", "k.o"},
-                      std::vector<std::string>{"/usr/bin/g++", "-O2", "-shared", "-fPIC", "-Iinc", "k.cpp", "-o", "k.so"},
-                      std::vector<std::string>{"/usr/bin/clang++", "-O2", "-g", "-Iinc", "-c", "k.cpp", "-o", "k.o"},
-                      std::vector<std::string>{"/usr/bin/clang++", "-O2", "-shared", "-fPIC", "-Iinc", "k.cpp", "-o",
-                                               "k.so"}),
+    ::testing::Values(std::vector<std::string>{"/usr/bin/g++", "-O2", "-g", "-Iinc", "-c", "k.cpp",
+                                               "-o", "k.o"},
+                      std::vector<std::string>{"/usr/bin/g++", "-O2", "-shared", "-fPIC", "-Iinc",
+                                               "k.cpp", "-o", "k.so"},
+                      std::vector<std::string>{"/usr/bin/clang++", "-O2", "-g", "-Iinc", "-c",
+                                               "k.cpp", "-o", "k.o"},
+                      std::vector<std::string>{"/usr/bin/clang++", "-O2", "-shared", "-fPIC",
+                                               "-Iinc", "k.cpp", "-o", "k.so"}),
     case_name);
 
 }  // namespace

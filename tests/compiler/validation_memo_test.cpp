@@ -70,7 +70,8 @@ TEST_F(ValidationMemoTest, HardLinkAndRenameAreSeen) {
   look(h);
   ASSERT_EQ(look(h), digest_of("one\n"));
   ASSERT_EQ(::link(h.c_str(), (m_dir + "/alias.h").c_str()), 0);
-  // A new name elsewhere changes nothing here (the inode's link count is an attribute: refused once).
+  // A new name elsewhere changes nothing here (the inode's link count is an attribute: refused
+  // once).
   look(h);
   put(m_dir + "/alias.h", "via link\n");
   EXPECT_EQ(look(h), std::nullopt);
@@ -128,7 +129,8 @@ TEST_F(ValidationMemoTest, UnwatchedFilesystemIsNeverKept) {
 TEST_F(ValidationMemoTest, NoWatchesPastTheBound) {
   std::string h = m_dir + "/h.h";
   put(h, "one\n");
-  size_t depth = std::count(m_dir.begin(), m_dir.end(), '/');  // directories from "/" to m_dir's parent
+  size_t depth =
+      std::count(m_dir.begin(), m_dir.end(), '/');  // directories from "/" to m_dir's parent
   ValidationMemo::Options options;
   options.max_watches = depth + 1;  // every directory, not the file
   m_memo = ValidationMemo::create(std::move(options));
@@ -156,7 +158,9 @@ TEST_F(ValidationMemoTest, NegativeAnswerForgottenWhenTheNameAppears) {
       item.abs = dir;
       item.extra = "h.h";
       item.names = {"h.h"};
-      item.compute = [&] { return m_listings.check(dir, {"h.h"}, {}) ? std::string("1") : std::string("0"); };
+      item.compute = [&] {
+        return m_listings.check(dir, {"h.h"}, {}) ? std::string("1") : std::string("0");
+      };
       m_memo->learn({item}, m_listings);
     }
     return kept;

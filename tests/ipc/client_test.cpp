@@ -52,10 +52,12 @@ class FakeService {
     auto hello = recv_message(conn.get(), reader, deadline_in(milliseconds(5000)));
     if (!hello || !std::holds_alternative<Hello>(*hello)) return;
     std::optional<Result<Message>> first;
-    if (m_hello_after_first_request) first = recv_message(conn.get(), reader, deadline_in(milliseconds(5000)));
+    if (m_hello_after_first_request)
+      first = recv_message(conn.get(), reader, deadline_in(milliseconds(5000)));
     (void)send_message(conn.get(), hello_reply, deadline_in(milliseconds(5000)));
     for (;;) {
-      auto m = first ? std::move(*first) : recv_message(conn.get(), reader, deadline_in(milliseconds(5000)));
+      auto m = first ? std::move(*first)
+                     : recv_message(conn.get(), reader, deadline_in(milliseconds(5000)));
       first.reset();
       if (!m) return;
       ++m_requests;
@@ -131,8 +133,9 @@ TEST(Client, HelloTravelsWithTheFirstRequest) {
 
 TEST(Client, DeferredHandshakeErrorsComeWithTheFirstRequest) {
   {
-    FakeService service(ErrorFrame{static_cast<uint16_t>(ErrorCode::kPermission), "uid 1000 is not 0"},
-                        answer_normally);
+    FakeService service(
+        ErrorFrame{static_cast<uint16_t>(ErrorCode::kPermission), "uid 1000 is not 0"},
+        answer_normally);
     auto client = Client::connect(service.path(), deadline_in(milliseconds(5000)), 0,
                                   Handshake::kWithFirstRequest);
     ASSERT_TRUE(client) << client.error().message;
@@ -151,8 +154,9 @@ TEST(Client, DeferredHandshakeErrorsComeWithTheFirstRequest) {
 }
 
 TEST(Client, RefusedHandshakeMapsErrorCode) {
-  FakeService service(ErrorFrame{static_cast<uint16_t>(ErrorCode::kPermission), "uid 1000 is not 0"},
-                      answer_normally);
+  FakeService service(
+      ErrorFrame{static_cast<uint16_t>(ErrorCode::kPermission), "uid 1000 is not 0"},
+      answer_normally);
   auto client = Client::connect(service.path(), deadline_in(milliseconds(5000)));
   ASSERT_FALSE(client);
   EXPECT_EQ(client.error().code, ErrorCode::kPermission);
@@ -188,7 +192,8 @@ TEST(Client, WrongReplyTypeIsProtocolError) {
 }
 
 TEST(Client, SilentServiceTimesOut) {
-  FakeService service(HelloOk{}, [](const Message&) -> std::optional<Message> { return std::nullopt; });
+  FakeService service(HelloOk{},
+                      [](const Message&) -> std::optional<Message> { return std::nullopt; });
   auto client = Client::connect(service.path(), deadline_in(milliseconds(5000)));
   ASSERT_TRUE(client);
   auto r = client->ping(deadline_in(milliseconds(50)));
@@ -205,7 +210,8 @@ TEST(Client, RefusesASocketDirectoryOthersCanWrite) {
   auto client = Client::connect(dir + "/sock", deadline_in(milliseconds(500)));
   ASSERT_FALSE(client);
   EXPECT_EQ(client.error().code, ErrorCode::kPermission);
-  EXPECT_NE(client.error().message.find("'" + dir + "'"), std::string::npos) << client.error().message;
+  EXPECT_NE(client.error().message.find("'" + dir + "'"), std::string::npos)
+      << client.error().message;
   EXPECT_NE(client.error().message.find("chmod 700"), std::string::npos) << client.error().message;
 }
 
@@ -241,7 +247,8 @@ TEST(Client, RefusesAListenerOfAnotherUid) {
   auto client = Client::connect(path, deadline_in(milliseconds(2000)));
   ASSERT_FALSE(client);
   EXPECT_EQ(client.error().code, ErrorCode::kPermission);
-  EXPECT_NE(client.error().message.find("'" + path + "'"), std::string::npos) << client.error().message;
+  EXPECT_NE(client.error().message.find("'" + path + "'"), std::string::npos)
+      << client.error().message;
   EXPECT_NE(client.error().message.find("uid 65534"), std::string::npos) << client.error().message;
   char sent = 0;
   ASSERT_EQ(::read(report[0], &sent, 1), 1);
@@ -253,7 +260,8 @@ TEST(Client, RefusesAListenerOfAnotherUid) {
 }
 
 TEST(Client, NoServiceIsUnreachable) {
-  auto client = Client::connect(ccpool::testing::scratch_dir() + "/none", deadline_in(milliseconds(500)));
+  auto client =
+      Client::connect(ccpool::testing::scratch_dir() + "/none", deadline_in(milliseconds(500)));
   ASSERT_FALSE(client);
   EXPECT_EQ(client.error().code, ErrorCode::kUnreachable);
 }

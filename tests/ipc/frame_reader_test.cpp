@@ -61,7 +61,8 @@ TEST(FrameReader, TruncatedFrameWaitsForMore) {
 
 TEST(FrameReader, OversizedDeclaredLengthFailsOnHeaderAlone) {
   FrameReader reader;
-  std::string h = header(kFrameVersion, static_cast<uint8_t>(MessageType::kExecReply), kMaxFrameSize + 1);
+  std::string h =
+      header(kFrameVersion, static_cast<uint8_t>(MessageType::kExecReply), kMaxFrameSize + 1);
   reader.feed(h.data(), h.size());
   Error e = expect_error(reader);
   EXPECT_NE(e.message.find(std::to_string(kMaxFrameSize + 1)), std::string::npos) << e.message;
@@ -89,7 +90,8 @@ TEST(FrameReader, UnknownTypeAndZeroType) {
     std::string h = header(kFrameVersion, type, 0);
     reader.feed(h.data(), 6);  // refused before the length even arrives
     Error e = expect_error(reader);
-    EXPECT_NE(e.message.find("unknown message type " + std::to_string(type)), std::string::npos) << e.message;
+    EXPECT_NE(e.message.find("unknown message type " + std::to_string(type)), std::string::npos)
+        << e.message;
   }
 }
 
@@ -120,7 +122,8 @@ TEST(FrameReader, TrailingBytesInsidePayload) {
 TEST(FrameReader, StringLengthBeyondPayload) {
   // A StatusReply whose str claims 1000 bytes inside a 6-byte payload.
   std::string payload = std::string("\xe8\x03\0\0", 4) + "ab";
-  std::string frame = header(kFrameVersion, static_cast<uint8_t>(MessageType::kStatusReply), 6) + payload;
+  std::string frame =
+      header(kFrameVersion, static_cast<uint8_t>(MessageType::kStatusReply), 6) + payload;
   FrameReader reader;
   reader.feed(frame.data(), frame.size());
   Error e = expect_error(reader);
@@ -162,7 +165,8 @@ TEST(FrameReader, HugeListCountRefusedBeforeReserve) {
   // An exec frame: program "/x", then argv count 0xffffffff with no entries.
   std::string payload = std::string("\x02\0\0\0/x", 6) + std::string("\xff\xff\xff\xff", 4);
   std::string frame = header(kFrameVersion, static_cast<uint8_t>(MessageType::kExecRequest),
-                             static_cast<uint32_t>(payload.size())) + payload;
+                             static_cast<uint32_t>(payload.size())) +
+                      payload;
   FrameReader reader;
   reader.feed(frame.data(), frame.size());
   Error e = expect_error(reader);
@@ -170,7 +174,8 @@ TEST(FrameReader, HugeListCountRefusedBeforeReserve) {
   // Within the bound but more than the bytes present: also refused.
   std::string payload2 = std::string("\x02\0\0\0/x", 6) + std::string("\x00\x01\0\0", 4);
   std::string frame2 = header(kFrameVersion, static_cast<uint8_t>(MessageType::kExecRequest),
-                              static_cast<uint32_t>(payload2.size())) + payload2;
+                              static_cast<uint32_t>(payload2.size())) +
+                       payload2;
   FrameReader reader2;
   reader2.feed(frame2.data(), frame2.size());
   Error e2 = expect_error(reader2);

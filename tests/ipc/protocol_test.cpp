@@ -41,7 +41,7 @@ TEST(Protocol, HeaderLayout) {
   EXPECT_EQ(static_cast<uint8_t>(frame[5]), static_cast<uint8_t>(MessageType::kStatusReply));
   EXPECT_EQ(frame[6], 0);
   EXPECT_EQ(frame[7], 0);
-  EXPECT_EQ(std::string(frame.data() + 8, 4), std::string("\x06\0\0\0", 4));  // payload length LE
+  EXPECT_EQ(std::string(frame.data() + 8, 4), std::string("\x06\0\0\0", 4));   // payload length LE
   EXPECT_EQ(std::string(frame.data() + 12, 4), std::string("\x02\0\0\0", 4));  // str length LE
   EXPECT_EQ(frame.substr(16), "{}");
 }
@@ -69,7 +69,11 @@ TEST(Protocol, HelloRoundTrip) {
 }
 
 TEST(Protocol, PoolSessionMessagesRoundTrip) {
-  PoolOpen open{"/venv/bin/python", "/work", {"PYTHONPATH=/a:/b", "X="}, {"--pickler=m.P", "--torch-key=AAA="}, 3};
+  PoolOpen open{"/venv/bin/python",
+                "/work",
+                {"PYTHONPATH=/a:/b", "X="},
+                {"--pickler=m.P", "--torch-key=AAA="},
+                3};
   Message m_open = round_trip(open);
   const auto& o = std::get<PoolOpen>(m_open);
   EXPECT_EQ(o.python, open.python);
@@ -165,13 +169,15 @@ TEST(Protocol, ExecReplyRoundTripIsByteExact) {
 
 TEST(Protocol, StatusAndErrorRoundTrip) {
   EXPECT_EQ(std::get<StatusReply>(round_trip(StatusReply{"{\"jobs\":2}"})).json, "{\"jobs\":2}");
-  auto e = std::get<ErrorFrame>(round_trip(ErrorFrame{static_cast<uint16_t>(ErrorCode::kPermission), "uid 0"}));
+  auto e = std::get<ErrorFrame>(
+      round_trip(ErrorFrame{static_cast<uint16_t>(ErrorCode::kPermission), "uid 0"}));
   EXPECT_EQ(e.code, static_cast<uint16_t>(ErrorCode::kPermission));
   EXPECT_EQ(e.message, "uid 0");
   Error back = from_error_frame(e);
   EXPECT_EQ(back.code, ErrorCode::kPermission);
   EXPECT_EQ(from_error_frame(ErrorFrame{999, "x"}).code, ErrorCode::kProtocol);
-  EXPECT_EQ(to_error_frame(Error(ErrorCode::kStopping, "bye")).code, static_cast<uint16_t>(ErrorCode::kStopping));
+  EXPECT_EQ(to_error_frame(Error(ErrorCode::kStopping, "bye")).code,
+            static_cast<uint16_t>(ErrorCode::kStopping));
 }
 
 TEST(Protocol, HelloVersionMismatchNamesBothVersions) {

@@ -62,7 +62,8 @@ TEST(Socket, ListenConnectRoundTrips) {
 }
 
 TEST(Socket, MissingSocketIsUnreachable) {
-  auto conn = connect_unix(ccpool::testing::scratch_dir() + "/nothing", deadline_in(milliseconds(500)));
+  auto conn =
+      connect_unix(ccpool::testing::scratch_dir() + "/nothing", deadline_in(milliseconds(500)));
   ASSERT_FALSE(conn);
   EXPECT_EQ(conn.error().code, ErrorCode::kUnreachable);
   EXPECT_NE(conn.error().message.find("/nothing"), std::string::npos);
@@ -70,7 +71,10 @@ TEST(Socket, MissingSocketIsUnreachable) {
 
 TEST(Socket, StaleSocketIsUnreachableAndReused) {
   std::string path = ccpool::testing::scratch_dir() + "/s";
-  { auto first = listen_unix(path); ASSERT_TRUE(first); }  // closed: the file stays behind
+  {
+    auto first = listen_unix(path);
+    ASSERT_TRUE(first);
+  }  // closed: the file stays behind
   auto conn = connect_unix(path, deadline_in(milliseconds(500)));
   ASSERT_FALSE(conn);
   EXPECT_EQ(conn.error().code, ErrorCode::kUnreachable);

@@ -2,11 +2,11 @@
 #include "launch/launch_env.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "base/fs.h"
@@ -80,7 +80,9 @@ TEST(LaunchEnv, PythonHooksGoOnPythonPathAndLetRanksUseTheNodePool) {
   // flight (at least 2, or Inductor compiles Triton kernels in the rank).
   EXPECT_EQ(value(*env, "TORCHINDUCTOR_COMPILE_THREADS"), "8");
   EXPECT_EQ(value(*env, "CCPOOL_WORKERS"), "1");  // the sidecar cap, when a rank falls back
-  EXPECT_EQ(value(*compute_launch_env(options(1, 4, true), {}, {}), "TORCHINDUCTOR_COMPILE_THREADS"), "2");
+  EXPECT_EQ(
+      value(*compute_launch_env(options(1, 4, true), {}, {}), "TORCHINDUCTOR_COMPILE_THREADS"),
+      "2");
 
   EnvMap user{{"PYTHONPATH", "/home/u/src:/opt/lib"}};
   env = compute_launch_env(options(8, 8, true), {}, user);
@@ -109,9 +111,11 @@ TEST(LaunchEnv, RanksComeFromFlagThenCommandThenEnvironment) {
   EXPECT_EQ(compute_launch_env(options(16, 3), cmd, slurm)->ranks, 3);
   EXPECT_EQ(compute_launch_env(options(16, 0), cmd, slurm)->ranks, 8);
   EXPECT_EQ(compute_launch_env(options(16, 0), {"python"}, slurm)->ranks, 2);
-  EXPECT_EQ(compute_launch_env(options(16, 0), {"python"}, {{"SLURM_NTASKS_PER_NODE", "4"}})->ranks, 4);
+  EXPECT_EQ(compute_launch_env(options(16, 0), {"python"}, {{"SLURM_NTASKS_PER_NODE", "4"}})->ranks,
+            4);
   EXPECT_EQ(compute_launch_env(options(16, 0), {"python"}, {})->ranks, 1);
-  EXPECT_EQ(value(*compute_launch_env(options(16, 0), cmd, {}), "TORCHINDUCTOR_COMPILE_THREADS"), "2");
+  EXPECT_EQ(value(*compute_launch_env(options(16, 0), cmd, {}), "TORCHINDUCTOR_COMPILE_THREADS"),
+            "2");
 }
 
 TEST(LaunchEnv, JobsComeFromFlagThenEnvironmentThenCpus) {
@@ -130,8 +134,9 @@ TEST(LaunchEnv, JobsComeFromFlagThenEnvironmentThenCpus) {
 TEST(LaunchEnv, JobsVariableWithTrailingGarbageIsRefusedUnlessTheFlagIsGiven) {
   auto bad = compute_launch_env(options(0, 1), {}, {{"CCPOOL_JOBS", "8x"}});
   ASSERT_FALSE(bad);
-  EXPECT_EQ(bad.error().message, "CCPOOL_JOBS='8x' is not a positive whole number (1-1000000); unset it or set a "
-                                 "number of slots, e.g. CCPOOL_JOBS=8");
+  EXPECT_EQ(bad.error().message,
+            "CCPOOL_JOBS='8x' is not a positive whole number (1-1000000); unset it or set a "
+            "number of slots, e.g. CCPOOL_JOBS=8");
   EXPECT_EQ(compute_launch_env(options(3, 1), {}, {{"CCPOOL_JOBS", "8x"}})->jobs, 3);
 }
 
@@ -178,13 +183,14 @@ TEST(LaunchEnv, LookupsFindTheWheelLayout) {
   auto pyproject = read_file(CCPOOL_SOURCE_DIR "/pyproject.toml");
   ASSERT_TRUE(pyproject) << pyproject.error().message;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(*pyproject, m, std::regex("\\nwheel\\.install-dir = \"([^\"]+)\"")));
+  ASSERT_TRUE(
+      std::regex_search(*pyproject, m, std::regex("\\nwheel\\.install-dir = \"([^\"]+)\"")));
   EXPECT_EQ(m[1], "ccpool/_native");
   std::string site = testing::scratch_dir() + "/site-packages";
   std::string prefix = site + "/" + m[1].str();
   // Where the install rules put things (cli/, shim/, python/CMakeLists.txt).
-  for (const char* file : {"bin/ccpool", "bin/ccpool-cli", "bin/ccpool-client", "lib/libccpool-shim.so",
-                           "share/ccpool/python/ccpool/__init__.py",
+  for (const char* file : {"bin/ccpool", "bin/ccpool-cli", "bin/ccpool-client",
+                           "lib/libccpool-shim.so", "share/ccpool/python/ccpool/__init__.py",
                            "share/ccpool/python/ccpool/_bootstrap/sitecustomize.py"}) {
     std::filesystem::create_directories(std::filesystem::path(prefix + "/" + file).parent_path());
     std::ofstream(prefix + "/" + file) << "";
@@ -195,9 +201,11 @@ TEST(LaunchEnv, LookupsFindTheWheelLayout) {
   EXPECT_EQ(::stat(shim_path_for(exe_dir).c_str(), &st), 0) << shim_path_for(exe_dir);
   EXPECT_EQ(::stat(client_path_for(exe_dir).c_str(), &st), 0) << client_path_for(exe_dir);
   std::string python_dir = python_dir_for(exe_dir);
-  EXPECT_EQ(::stat((python_dir + "/ccpool/_bootstrap/sitecustomize.py").c_str(), &st), 0) << python_dir;
+  EXPECT_EQ(::stat((python_dir + "/ccpool/_bootstrap/sitecustomize.py").c_str(), &st), 0)
+      << python_dir;
   std::vector<std::string> entries;
-  for (const auto& e : std::filesystem::directory_iterator(python_dir)) entries.push_back(e.path().filename());
+  for (const auto& e : std::filesystem::directory_iterator(python_dir))
+    entries.push_back(e.path().filename());
   EXPECT_EQ(entries, std::vector<std::string>{"ccpool"});
 }
 

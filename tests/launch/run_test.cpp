@@ -1,10 +1,10 @@
 // `ccpool run` with real process trees: nothing survives, the exit status is
 // the job's. The test process is itself a child subreaper, so anything that
 // escaped `ccpool run` would be re-parented here and counted.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
 
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "launch/supervisor.h"
@@ -37,7 +37,8 @@ class RunTest : public ::testing::Test {
 
   void TearDown() override {
     for (int pid : tree_pids()) ::kill(pid, SIGKILL);  // only matters on failure
-    while (::waitpid(-1, nullptr, WNOHANG) > 0) {}
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
   }
 
   EnvVars env() const {
@@ -45,8 +46,8 @@ class RunTest : public ::testing::Test {
   }
 
   pid_t start_run(const std::string& exit_arg) {
-    std::vector<std::string> argv{build_binary("ccpool"), "run", "--grace", "1s", "--",
-                                  "/bin/sh", m_dir + "/tree.sh", m_dir};
+    std::vector<std::string> argv{build_binary("ccpool"), "run", "--grace", "1s", "--", "/bin/sh",
+                                  m_dir + "/tree.sh",     m_dir};
     if (!exit_arg.empty()) argv.push_back(exit_arg);
     return spawn_child(argv, env(), -1);
   }
@@ -116,8 +117,9 @@ TEST_F(RunTest, NormalExitKeepsStatusAndKillsOrphans) {
 
 TEST_F(RunTest, JobIgnoringTheSignalIsKilledAfterGrace) {
   write_text(m_dir + "/stubborn.sh", "trap '' INT\necho ready > \"$1/ready\"\nexec sleep 1000\n");
-  pid_t run = spawn_child({build_binary("ccpool"), "run", "--grace", "200ms", "/bin/sh",
-                           m_dir + "/stubborn.sh", m_dir}, env(), -1);
+  pid_t run = spawn_child(
+      {build_binary("ccpool"), "run", "--grace", "200ms", "/bin/sh", m_dir + "/stubborn.sh", m_dir},
+      env(), -1);
   ASSERT_TRUE(wait_ready());
   ::kill(run, SIGINT);
   EXPECT_EQ(wait_exit_code(run), 130);
@@ -133,8 +135,9 @@ TEST_F(RunTest, SighupIsForwardedToTheJob) {
              "echo ready > \"$1/ready\"\n"
              "sleep 30\n"  // bounded: a job that never hears the signal exits 9, it does not hang
              "exit 9\n");
-  pid_t run = spawn_child({build_binary("ccpool"), "run", "--grace", "10s", "/bin/sh", m_dir + "/hup.sh", m_dir},
-                          env(), -1);
+  pid_t run = spawn_child(
+      {build_binary("ccpool"), "run", "--grace", "10s", "/bin/sh", m_dir + "/hup.sh", m_dir}, env(),
+      -1);
   ASSERT_GT(run, 0);
   ASSERT_TRUE(wait_ready());
   ::kill(run, SIGHUP);
@@ -144,35 +147,42 @@ TEST_F(RunTest, SighupIsForwardedToTheJob) {
 }
 
 TEST_F(RunTest, MissingCommandIs127) {
-  ChildOutput r = run_child({build_binary("ccpool"), "run", "--", "no-such-command-xyz"}, env(), m_dir);
+  ChildOutput r =
+      run_child({build_binary("ccpool"), "run", "--", "no-such-command-xyz"}, env(), m_dir);
   EXPECT_EQ(r.exit_code, 127);
-  EXPECT_NE(r.output.find("'no-such-command-xyz' not found in PATH"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("'no-such-command-xyz' not found in PATH"), std::string::npos)
+      << r.output;
 }
 
 TEST_F(RunTest, JobEnvironmentHasFairShareAndKeepsUserValues) {
   std::string show = "echo $TORCHINDUCTOR_COMPILE_THREADS $CCPOOL_WORKERS ${LD_PRELOAD##*/}";
-  ChildOutput r = run_child({build_binary("ccpool"), "run", "--ranks", "8", "--jobs", "8", "--no-python-hooks",
-                             "--", "/bin/sh", "-c", show}, env(), m_dir);
+  ChildOutput r = run_child({build_binary("ccpool"), "run", "--ranks", "8", "--jobs", "8",
+                             "--no-python-hooks", "--", "/bin/sh", "-c", show},
+                            env(), m_dir);
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.output, "1 1 libccpool-shim.so\n");
   // With the hooks (the default) the node pool bounds the work: jobs threads per rank.
-  r = run_child({build_binary("ccpool"), "run", "--ranks", "8", "--jobs", "8", "--", "/bin/sh", "-c",
-                 show + " ${PYTHONPATH##*/ccpool/}"}, env(), m_dir);
+  r = run_child({build_binary("ccpool"), "run", "--ranks", "8", "--jobs", "8", "--", "/bin/sh",
+                 "-c", show + " ${PYTHONPATH##*/ccpool/}"},
+                env(), m_dir);
   EXPECT_EQ(r.output, "8 1 libccpool-shim.so _bootstrap\n");
   // The hook directory is where ccpool finds it: the build tree mirrors an install.
-  r = run_child({build_binary("ccpool"), "run", "--", "/bin/sh", "-c", "test -f ${PYTHONPATH%%:*}/sitecustomize.py"},
+  r = run_child({build_binary("ccpool"), "run", "--", "/bin/sh", "-c",
+                 "test -f ${PYTHONPATH%%:*}/sitecustomize.py"},
                 env(), m_dir);
   EXPECT_EQ(r.exit_code, 0) << "no sitecustomize.py in the hook directory on PYTHONPATH";
   EnvVars user = env();
   user["TORCHINDUCTOR_COMPILE_THREADS"] = "32";
   r = run_child({build_binary("ccpool"), "run", "--jobs", "8", "--", "/bin/sh", "-c", show, "sh",
-                 "--nproc-per-node", "4"}, user, m_dir);
+                 "--nproc-per-node", "4"},
+                user, m_dir);
   EXPECT_EQ(r.output, "32 2 libccpool-shim.so\n");
 }
 
 TEST_F(RunTest, EnvJsonParses) {
   ChildOutput r = run_child({build_binary("ccpool"), "env", "--shell", "json", "--jobs", "6",
-                             "--ranks", "3", "--socket", "/tmp/x/sock"}, env(), m_dir);
+                             "--ranks", "3", "--socket", "/tmp/x/sock"},
+                            env(), m_dir);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto json = nlohmann::json::parse(r.output);
   EXPECT_EQ(json["TORCHINDUCTOR_COMPILE_THREADS"], "6");  // max(2, jobs): the Python hooks are on
@@ -192,16 +202,22 @@ TEST_F(RunTest, MalformedJobsAreRefused) {
     argv.insert(argv.end(), job.begin(), job.end());
     ChildOutput r = run_child(argv, env(), m_dir);
     EXPECT_EQ(r.exit_code, 2) << command;
-    EXPECT_EQ(r.output, "ccpool: --jobs '8x' is not a positive whole number (1-1000000); give a number of slots, "
-                        "e.g. --jobs 8\n") << command;
+    EXPECT_EQ(
+        r.output,
+        "ccpool: --jobs '8x' is not a positive whole number (1-1000000); give a number of slots, "
+        "e.g. --jobs 8\n")
+        << command;
     EnvVars bad = env();
     bad["CCPOOL_JOBS"] = "8x";
     argv = {build_binary("ccpool"), command};
     argv.insert(argv.end(), job.begin(), job.end());
     r = run_child(argv, bad, m_dir);
     EXPECT_EQ(r.exit_code, 2) << command;
-    EXPECT_EQ(r.output, "ccpool: CCPOOL_JOBS='8x' is not a positive whole number (1-1000000); unset it or set a "
-                        "number of slots, e.g. CCPOOL_JOBS=8\n") << command;
+    EXPECT_EQ(
+        r.output,
+        "ccpool: CCPOOL_JOBS='8x' is not a positive whole number (1-1000000); unset it or set a "
+        "number of slots, e.g. CCPOOL_JOBS=8\n")
+        << command;
   }
 }
 

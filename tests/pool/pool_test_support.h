@@ -19,7 +19,9 @@
 
 namespace ccpool::pool::testing {
 
-inline std::string tool() { return ccpool::testing::build_binary("pool_test_tool"); }
+inline std::string tool() {
+  return ccpool::testing::build_binary("pool_test_tool");
+}
 
 inline SpawnSpec tool_spec(std::vector<std::string> args) {
   SpawnSpec spec;

@@ -45,8 +45,12 @@ void publish(const std::string& path, const std::string& text) {
 }
 
 // Patterns shared with the test: every byte value, including 0 and '\n'.
-char out_byte(size_t i) { return static_cast<char>((i * 7 + (i >> 9)) & 0xff); }
-char err_byte(size_t i) { return static_cast<char>((i * 13 + 5) & 0xff); }
+char out_byte(size_t i) {
+  return static_cast<char>((i * 7 + (i >> 9)) & 0xff);
+}
+char err_byte(size_t i) {
+  return static_cast<char>((i * 13 + 5) & 0xff);
+}
 
 int emit(size_t bytes) {
   // Alternate streams so a runner that drains only one pipe at a time deadlocks.
@@ -140,7 +144,8 @@ int main(int argc, char** argv) {
     if (!dir) return 96;
     std::vector<int> fds;
     while (dirent* e = readdir(dir)) {
-      if (e->d_name[0] != '.' && std::atoi(e->d_name) != dirfd(dir)) fds.push_back(std::atoi(e->d_name));
+      if (e->d_name[0] != '.' && std::atoi(e->d_name) != dirfd(dir))
+        fds.push_back(std::atoi(e->d_name));
     }
     closedir(dir);
     std::sort(fds.begin(), fds.end());

@@ -259,7 +259,8 @@ TEST(ProcessRunnerTest, TerminateAllEscalatesForASigtermIgnoringChild) {
 
 TEST(ProcessRunnerTest, AutoReapedChildIsAFailureNotASuccess) {
   ProcessRunner runner;
-  struct sigaction ignore {}, old {};
+  struct sigaction ignore {
+  }, old{};
   ignore.sa_handler = SIG_IGN;
   ASSERT_EQ(::sigaction(SIGCHLD, &ignore, &old), 0);
   ProcessResult r = run_sync(runner, tool_spec({"exit", "0"}));

@@ -7,8 +7,8 @@
 #include <condition_variable>
 #include <fstream>
 #include <future>
-#include <stdexcept>
 #include <mutex>
+#include <stdexcept>
 #include <vector>
 
 #include "base/process_facts.h"
@@ -163,7 +163,8 @@ TEST(SchedulerTest, LearnedEstimatesLimitConcurrencyWithoutStarvation) {
   EXPECT_EQ(scheduler.estimate("big"), 600 * kMiB);
 
   std::vector<JobId> big;
-  for (int i = 0; i < 5; ++i) big.push_back(scheduler.submit(static_cast<uint64_t>(i), "big", log.recorder()));
+  for (int i = 0; i < 5; ++i)
+    big.push_back(scheduler.submit(static_cast<uint64_t>(i), "big", log.recorder()));
   for (int i = 0; i < 5; ++i) {
     log.wait_for(2 + static_cast<size_t>(i));
     SchedulerStats stats = scheduler.stats();
@@ -207,9 +208,10 @@ TEST(SchedulerTest, ASmallJobDoesNotOvertakeABigHeadThatDoesNotFit) {
   scheduler.finish(learn, 600 * 1024);
   ASSERT_EQ(scheduler.estimate("big"), 600 * kMiB);
 
-  JobId big1 = scheduler.submit(1, "big", log.recorder());    // runs: 600 MiB reserved
-  JobId big2 = scheduler.submit(2, "big", log.recorder());    // 1200 MiB > 1 GiB: waits
-  JobId small = scheduler.submit(3, "small", log.recorder());  // 700 MiB would fit, but is behind big2
+  JobId big1 = scheduler.submit(1, "big", log.recorder());  // runs: 600 MiB reserved
+  JobId big2 = scheduler.submit(2, "big", log.recorder());  // 1200 MiB > 1 GiB: waits
+  JobId small =
+      scheduler.submit(3, "small", log.recorder());  // 700 MiB would fit, but is behind big2
   SchedulerStats stats = scheduler.stats();
   EXPECT_EQ(stats.running, 1u);
   EXPECT_EQ(stats.queued, 2u);
@@ -246,7 +248,7 @@ TEST(SchedulerTest, EstimateIsTheMaxOfTheLastEightPeaks) {
   run(900 * 1024);
   for (int i = 0; i < 7; ++i) run(100 * 1024);
   EXPECT_EQ(scheduler.estimate("cc"), 900 * kMiB);  // still within the window
-  run(200 * 1024);                                   // pushes the 900 MiB peak out
+  run(200 * 1024);                                  // pushes the 900 MiB peak out
   EXPECT_EQ(scheduler.estimate("cc"), 200 * kMiB);
   EXPECT_EQ(scheduler.estimate("other"), 77 * kMiB);
 }
@@ -276,7 +278,8 @@ TEST(SchedulerTest, DrainQueuedDropsEveryQueuedJobOnce) {
   StartLog log;
   JobId running = scheduler.submit(1, "x", log.recorder());
   std::vector<JobId> queued;
-  for (int i = 0; i < 5; ++i) queued.push_back(scheduler.submit(static_cast<uint64_t>(1 + i % 2), "x", log.recorder()));
+  for (int i = 0; i < 5; ++i)
+    queued.push_back(scheduler.submit(static_cast<uint64_t>(1 + i % 2), "x", log.recorder()));
   log.wait_for(1);
   std::vector<JobId> dropped;
   scheduler.drain_queued([&dropped](JobId id) { dropped.push_back(id); });
@@ -360,7 +363,8 @@ TEST(SchedulerTest, RequestWorkIsFifoAndContainsExceptions) {
   scheduler.run_request([&] { order.push_back(1); });
   scheduler.run_request([] { throw std::runtime_error("boom in request"); },
                         [&](const std::string& what) { from_work.set_value(what); });
-  scheduler.run_request([] { throw 42; }, [](const std::string&) { throw std::runtime_error("hook"); });
+  scheduler.run_request([] { throw 42; },
+                        [](const std::string&) { throw std::runtime_error("hook"); });
   scheduler.run_request([&] {
     order.push_back(2);
     finished.set_value();
@@ -400,8 +404,9 @@ TEST(SchedulerTest, ExceptionsReachTheCallersHookAndAreCounted) {
   std::promise<std::string> from_work, from_start;
   scheduler.run_in_arena([] { throw std::runtime_error("boom in work"); },
                          [&](const std::string& what) { from_work.set_value(what); });
-  scheduler.submit(7, "cc", [](JobId) { throw std::bad_alloc(); },
-                   [&](const std::string& what) { from_start.set_value(what); });
+  scheduler.submit(
+      7, "cc", [](JobId) { throw std::bad_alloc(); },
+      [&](const std::string& what) { from_start.set_value(what); });
   auto work = from_work.get_future();
   auto start = from_start.get_future();
   ASSERT_EQ(work.wait_for(std::chrono::seconds(30)), std::future_status::ready);
@@ -413,7 +418,8 @@ TEST(SchedulerTest, ExceptionsReachTheCallersHookAndAreCounted) {
   EXPECT_EQ(stats.running, 0u);
   // A hook that throws too is contained; the arena keeps working.
   std::promise<void> after;
-  scheduler.run_in_arena([] { throw 42; }, [](const std::string&) { throw std::runtime_error("hook"); });
+  scheduler.run_in_arena([] { throw 42; },
+                         [](const std::string&) { throw std::runtime_error("hook"); });
   scheduler.run_in_arena([&] { after.set_value(); });
   auto done = after.get_future();
   ASSERT_EQ(done.wait_for(std::chrono::seconds(30)), std::future_status::ready);

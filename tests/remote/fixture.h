@@ -26,7 +26,8 @@ class RemoteTest : public ::testing::Test {
 
   void start_server(std::vector<std::string> extra) {
     m_server.reset();
-    auto server = ccpool::testing::RedisServer::start(ccpool::testing::scratch_dir(), std::move(extra));
+    auto server =
+        ccpool::testing::RedisServer::start(ccpool::testing::scratch_dir(), std::move(extra));
     ASSERT_TRUE(server) << server.error().message;
     m_server = std::move(*server);
   }

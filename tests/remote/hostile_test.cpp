@@ -40,7 +40,8 @@ class HostileServer {
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof addr;
-    if (::bind(m_listener.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(m_listener.get(), 16) != 0 ||
+    if (::bind(m_listener.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+        ::listen(m_listener.get(), 16) != 0 ||
         ::getsockname(m_listener.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
       return;
     }
@@ -200,15 +201,19 @@ TEST(ReplyReader, EachBoundIsCheckedOnTheHeader) {
   };
   ReplyLimits value = ReplyLimits::value(10, 0);
   EXPECT_EQ(feed(value, "$10\r\n0123456789\r\n"), "reply: 0123456789");
-  EXPECT_EQ(feed(value, "$11\r\n"), "error: reply refused: a bulk of 11 bytes, above the 10 this command may read");
-  EXPECT_EQ(feed(value, "*1\r\n"), "error: reply refused: an array nested 1 deep, above the 0 this command may read");
-  EXPECT_EQ(feed(ReplyLimits::value(10, 2), "*3\r\n"),
-            "error: reply refused: an array of 3 elements, above the 2 this command may still read");
+  EXPECT_EQ(feed(value, "$11\r\n"),
+            "error: reply refused: a bulk of 11 bytes, above the 10 this command may read");
+  EXPECT_EQ(feed(value, "*1\r\n"),
+            "error: reply refused: an array nested 1 deep, above the 0 this command may read");
+  EXPECT_EQ(
+      feed(ReplyLimits::value(10, 2), "*3\r\n"),
+      "error: reply refused: an array of 3 elements, above the 2 this command may still read");
   EXPECT_EQ(feed(ReplyLimits::value(10, 2), "*2\r\n*1\r\n"),
             "error: reply refused: an array nested 2 deep, above the 1 this command may read");
   EXPECT_EQ(feed(value, "+OK\r\n+OK\r\n"), "error: reply refused: 1 bytes after the reply");
-  EXPECT_EQ(feed(value, "%1\r\n"),
-            "error: reply refused: unexpected type byte 37 (RESP2 '+', '-', ':', '$' or '*' expected)");
+  EXPECT_EQ(
+      feed(value, "%1\r\n"),
+      "error: reply refused: unexpected type byte 37 (RESP2 '+', '-', ':', '$' or '*' expected)");
   EXPECT_EQ(feed(value, "$-2\r\n"), "error: reply refused: malformed $ header");
   EXPECT_EQ(feed(value, "$3\r\nabcde"), "error: reply refused: a bulk not ended by CRLF");
   EXPECT_EQ(feed(ReplyLimits::small(), "-" + std::string(5000, 'e')),

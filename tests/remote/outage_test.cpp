@@ -50,7 +50,10 @@ TEST_F(RemoteTest, StoppedServerTimesOutThenBreakerOpensAndCloses) {
   m_server->pause();
   for (int i = 0; i < 5; ++i) EXPECT_FALSE(bounded([&] { return tier->get(k); })) << i;
   EXPECT_EQ(bounded([&] { return tier->acquire_lease(k); }), LeaseState::kUnavailable);
-  bounded([&] { tier->put_async(k, "during"); return 0; });
+  bounded([&] {
+    tier->put_async(k, "during");
+    return 0;
+  });
   RemoteCounters c = tier->counters();
   EXPECT_EQ(c.errors, 3u);  // the 4th and later calls never reached Redis
   EXPECT_TRUE(c.breaker_open);

@@ -60,11 +60,11 @@ Result<std::unique_ptr<RedisServer>> RedisServer::start(const std::string& dir,
 }
 
 Result<void> RedisServer::spawn() {
-  std::vector<std::string> args = {kRedisServer,  "--port",       std::to_string(m_port),
-                                   "--bind",      "127.0.0.1",    "--save",
-                                   "",            "--appendonly", "no",
-                                   "--dir",       m_dir,          "--daemonize",
-                                   "no",          "--logfile",    m_dir + "/redis.log"};
+  std::vector<std::string> args = {kRedisServer, "--port",       std::to_string(m_port),
+                                   "--bind",     "127.0.0.1",    "--save",
+                                   "",           "--appendonly", "no",
+                                   "--dir",      m_dir,          "--daemonize",
+                                   "no",         "--logfile",    m_dir + "/redis.log"};
   args.insert(args.end(), m_extra.begin(), m_extra.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -89,11 +89,13 @@ Result<void> RedisServer::spawn() {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   kill();
-  return make_error(ErrorCode::kTimeout, "redis-server did not answer PING; see " + m_dir +
-                                             "/redis.log");
+  return make_error(ErrorCode::kTimeout,
+                    "redis-server did not answer PING; see " + m_dir + "/redis.log");
 }
 
-RedisServer::~RedisServer() { kill(); }
+RedisServer::~RedisServer() {
+  kill();
+}
 
 void RedisServer::pause() {
   if (m_pid > 0) ::kill(m_pid, SIGSTOP);

@@ -31,9 +31,9 @@ class RedisServer {
   int port() const { return m_port; }
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(m_port); }
 
-  void pause();    // SIGSTOP: the server is slow (accepts, never answers)
-  void resume();   // SIGCONT
-  void kill();     // SIGKILL + reap: the server is down
+  void pause();            // SIGSTOP: the server is slow (accepts, never answers)
+  void resume();           // SIGCONT
+  void kill();             // SIGKILL + reap: the server is down
   Result<void> restart();  // same port and arguments
 
   // One command on a fresh connection (planting values, reading TTLs).

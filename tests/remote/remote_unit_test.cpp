@@ -58,7 +58,9 @@ TEST(RemoteEndpoint, RefusesWithClearErrors) {
   EXPECT_FALSE(parse_endpoint("http://h"));
 }
 
-Digest digest_of(std::string_view s) { return hash_bytes(s); }
+Digest digest_of(std::string_view s) {
+  return hash_bytes(s);
+}
 
 TEST(RemoteEnvelope, UnsignedLayoutAndRoundTrip) {
   Digest k = digest_of("k");

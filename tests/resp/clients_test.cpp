@@ -46,9 +46,12 @@ void require_tool(const std::string& check, const std::string& why) {
   }
 }
 
-void require_redis_cli() { require_tool("command -v redis-cli", "redis-cli (redis-tools) is missing"); }
+void require_redis_cli() {
+  require_tool("command -v redis-cli", "redis-cli (redis-tools) is missing");
+}
 void require_redis_py() {
-  require_tool("/usr/bin/python3 -c 'import redis'", "/usr/bin/python3 with python3-redis is missing");
+  require_tool("/usr/bin/python3 -c 'import redis'",
+               "/usr/bin/python3 with python3-redis is missing");
 }
 
 // One resp_test_server child, stopped with SIGTERM at the end of the test.
@@ -57,12 +60,13 @@ class ServerProcess {
   ServerProcess(const std::string& dir, const std::string& extra_flags = "") {
     m_socket = dir + "/resp.sock";
     std::string ready = dir + "/ready";
-    std::string command = ccpool::testing::build_binary("resp_test_server") + " --unix " + m_socket +
-                          " --tcp-port -1 --ready-file " + ready + " " + extra_flags;
+    std::string command = ccpool::testing::build_binary("resp_test_server") + " --unix " +
+                          m_socket + " --tcp-port -1 --ready-file " + ready + " " + extra_flags;
     const char* argv[] = {"/bin/sh", "-c", nullptr, nullptr};
     std::string exec_command = "exec " + command;
     argv[2] = exec_command.c_str();
-    if (posix_spawn(&m_pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) m_pid = -1;
+    if (posix_spawn(&m_pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0)
+      m_pid = -1;
     for (int i = 0; i < 1000 && m_pid > 0; ++i) {  // up to 10 s for the ready file
       auto port = read_file(ready);
       if (port && !port->empty()) {
@@ -83,7 +87,9 @@ class ServerProcess {
   const std::string& socket() const { return m_socket; }
   int port() const { return m_port; }
   std::string cli_unix() const { return "redis-cli -s " + m_socket + " "; }
-  std::string cli_tcp() const { return "redis-cli -h 127.0.0.1 -p " + std::to_string(m_port) + " "; }
+  std::string cli_tcp() const {
+    return "redis-cli -h 127.0.0.1 -p " + std::to_string(m_port) + " ";
+  }
 
  private:
   pid_t m_pid = -1;
@@ -91,7 +97,9 @@ class ServerProcess {
   int m_port = 0;
 };
 
-std::string script(const std::string& name) { return std::string(CCPOOL_SOURCE_DIR) + "/tests/resp/" + name; }
+std::string script(const std::string& name) {
+  return std::string(CCPOOL_SOURCE_DIR) + "/tests/resp/" + name;
+}
 
 TEST(RedisCli, SetGetMgetMsetDelExistsAndErrors) {
   require_redis_cli();
@@ -109,7 +117,8 @@ TEST(RedisCli, SetGetMgetMsetDelExistsAndErrors) {
     EXPECT_EQ(shell(cli + "SET n w NX").text, "\n");  // nil
     EXPECT_EQ(shell(cli + "SET x v XX").text, "\n");
     EXPECT_EQ(shell(cli + "DEL n").text, "1\n");
-    EXPECT_EQ(shell(cli + "FOO bar baz").text, "ERR unknown command 'FOO', with args beginning with: 'bar' 'baz' \n\n");
+    EXPECT_EQ(shell(cli + "FOO bar baz").text,
+              "ERR unknown command 'FOO', with args beginning with: 'bar' 'baz' \n\n");
     EXPECT_EQ(shell(cli + "GET").text, "ERR wrong number of arguments for 'get' command\n\n");
     EXPECT_EQ(shell(cli + "SET k v EX 0").text, "ERR invalid expire time in 'set' command\n\n");
   }
@@ -140,8 +149,9 @@ TEST(RedisCli, PipeModeSendsTenThousandCommandsInOneStream) {
     std::ofstream out(input, std::ios::binary);
     for (int i = 0; i < 10000; ++i) {
       std::string key = "pipe:" + std::to_string(i), value = std::to_string(i * 7);
-      out << "*3\r\n$3\r\nSET\r\n$" << key.size() << "\r\n" << key << "\r\n$" << value.size() << "\r\n" << value
-          << "\r\n";
+      out << "*3\r\n$3\r\nSET\r\n$" << key.size() << "\r\n"
+          << key << "\r\n$" << value.size() << "\r\n"
+          << value << "\r\n";
     }
   }
   Output piped = shell(server.cli_tcp() + "--pipe < " + input);
@@ -154,8 +164,8 @@ TEST(RedisPy, FullCheckOverUnixSocketUrlAndTcp) {
   require_redis_py();
   ServerProcess server(ccpool::testing::scratch_dir());
   ASSERT_TRUE(server.ready());
-  Output out = shell("/usr/bin/python3 " + script("redis_py_check.py") + " --unix " + server.socket() + " --port " +
-                     std::to_string(server.port()));
+  Output out = shell("/usr/bin/python3 " + script("redis_py_check.py") + " --unix " +
+                     server.socket() + " --port " + std::to_string(server.port()));
   EXPECT_EQ(out.status, 0) << out.text;
   EXPECT_NE(out.text.find("0 failure(s)"), std::string::npos) << out.text;
 }
@@ -164,8 +174,8 @@ TEST(RedisPy, InductorAndTritonRemoteCacheCalls) {
   require_redis_py();
   ServerProcess server(ccpool::testing::scratch_dir());
   ASSERT_TRUE(server.ready());
-  Output out = shell("/usr/bin/python3 " + script("framework_compat_check.py") + " --unix " + server.socket() +
-                     " --port " + std::to_string(server.port()));
+  Output out = shell("/usr/bin/python3 " + script("framework_compat_check.py") + " --unix " +
+                     server.socket() + " --port " + std::to_string(server.port()));
   EXPECT_EQ(out.status, 0) << out.text;
   EXPECT_NE(out.text.find("0 failure(s)"), std::string::npos) << out.text;
 }
@@ -174,13 +184,16 @@ TEST(RedisPy, InductorAndTritonRemoteCacheCalls) {
 // any same-uid SSRF, can make an HTTP client send its request to the front's
 // TCP port. Its lines must never run as commands. Real curl, then a Redis
 // client checks that nothing was written.
-void require_curl() { require_tool("command -v curl", "curl is missing"); }
+void require_curl() {
+  require_tool("command -v curl", "curl is missing");
+}
 
 std::string write_body(const std::string& dir, const std::string& keys_prefix) {
   std::string path = dir + "/body.txt";
   std::ofstream out(path, std::ios::binary);
   out << "SET " << keys_prefix << "1 pwned\r\n"
-      << "*3\r\n$3\r\nSET\r\n$" << keys_prefix.size() + 1 << "\r\n" << keys_prefix << "2\r\n$5\r\npwned\r\n";
+      << "*3\r\n$3\r\nSET\r\n$" << keys_prefix.size() + 1 << "\r\n"
+      << keys_prefix << "2\r\n$5\r\npwned\r\n";
   return path;
 }
 
@@ -192,8 +205,8 @@ TEST(CrossProtocol, CurlPostToTheTcpPortRunsNothing) {
   ASSERT_TRUE(server.ready());
   std::string body = write_body(dir, "post:");
   // What a browser's form POST sends; curl gives up on the non-HTTP answer (or the close).
-  Output post = shell("curl -s -m 20 -o /dev/null --data-binary @" + body + " http://127.0.0.1:" +
-                      std::to_string(server.port()) + "/");
+  Output post = shell("curl -s -m 20 -o /dev/null --data-binary @" + body +
+                      " http://127.0.0.1:" + std::to_string(server.port()) + "/");
   EXPECT_NE(post.status, 28) << "curl timed out: the front kept the connection open\n" << post.text;
   EXPECT_EQ(shell(server.cli_unix() + "EXISTS post:1 post:2").text, "0\n");
   // A Redis client still works on TCP.
@@ -239,12 +252,14 @@ TEST(CrossUid, RedisCliOfAnotherUidIsRefusedOnBothListeners) {
   Output tcp = shell(kAsNobody + server.cli_tcp() + "SET stolen 1");
   EXPECT_NE(tcp.text.find("refused peer uid 65534"), std::string::npos) << tcp.text;
   Output unix_closed = shell(kAsNobody + server.cli_unix() + "PING");
-  EXPECT_NE(unix_closed.text.find("Permission denied"), std::string::npos) << unix_closed.text;  // 0600 socket
+  EXPECT_NE(unix_closed.text.find("Permission denied"), std::string::npos)
+      << unix_closed.text;                             // 0600 socket
   ASSERT_EQ(chmod(server.socket().c_str(), 0666), 0);  // let SO_PEERCRED do the refusing
   Output unix_open = shell(kAsNobody + server.cli_unix() + "SET stolen 1");
   EXPECT_EQ(unix_open.text.find("OK"), std::string::npos) << unix_open.text;
   EXPECT_EQ(shell(server.cli_unix() + "EXISTS stolen").text, "0\n");
-  EXPECT_NE(shell(server.cli_unix() + "INFO stats").text.find("ccpool_refused_peers:2"), std::string::npos);
+  EXPECT_NE(shell(server.cli_unix() + "INFO stats").text.find("ccpool_refused_peers:2"),
+            std::string::npos);
 }
 
 TEST(CrossUid, PythonOfAnotherUidNeedsThePasswordOnTcp) {
@@ -255,12 +270,14 @@ TEST(CrossUid, PythonOfAnotherUidNeedsThePasswordOnTcp) {
   ServerProcess server(dir, "--password pw");
   ASSERT_TRUE(server.ready());
   std::string port = std::to_string(server.port());
-  Output without = shell(kAsNobody + std::string("/usr/bin/python3 -c \"import redis; redis.Redis(port=") + port +
-                         ").set('k', 'v')\"");
+  Output without =
+      shell(kAsNobody + std::string("/usr/bin/python3 -c \"import redis; redis.Redis(port=") +
+            port + ").set('k', 'v')\"");
   EXPECT_NE(without.status, 0);
   EXPECT_NE(without.text.find("Authentication required"), std::string::npos) << without.text;
-  Output with = shell(kAsNobody + std::string("/usr/bin/python3 -c \"import redis; r = redis.Redis(port=") + port +
-                      ", password='pw'); assert r.set('k', 'v'); assert r.get('k') == b'v'\"");
+  Output with =
+      shell(kAsNobody + std::string("/usr/bin/python3 -c \"import redis; r = redis.Redis(port=") +
+            port + ", password='pw'); assert r.set('k', 'v'); assert r.get('k') == b'v'\"");
   EXPECT_EQ(with.status, 0) << with.text;
 }
 

@@ -23,7 +23,8 @@ using namespace ccpool::resp::testing;
 // thread) says so, like a store that commits in batches.
 class HeldKv : public InMemoryKv {
  public:
-  void set_async(std::string_view key, std::string_view value, int64_t expires_at_ms, SetDone done) override {
+  void set_async(std::string_view key, std::string_view value, int64_t expires_at_ms,
+                 SetDone done) override {
     std::lock_guard lock(m_mutex);
     m_pending.push_back({std::string(key), std::string(value), expires_at_ms, std::move(done)});
     m_cv.notify_all();
@@ -95,7 +96,8 @@ class DeferredSetTest : public ::testing::Test {
 TEST_F(DeferredSetTest, ReplyWaitsForTheWriteAndALaterGetSeesIt) {
   UniqueFd fd = connect_unix(m_front->unix_path());
   ASSERT_TRUE(fd);
-  ASSERT_TRUE(send_all(fd.get(), command({"SET", "k", "v1"}) + command({"GET", "k"}) + command({"PING"})));
+  ASSERT_TRUE(
+      send_all(fd.get(), command({"SET", "k", "v1"}) + command({"GET", "k"}) + command({"PING"})));
   m_kv.wait_for(1);
   EXPECT_TRUE(silent_for(fd.get(), 200));  // neither the SET's reply nor the GET behind it
   EXPECT_EQ(m_kv.pending(), 1u);
@@ -123,12 +125,15 @@ TEST_F(DeferredSetTest, RefusedWritesAnswerErrorsInOrderAndNeverOk) {
   UniqueFd fd = connect_unix(m_front->unix_path());
   ASSERT_TRUE(fd);
   // SETs pipeline behind each other; the bad one is answered at once, but in its place.
-  std::string request = command({"SET", "a", "1"}) + command({"SET", "b", "2", "BOGUS"}) + command({"SET", "c", "3"});
+  std::string request =
+      command({"SET", "a", "1"}) + command({"SET", "b", "2", "BOGUS"}) + command({"SET", "c", "3"});
   ASSERT_TRUE(send_all(fd.get(), request));
   m_kv.wait_for(2);
   EXPECT_TRUE(silent_for(fd.get(), 100));
   EXPECT_EQ(m_kv.complete_all(false), 2u);
-  std::string refused = "-ERR the ccpool store refused the value (store full or unavailable; see the service log)\r\n";
+  std::string refused =
+      "-ERR the ccpool store refused the value (store full or unavailable; see the service "
+      "log)\r\n";
   std::string expected = refused + "-ERR syntax error\r\n" + refused;
   EXPECT_EQ(read_exact(fd.get(), expected.size()), expected);
   EXPECT_EQ(round_trip(fd.get(), command({"EXISTS", "a", "c"}), 4), ":0\r\n");

@@ -64,7 +64,8 @@ TEST_F(LeaseTest, AKeyWithAValueIsServedWithoutALease) {
   start();
   UniqueFd fd = client();
   EXPECT_EQ(round_trip(fd.get(), command({"SET", "k", "v"}), 5), "+OK\r\n");
-  EXPECT_EQ(round_trip(fd.get(), command({"CCPOOL.LEASE", "k", "1000"}), bulk("v").size()), bulk("v"));
+  EXPECT_EQ(round_trip(fd.get(), command({"CCPOOL.LEASE", "k", "1000"}), bulk("v").size()),
+            bulk("v"));
   EXPECT_EQ(m_front->lease_stats().leads, 0u);
 }
 
@@ -128,8 +129,8 @@ TEST_F(LeaseTest, CommandsBehindAWaitingLeaseAnswerAfterIt) {
   start();
   UniqueFd leader = client(), waiter = client();
   EXPECT_EQ(round_trip(leader.get(), command({"CCPOOL.LEASE", "k", "0"}), 7), "+LEAD\r\n");
-  ASSERT_TRUE(send_all(waiter.get(), command({"CCPOOL.LEASE", "k", "60000"}) + command({"GET", "k"}) +
-                                         command({"PING"})));
+  ASSERT_TRUE(send_all(waiter.get(), command({"CCPOOL.LEASE", "k", "60000"}) +
+                                         command({"GET", "k"}) + command({"PING"})));
   EXPECT_TRUE(silent_for(waiter.get(), 200));
   EXPECT_EQ(round_trip(leader.get(), command({"SET", "k", "v"}), 5), "+OK\r\n");
   std::string expected = bulk("v") + bulk("v") + "+PONG\r\n";
@@ -151,7 +152,8 @@ TEST_F(LeaseTest, ABadWaitIsAnError) {
   UniqueFd fd = client();
   std::string expected = "-ERR value is not an integer or out of range\r\n";
   EXPECT_EQ(round_trip(fd.get(), command({"CCPOOL.LEASE", "k", "-1"}), expected.size()), expected);
-  EXPECT_EQ(round_trip(fd.get(), command({"CCPOOL.LEASE", "k", "soon"}), expected.size()), expected);
+  EXPECT_EQ(round_trip(fd.get(), command({"CCPOOL.LEASE", "k", "soon"}), expected.size()),
+            expected);
   EXPECT_EQ(m_front->lease_stats().keys_in_flight, 0u);
 }
 

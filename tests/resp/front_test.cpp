@@ -2,8 +2,8 @@
 // input, limits, the socket file, and peer-uid refusal.
 #include "resp/front.h"
 
-#include <gtest/gtest.h>
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -24,7 +24,8 @@ using namespace ccpool::resp::testing;
 class FrontTest : public ::testing::Test {
  protected:
   void start(FrontOptions options = {}) {
-    if (options.unix_path.empty()) options.unix_path = ccpool::testing::scratch_dir() + "/resp.sock";
+    if (options.unix_path.empty())
+      options.unix_path = ccpool::testing::scratch_dir() + "/resp.sock";
     if (options.tcp_port == 0) options.tcp_port = -1;
     auto front = Front::start(options, m_kv);
     ASSERT_TRUE(front.has_value()) << front.error().message;
@@ -95,8 +96,9 @@ TEST_F(FrontTest, ProtocolErrorClosesOnlyThatConnection) {
 // text lines to a loopback port, never a well-formed array first.
 TEST_F(FrontTest, HttpRequestsCloseTheConnectionUnexecutedOnBothListeners) {
   start();
-  const std::string http = "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 20\r\n\r\nSET http 1\r\n" +
-                           command({"SET", "http2", "1"});
+  const std::string http =
+      "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 20\r\n\r\nSET http 1\r\n" +
+      command({"SET", "http2", "1"});
   UniqueFd tcp = connect_tcp(m_front->tcp_port());
   UniqueFd local = connect_unix(m_front->unix_path());
   ASSERT_TRUE(tcp && local);
@@ -106,7 +108,8 @@ TEST_F(FrontTest, HttpRequestsCloseTheConnectionUnexecutedOnBothListeners) {
   EXPECT_EQ(read_to_close(local.get()), "");
   // A Host: line after well-formed commands closes too (redis-server checks every command).
   UniqueFd later = connect_tcp(m_front->tcp_port());
-  ASSERT_TRUE(send_all(later.get(), command({"PING"}) + "Host: example\r\n" + command({"SET", "http3", "1"})));
+  ASSERT_TRUE(send_all(later.get(),
+                       command({"PING"}) + "Host: example\r\n" + command({"SET", "http3", "1"})));
   EXPECT_EQ(read_to_close(later.get()), "+PONG\r\n");
   EXPECT_EQ(m_kv.size(), 0u);
   EXPECT_EQ(m_front->counters().cross_protocol, 3u);
@@ -117,7 +120,8 @@ TEST_F(FrontTest, OnTcpNoInlineCommandBeforeTheFirstArray) {
   start();
   UniqueFd first_inline = connect_tcp(m_front->tcp_port());
   ASSERT_TRUE(first_inline);
-  ASSERT_TRUE(send_all(first_inline.get(), "PUT / HTTP/1.0\r\nSET put 1\r\n" + command({"SET", "put2", "1"})));
+  ASSERT_TRUE(send_all(first_inline.get(),
+                       "PUT / HTTP/1.0\r\nSET put 1\r\n" + command({"SET", "put2", "1"})));
   std::string refused = read_to_close(first_inline.get());
   EXPECT_EQ(refused.rfind("-ERR ccpool front: ", 0), 0u) << refused;
   EXPECT_EQ(m_kv.size(), 0u);
@@ -125,8 +129,10 @@ TEST_F(FrontTest, OnTcpNoInlineCommandBeforeTheFirstArray) {
   // After an array command, inline commands are served (redis-cli typed by hand, keep-alives).
   UniqueFd resp_first = connect_tcp(m_front->tcp_port());
   ASSERT_TRUE(resp_first);
-  EXPECT_EQ(round_trip(resp_first.get(), command({"PING"}) + "SET ok 1\r\n", 12), "+PONG\r\n+OK\r\n");
-  // The Unix socket (mode 0600, same uid only, unreachable from a browser) takes inline commands first.
+  EXPECT_EQ(round_trip(resp_first.get(), command({"PING"}) + "SET ok 1\r\n", 12),
+            "+PONG\r\n+OK\r\n");
+  // The Unix socket (mode 0600, same uid only, unreachable from a browser) takes inline commands
+  // first.
   UniqueFd local = connect_unix(m_front->unix_path());
   ASSERT_TRUE(local);
   EXPECT_EQ(round_trip(local.get(), "PING\r\n", 7), "+PONG\r\n");
@@ -149,8 +155,8 @@ TEST_F(FrontTest, ValueOverTheLimitIsRefusedAndTheConnectionContinues) {
   start(options);
   UniqueFd fd = connect_unix(m_front->unix_path());
   std::string expected = "-ERR value too large\r\n+OK\r\n" + bulk("small");
-  std::string request = command({"SET", "big", std::string(5000, 'x')}) + command({"SET", "s", "small"}) +
-                        command({"GET", "s"});
+  std::string request = command({"SET", "big", std::string(5000, 'x')}) +
+                        command({"SET", "s", "small"}) + command({"GET", "s"});
   EXPECT_EQ(round_trip(fd.get(), request, expected.size()), expected);
   EXPECT_FALSE(m_kv.exists("big"));
 }
@@ -161,7 +167,8 @@ TEST_F(FrontTest, LargeRepliesToAClientThatReadsLate) {
   m_kv.set("big", value, 0);
   UniqueFd fd = connect_unix(m_front->unix_path());
   std::string request;
-  for (int i = 0; i < 24; ++i) request += command({"GET", "big"});  // 24 MiB of replies, past the high-water mark
+  for (int i = 0; i < 24; ++i)
+    request += command({"GET", "big"});  // 24 MiB of replies, past the high-water mark
   ASSERT_TRUE(send_all(fd.get(), request));
   shutdown(fd.get(), SHUT_WR);  // half-close: every reply must still arrive
   std::string got = read_to_close(fd.get());
@@ -192,7 +199,8 @@ TEST_F(FrontTest, ConnectionsOverTheLimitAreRefused) {
 TEST_F(FrontTest, SocketFileIsPrivateReplacedWhenStaleAndRemovedOnStop) {
   std::string path = ccpool::testing::scratch_dir() + "/resp.sock";
   {
-    UniqueFd stale(socket(AF_UNIX, SOCK_STREAM, 0));  // bound, never listening: a crashed front's file
+    UniqueFd stale(
+        socket(AF_UNIX, SOCK_STREAM, 0));  // bound, never listening: a crashed front's file
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
@@ -206,7 +214,8 @@ TEST_F(FrontTest, SocketFileIsPrivateReplacedWhenStaleAndRemovedOnStop) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   auto second = Front::start(options, m_kv);
   ASSERT_FALSE(second.has_value());
-  EXPECT_NE(second.error().message.find("already serves"), std::string::npos) << second.error().message;
+  EXPECT_NE(second.error().message.find("already serves"), std::string::npos)
+      << second.error().message;
   m_front.reset();
   EXPECT_FALSE(path_exists(path));
 }
@@ -240,10 +249,14 @@ TEST(PeerTest, ProcNetTcpLineOfThePeerNamesItsUid) {
   local.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   local.sin_port = htons(6379);
   std::string table =
-      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
-      "   0: 0100007F:18EB 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1\n"
-      "   1: 0100007F:18EB 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 2 1\n"
-      "   2: 0100007F:9C40 0100007F:18EB 01 00000000:00000000 00:00000000 00000000  1234        0 3 1\n";
+      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout "
+      "inode\n"
+      "   0: 0100007F:18EB 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 "
+      "1 1\n"
+      "   1: 0100007F:18EB 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 "
+      "2 1\n"
+      "   2: 0100007F:9C40 0100007F:18EB 01 00000000:00000000 00:00000000 00000000  1234        0 "
+      "3 1\n";
   auto uid = uid_from_proc_net_tcp(table, peer, local);
   ASSERT_TRUE(uid.has_value()) << uid.error().message;
   EXPECT_EQ(*uid, 1234u);
@@ -257,13 +270,16 @@ TEST(PeerTest, ProcNetTcpLineOfThePeerNamesItsUid) {
 int ping_as_nobody(const sockaddr* addr, socklen_t len, int family, const char* extra) {
   pid_t pid = fork();
   if (pid == 0) {
-    if (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0) {
+    if (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+        setresuid(65534, 65534, 65534) != 0) {
       _exit(4);
     }
     int fd = socket(family, SOCK_STREAM, 0);
     if (connect(fd, addr, len) != 0) _exit(2);
-    if (extra) [[maybe_unused]] ssize_t w = send(fd, extra, strlen(extra), MSG_NOSIGNAL);
-    const char ping[] = "*1\r\n$4\r\nPING\r\n";  // an array, as Redis clients send (TCP refuses inline first)
+    if (extra) [[maybe_unused]]
+      ssize_t w = send(fd, extra, strlen(extra), MSG_NOSIGNAL);
+    const char ping[] =
+        "*1\r\n$4\r\nPING\r\n";  // an array, as Redis clients send (TCP refuses inline first)
     [[maybe_unused]] ssize_t w = send(fd, ping, sizeof(ping) - 1, MSG_NOSIGNAL);
     char reply[256] = {};
     size_t got = 0;
@@ -339,8 +355,10 @@ TEST_F(PreAuthTest, RequestsBeforeAuthAreSmall) {
   send_all(big.get(), "*2\r\n$4\r\nAUTH\r\n$100000\r\n" + std::string(100000, 'x') + "\r\n");
   EXPECT_EQ(read_to_close(big.get()), "-ERR value too large\r\n");
   UniqueFd line = open();
-  send_all(line.get(), "AUTH " + std::string(3 * kPreAuthMaxBytes, 'x'));  // no newline: it would wait
-  EXPECT_EQ(read_to_close(line.get()), "-ERR Protocol error: unauthenticated request too large\r\n");
+  send_all(line.get(),
+           "AUTH " + std::string(3 * kPreAuthMaxBytes, 'x'));  // no newline: it would wait
+  EXPECT_EQ(read_to_close(line.get()),
+            "-ERR Protocol error: unauthenticated request too large\r\n");
   EXPECT_EQ(m_front->counters().protocol_errors, 3u);
   // Authenticated, the same connection takes big values again.
   UniqueFd good = open();
@@ -387,7 +405,9 @@ TEST(CrossUidTest, OtherUidOnTcpGetsInOnlyWithThePassword) {
   in.sin_port = htons(static_cast<uint16_t>((*front)->tcp_port()));
   in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   EXPECT_EQ(ping_as_nobody(reinterpret_cast<sockaddr*>(&in), sizeof(in), AF_INET, nullptr), 3);
-  EXPECT_EQ(ping_as_nobody(reinterpret_cast<sockaddr*>(&in), sizeof(in), AF_INET, "*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n"), 0);
+  EXPECT_EQ(ping_as_nobody(reinterpret_cast<sockaddr*>(&in), sizeof(in), AF_INET,
+                           "*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n"),
+            0);
   EXPECT_EQ((*front)->counters().refused_peers, 0u);
 }
 

@@ -24,7 +24,9 @@ std::vector<Args> drain(RespParser& parser) {
 
 TEST(RespParser, ParsesPipelinedArrays) {
   RespParser parser(1 << 20, 1024);
-  parser.feed("*1\r\n$4\r\nPING\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+  parser.feed(
+      "*1\r\n$4\r\nPING\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\n*2\r\n$3\r\nGET\r\n$"
+      "1\r\nk\r\n");
   auto commands = drain(parser);
   ASSERT_EQ(commands.size(), 3u);
   EXPECT_EQ(commands[0], (Args{"PING"}));
@@ -36,7 +38,8 @@ TEST(RespParser, ParsesPipelinedArrays) {
 TEST(RespParser, SplitReadsByteByByteGiveTheSameCommands) {
   std::string value;
   for (int i = 0; i < 256; ++i) value.push_back(static_cast<char>(i));  // CR, LF and NUL inside
-  std::string wire = "*3\r\n$3\r\nSET\r\n$3\r\nbin\r\n$256\r\n" + value + "\r\nPING inline\r\n*1\r\n$4\r\nQUIT\r\n";
+  std::string wire = "*3\r\n$3\r\nSET\r\n$3\r\nbin\r\n$256\r\n" + value +
+                     "\r\nPING inline\r\n*1\r\n$4\r\nQUIT\r\n";
   RespParser parser(1 << 20, 1024);
   std::vector<Args> commands;
   for (char c : wire) {
@@ -110,15 +113,16 @@ TEST_P(RespParserRejects, WithRedisText) {
 
 INSTANTIATE_TEST_SUITE_P(
     Malformed, RespParserRejects,
-    ::testing::Values(BadInput{"*1\r\n$-5\r\n", "Protocol error: invalid bulk length"},
-                      BadInput{"*1\r\n$-1\r\n", "Protocol error: invalid bulk length"},
-                      BadInput{"*-2\r\n", "Protocol error: invalid multibulk length"},
-                      BadInput{"*x\r\n", "Protocol error: invalid multibulk length"},
-                      BadInput{"*2000\r\n", "Protocol error: invalid multibulk length"},  // over max_args
-                      BadInput{"*1\r\n$+3\r\n", "Protocol error: invalid bulk length"},
-                      BadInput{"*1\r\n:3\r\n", "Protocol error: expected '$', got ':'"},
-                      BadInput{"*1\r\n$99999999999999999999\r\n", "Protocol error: invalid bulk length"},
-                      BadInput{"*1\r\n$1099511627776\r\n", "Protocol error: invalid bulk length"}));
+    ::testing::Values(
+        BadInput{"*1\r\n$-5\r\n", "Protocol error: invalid bulk length"},
+        BadInput{"*1\r\n$-1\r\n", "Protocol error: invalid bulk length"},
+        BadInput{"*-2\r\n", "Protocol error: invalid multibulk length"},
+        BadInput{"*x\r\n", "Protocol error: invalid multibulk length"},
+        BadInput{"*2000\r\n", "Protocol error: invalid multibulk length"},  // over max_args
+        BadInput{"*1\r\n$+3\r\n", "Protocol error: invalid bulk length"},
+        BadInput{"*1\r\n:3\r\n", "Protocol error: expected '$', got ':'"},
+        BadInput{"*1\r\n$99999999999999999999\r\n", "Protocol error: invalid bulk length"},
+        BadInput{"*1\r\n$1099511627776\r\n", "Protocol error: invalid bulk length"}));
 
 TEST(RespParser, EmptyAndNullArraysAreSkipped) {
   RespParser parser(1 << 20, 1024);
@@ -152,7 +156,8 @@ TEST(RespParser, HugeDeclaredLengthAllocatesNothing) {
   ASSERT_TRUE(next.has_value());
   EXPECT_FALSE(next->has_value());
   size_t after = mallinfo2().uordblks;
-  EXPECT_LT(after - std::min(after, before), 1u << 20) << "bytes allocated for a 200 MiB declaration";
+  EXPECT_LT(after - std::min(after, before), 1u << 20)
+      << "bytes allocated for a 200 MiB declaration";
   EXPECT_EQ(parser.buffered(), 3u);
 }
 
@@ -175,7 +180,8 @@ TEST(RespParser, OversizedBulkIsAnsweredAndSkippedAsItArrives) {
 
 TEST(RespParser, LaterArgumentsOfAnOversizedCommandAreDroppedToo) {
   RespParser parser(16, 1024);
-  parser.feed("*4\r\n$4\r\nMSET\r\n$40\r\n" + std::string(40, 'v') + "\r\n$1\r\nk\r\n$2\r\nok\r\nPING\r\n");
+  parser.feed("*4\r\n$4\r\nMSET\r\n$40\r\n" + std::string(40, 'v') +
+              "\r\n$1\r\nk\r\n$2\r\nok\r\nPING\r\n");
   auto too_large = parser.next();
   ASSERT_FALSE(too_large.has_value());
   EXPECT_EQ(too_large.error().code, ErrorCode::kFull);
@@ -201,7 +207,8 @@ TEST(RespParser, GarbageBytesNeverCrashAndEndInErrorOrWait) {
     for (int i = 0; i < 512; ++i) {
       state = state * 1103515245 + 12345;
       const char alphabet[] = "*$\r\n0123456789-+:abc \"'\\x";
-      soup.push_back(round % 2 ? static_cast<char>(state >> 24) : alphabet[(state >> 24) % (sizeof(alphabet) - 1)]);
+      soup.push_back(round % 2 ? static_cast<char>(state >> 24)
+                               : alphabet[(state >> 24) % (sizeof(alphabet) - 1)]);
     }
     parser.feed(soup);
     for (int guard = 0; guard < 1000; ++guard) {

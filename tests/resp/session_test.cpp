@@ -12,7 +12,8 @@ namespace {
 class SessionTest : public ::testing::Test {
  protected:
   explicit SessionTest(std::string password = "")
-      : m_kv([this] { return m_now; }), m_shared(m_kv, std::move(password), [this] { return m_now; }),
+      : m_kv([this] { return m_now; }),
+        m_shared(m_kv, std::move(password), [this] { return m_now; }),
         m_session(m_shared) {}
 
   std::string run(std::vector<std::string> argv) {
@@ -32,7 +33,8 @@ TEST_F(SessionTest, PingEchoAndUnknownCommands) {
   EXPECT_EQ(run({"ping", "hi"}), "$2\r\nhi\r\n");
   EXPECT_EQ(run({"ECHO", "a\r\nb"}), "$4\r\na\r\nb\r\n");
   EXPECT_EQ(run({"FLUSHALL"}), "-ERR unknown command 'FLUSHALL', with args beginning with: \r\n");
-  EXPECT_EQ(run({"foo", "a", "b\r\nc"}), "-ERR unknown command 'foo', with args beginning with: 'a' 'b  c' \r\n");
+  EXPECT_EQ(run({"foo", "a", "b\r\nc"}),
+            "-ERR unknown command 'foo', with args beginning with: 'a' 'b  c' \r\n");
 }
 
 TEST_F(SessionTest, WrongArityUsesRedisText) {
@@ -41,7 +43,8 @@ TEST_F(SessionTest, WrongArityUsesRedisText) {
   EXPECT_EQ(run({"SET", "k"}), "-ERR wrong number of arguments for 'set' command\r\n");
   EXPECT_EQ(run({"MSET", "a", "1", "b"}), "-ERR wrong number of arguments for 'mset' command\r\n");
   EXPECT_EQ(run({"ping", "a", "b"}), "-ERR wrong number of arguments for 'ping' command\r\n");
-  EXPECT_EQ(run({"CLIENT", "SETNAME"}), "-ERR wrong number of arguments for 'client|setname' command\r\n");
+  EXPECT_EQ(run({"CLIENT", "SETNAME"}),
+            "-ERR wrong number of arguments for 'client|setname' command\r\n");
 }
 
 TEST_F(SessionTest, SetGetMgetMsetDelExists) {
@@ -90,10 +93,12 @@ TEST_F(SessionTest, ExpiryFollowsTheClock) {
 }
 
 TEST_F(SessionTest, BadExpiryArguments) {
-  EXPECT_EQ(run({"SET", "k", "v", "EX", "abc"}), "-ERR value is not an integer or out of range\r\n");
+  EXPECT_EQ(run({"SET", "k", "v", "EX", "abc"}),
+            "-ERR value is not an integer or out of range\r\n");
   EXPECT_EQ(run({"SET", "k", "v", "EX", "0"}), "-ERR invalid expire time in 'set' command\r\n");
   EXPECT_EQ(run({"SET", "k", "v", "PX", "-5"}), "-ERR invalid expire time in 'set' command\r\n");
-  EXPECT_EQ(run({"SET", "k", "v", "EX", "9223372036854775807"}), "-ERR invalid expire time in 'set' command\r\n");
+  EXPECT_EQ(run({"SET", "k", "v", "EX", "9223372036854775807"}),
+            "-ERR invalid expire time in 'set' command\r\n");
   EXPECT_EQ(run({"SET", "k", "v", "EX"}), "-ERR syntax error\r\n");
   EXPECT_EQ(run({"EXPIRE", "k", "x"}), "-ERR value is not an integer or out of range\r\n");
   EXPECT_EQ(run({"EXISTS", "k"}), ":0\r\n");
@@ -146,9 +151,12 @@ TEST_F(AuthSessionTest, EverythingButAuthHelloQuitNeedsAuth) {
   EXPECT_EQ(run({"GET", "k"}), "-NOAUTH Authentication required.\r\n");
   EXPECT_EQ(run({"PING"}), "-NOAUTH Authentication required.\r\n");
   EXPECT_EQ(run({"HELLO", "2"}).substr(0, 8), "-NOAUTH ");
-  EXPECT_EQ(run({"AUTH", "wrong"}), "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
-  EXPECT_EQ(run({"AUTH", "s3cre"}), "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
-  EXPECT_EQ(run({"AUTH", "other", "s3cret"}), "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+  EXPECT_EQ(run({"AUTH", "wrong"}),
+            "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+  EXPECT_EQ(run({"AUTH", "s3cre"}),
+            "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+  EXPECT_EQ(run({"AUTH", "other", "s3cret"}),
+            "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
   EXPECT_EQ(run({"AUTH", "default", "s3cret"}), "+OK\r\n");
   EXPECT_EQ(run({"SET", "k", "v"}), "+OK\r\n");
 }
@@ -165,15 +173,18 @@ TEST_F(AuthSessionTest, HelloCanAuthenticate) {
 TEST_F(AuthSessionTest, WrongPasswordsOnAnyConnectionsLockAuthFrontWide) {
   const std::string wrong = "-WRONGPASS invalid username-password pair or user is disabled.\r\n";
   auto attempt = [&](const std::string& password) {
-    Session fresh(m_shared);  // a new connection for every try: the per-connection limit never bites
+    Session fresh(
+        m_shared);  // a new connection for every try: the per-connection limit never bites
     std::vector<std::string> argv{"AUTH", password};
     std::string out;
     fresh.execute(argv, out);
     return out;
   };
-  for (int i = 0; i < AuthBudget::kFailures; ++i) EXPECT_EQ(attempt("guess" + std::to_string(i)), wrong) << i;
+  for (int i = 0; i < AuthBudget::kFailures; ++i)
+    EXPECT_EQ(attempt("guess" + std::to_string(i)), wrong) << i;
   EXPECT_EQ(attempt("s3cret"),
-            "-ERR too many wrong AUTH passwords on this ccpool front; AUTH is refused for 1000 ms more\r\n");
+            "-ERR too many wrong AUTH passwords on this ccpool front; AUTH is refused for 1000 ms "
+            "more\r\n");
   m_now += 999;
   EXPECT_EQ(attempt("s3cret").substr(0, 40), "-ERR too many wrong AUTH passwords on th");
   m_now += 1;
@@ -181,14 +192,16 @@ TEST_F(AuthSessionTest, WrongPasswordsOnAnyConnectionsLockAuthFrontWide) {
   // The next lockout lasts twice as long; the ones after double up to 60 s.
   for (int i = 0; i < AuthBudget::kFailures; ++i) EXPECT_EQ(attempt("again"), wrong);
   EXPECT_EQ(attempt("s3cret"),
-            "-ERR too many wrong AUTH passwords on this ccpool front; AUTH is refused for 2000 ms more\r\n");
+            "-ERR too many wrong AUTH passwords on this ccpool front; AUTH is refused for 2000 ms "
+            "more\r\n");
   int64_t lockout = 2000;
   for (int round = 0; round < 8; ++round) {
     m_now += lockout;
     for (int i = 0; i < AuthBudget::kFailures; ++i) EXPECT_EQ(attempt("again"), wrong);
     lockout = std::min<int64_t>(lockout * 2, AuthBudget::kMaxLockoutMs);
-    EXPECT_EQ(attempt("s3cret"), "-ERR too many wrong AUTH passwords on this ccpool front; AUTH is refused for " +
-                                     std::to_string(lockout) + " ms more\r\n");
+    EXPECT_EQ(attempt("s3cret"),
+              "-ERR too many wrong AUTH passwords on this ccpool front; AUTH is refused for " +
+                  std::to_string(lockout) + " ms more\r\n");
   }
   EXPECT_EQ(lockout, 60'000);
   EXPECT_EQ(m_shared.auth_budget.lockouts(), 10u);
@@ -205,11 +218,13 @@ TEST_F(AuthSessionTest, WrongPasswordsOnAnyConnectionsLockAuthFrontWide) {
   m_now += AuthBudget::kForgetMs + 60'000;
   for (int i = 0; i < AuthBudget::kFailures; ++i) EXPECT_EQ(attempt("later"), wrong);
   EXPECT_EQ(attempt("s3cret"),
-            "-ERR too many wrong AUTH passwords on this ccpool front; AUTH is refused for 1000 ms more\r\n");
+            "-ERR too many wrong AUTH passwords on this ccpool front; AUTH is refused for 1000 ms "
+            "more\r\n");
 }
 
 TEST_F(SessionTest, AuthWithoutPasswordConfiguredIsAnError) {
-  EXPECT_EQ(run({"AUTH", "x"}).substr(0, 51), "-ERR AUTH <password> called without any password co");
+  EXPECT_EQ(run({"AUTH", "x"}).substr(0, 51),
+            "-ERR AUTH <password> called without any password co");
 }
 
 }  // namespace

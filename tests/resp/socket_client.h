@@ -61,7 +61,9 @@ inline std::string read_exact(int fd, size_t n) {
 }
 
 // Reads until the peer closes (or 10 s pass without a byte).
-inline std::string read_to_close(int fd) { return read_exact(fd, SIZE_MAX); }
+inline std::string read_to_close(int fd) {
+  return read_exact(fd, SIZE_MAX);
+}
 
 inline std::string command(std::initializer_list<std::string_view> args) {
   std::string wire = "*" + std::to_string(args.size()) + "\r\n";

@@ -30,14 +30,22 @@ int main(int argc, char** argv) {
     std::string flag = argv[i];
     if (i + 1 >= argc) return usage(("missing value for " + flag).c_str());
     std::string value = argv[++i];
-    if (flag == "--unix") options.unix_path = value;
-    else if (flag == "--tcp-port") options.tcp_port = std::atoi(value.c_str());
-    else if (flag == "--password") options.password = value;
-    else if (flag == "--max-value") options.max_value = std::strtoull(value.c_str(), nullptr, 10);
-    else if (flag == "--max-connections") options.max_connections = std::strtoul(value.c_str(), nullptr, 10);
-    else if (flag == "--io-threads") options.io_threads = std::strtoul(value.c_str(), nullptr, 10);
-    else if (flag == "--ready-file") ready_file = value;
-    else return usage(("unknown flag " + flag).c_str());
+    if (flag == "--unix")
+      options.unix_path = value;
+    else if (flag == "--tcp-port")
+      options.tcp_port = std::atoi(value.c_str());
+    else if (flag == "--password")
+      options.password = value;
+    else if (flag == "--max-value")
+      options.max_value = std::strtoull(value.c_str(), nullptr, 10);
+    else if (flag == "--max-connections")
+      options.max_connections = std::strtoul(value.c_str(), nullptr, 10);
+    else if (flag == "--io-threads")
+      options.io_threads = std::strtoul(value.c_str(), nullptr, 10);
+    else if (flag == "--ready-file")
+      ready_file = value;
+    else
+      return usage(("unknown flag " + flag).c_str());
   }
   // Block the stop signals before any thread starts so only sigwait sees them.
   sigset_t stop;
@@ -50,7 +58,8 @@ int main(int argc, char** argv) {
   auto front = ccpool::resp::Front::start(options, kv);
   if (!front) return usage(front.error().message.c_str());
   if (!ready_file.empty()) {
-    auto written = ccpool::write_file_atomic(ready_file, std::to_string((*front)->tcp_port()) + "\n", 0644);
+    auto written =
+        ccpool::write_file_atomic(ready_file, std::to_string((*front)->tcp_port()) + "\n", 0644);
     if (!written) return usage(written.error().message.c_str());
   }
   int signal_number = 0;

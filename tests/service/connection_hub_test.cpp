@@ -40,7 +40,8 @@ class HubTest : public ::testing::Test {
     auto conn = ipc::connect_unix(m_path, deadline);
     EXPECT_TRUE(conn.has_value());
     fd = std::move(*conn);
-    EXPECT_TRUE(ipc::send_frames(fd.get(), ipc::encode(ipc::Hello{}) + ipc::encode(ipc::Ping{}), deadline));
+    EXPECT_TRUE(
+        ipc::send_frames(fd.get(), ipc::encode(ipc::Hello{}) + ipc::encode(ipc::Ping{}), deadline));
     auto hello_ok = ipc::recv_message(fd.get(), reader, deadline);
     EXPECT_TRUE(hello_ok && std::holds_alternative<ipc::HelloOk>(*hello_ok));
     return m_conn.get_future().get();
@@ -64,7 +65,8 @@ TEST_F(HubTest, OtherThreadsRepliesKeepOrder) {
   constexpr int kFrames = 400;
   std::thread sender([&] {
     for (int i = 0; i < kFrames; ++i) {
-      m_hub->send(id, ipc::StatusReply{std::to_string(i) + ":" + std::string(40 * 1024, 'a' + i % 26)});
+      m_hub->send(id,
+                  ipc::StatusReply{std::to_string(i) + ":" + std::string(40 * 1024, 'a' + i % 26)});
       if (i == kFrames / 2) std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   });

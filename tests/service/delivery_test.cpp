@@ -18,7 +18,9 @@
 namespace ccpool::service {
 namespace {
 
-std::string scratch(const std::string& name) { return testing::scratch_dir() + "/" + name; }
+std::string scratch(const std::string& name) {
+  return testing::scratch_dir() + "/" + name;
+}
 
 mode_t mode_of(const std::string& path) {
   struct stat st {};
@@ -104,11 +106,13 @@ TEST(DeliveredMode, FollowsTheUmaskAndNeverSetsSpecialBits) {
 // umask, delivered to requesters with other umasks, against g++ run
 // directly under each (issue 29: a behaviour check, not only the table).
 TEST(DeliveredMode, MatchesWhatTheCompilerCreatesUnderTheRequestersUmask) {
-  ASSERT_EQ(::access("/usr/bin/g++", X_OK), 0) << "/usr/bin/g++ is missing: run scripts/setup-deps.sh";
+  ASSERT_EQ(::access("/usr/bin/g++", X_OK), 0)
+      << "/usr/bin/g++ is missing: run scripts/setup-deps.sh";
   std::string dir = testing::scratch_dir();
   ASSERT_TRUE(write_file_atomic(dir + "/k.cpp", "extern \"C\" int k() { return 1; }\n", 0644));
   auto build = [&](const std::string& umask, const std::string& args, const std::string& out) {
-    std::string cmd = "cd '" + dir + "' && umask " + umask + " && /usr/bin/g++ " + args + " k.cpp -o " + out;
+    std::string cmd =
+        "cd '" + dir + "' && umask " + umask + " && /usr/bin/g++ " + args + " k.cpp -o " + out;
     return std::system(cmd.c_str());
   };
   for (const auto& [args, name] : {std::pair{"-c", "k.o"}, std::pair{"-shared -fPIC", "k.so"}}) {
@@ -123,7 +127,8 @@ TEST(DeliveredMode, MatchesWhatTheCompilerCreatesUnderTheRequestersUmask) {
       ASSERT_EQ(build(text, args, direct), 0);
       std::string hit = dir + "/hit." + text + "." + name;
       ASSERT_TRUE(write_output(hit, *bytes, delivered_mode(stored, umask)));
-      EXPECT_EQ(mode_of(hit) & 07777, mode_of(dir + "/" + direct) & 07777) << name << " under umask " << text;
+      EXPECT_EQ(mode_of(hit) & 07777, mode_of(dir + "/" + direct) & 07777)
+          << name << " under umask " << text;
     }
   }
 }

@@ -9,7 +9,9 @@
 namespace ccpool::service {
 namespace {
 
-Digest key_of(uint64_t n) { return hash_bytes(std::to_string(n)); }
+Digest key_of(uint64_t n) {
+  return hash_bytes(std::to_string(n));
+}
 
 std::shared_ptr<Flight> candidate(uint64_t key) {
   auto f = std::make_shared<Flight>();

@@ -19,7 +19,8 @@ ServiceStatus distinct_status() {
   s.start_time_s = n();
   s.requests = n(), s.hits = n(), s.exec_remote_hits = n(), s.misses = n(), s.joins = n();
   s.passthrough = n(), s.not_stored = n(), s.service_errors = n(), s.fallbacks = n();
-  s.passthrough_reasons = {{"argv_unknown", 7}};  // fewer than passthrough: the rest is "unspecified"
+  s.passthrough_reasons = {
+      {"argv_unknown", 7}};  // fewer than passthrough: the rest is "unspecified"
   s.not_stored_reasons = {{"input_changed", n()}};
   s.hit_latency = HistogramFigures{{0.001, 0.01}, {n(), n(), n()}, 2.5};
   s.executions = n(), s.failures = n(), s.cancelled = n(), s.queued = n(), s.running = n();
@@ -30,9 +31,12 @@ ServiceStatus distinct_status() {
   s.tier_latency["node"] = HistogramFigures{{0.001}, {n(), n()}, 0.25};
   s.tier_latency["cluster"] = HistogramFigures{{0.001}, {n(), n()}, 0.5};
   s.front = FrontFigures{n(), n(), n()};
-  s.worker_pool = WorkerPoolFigures{n(), n(), n(), n(), n(), n(), n(), n(), n(),
-                                    std::map<std::string, uint64_t>{{"triton_compiles", n()},
-                                                                    {"triton_store_hits", n()}}};
+  s.worker_pool = WorkerPoolFigures{
+      n(), n(),
+      n(), n(),
+      n(), n(),
+      n(), n(),
+      n(), std::map<std::string, uint64_t>{{"triton_compiles", n()}, {"triton_store_hits", n()}}};
   s.leases = LeaseFigures{n(), n(), n(), n(), n()};
   return s;
 }
@@ -40,7 +44,9 @@ ServiceStatus distinct_status() {
 TEST(Status, EachMetricHasTheValueOfItsField) {
   ServiceStatus s = distinct_status();
   std::string text = render_metrics(s, MetricsFormat::kPrometheusText);
-  auto line = [](const std::string& series, uint64_t value) { return series + " " + std::to_string(value) + "\n"; };
+  auto line = [](const std::string& series, uint64_t value) {
+    return series + " " + std::to_string(value) + "\n";
+  };
   const WorkerPoolFigures& w = *s.worker_pool;
   const std::vector<std::string> expected = {
       line("ccpool_build_info{version=\"9.9.9\"}", 1),

@@ -37,7 +37,8 @@ class BatchSeam {
         m_cv.wait(lock, [&] { return m_open; });
       }
       if (number == fail_batch) {
-        return std::vector<Result<void>>(batch.size(), make_error(ErrorCode::kIo, "injected commit failure"));
+        return std::vector<Result<void>>(batch.size(),
+                                         make_error(ErrorCode::kIo, "injected commit failure"));
       }
       return store.write_prepared(batch);
     };
@@ -112,7 +113,8 @@ TEST_F(StoreKvFrontTest, ReplyAfterCommitAndFailedBatchAllErrors) {
   for (int c = 0; c < kClients; ++c) {
     fds.push_back(connect_unix(m_front->unix_path()));
     std::string request;
-    for (int i = 0; i < kSets; ++i) request += command({"SET", "k" + std::to_string(c * 100 + i), "v"});
+    for (int i = 0; i < kSets; ++i)
+      request += command({"SET", "k" + std::to_string(c * 100 + i), "v"});
     ASSERT_TRUE(send_all(fds.back().get(), request));
   }
   wait_for_commands(1 + kClients * kSets);

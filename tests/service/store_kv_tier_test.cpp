@@ -34,7 +34,9 @@ struct Node {
     remote::RemoteOptions remote;
     remote.url = url;
     remote.connect_timeout = remote.op_timeout = std::chrono::milliseconds(2000);
-    remote.validate = [](std::string_view v) { return cache::unpack_entry(v).has_value(); };  // as the service does
+    remote.validate = [](std::string_view v) {
+      return cache::unpack_entry(v).has_value();
+    };  // as the service does
     auto created = remote::Tier::create(remote);
     EXPECT_TRUE(created) << created.error().message;
     tier = std::move(*created);

@@ -60,12 +60,18 @@ static int null_file(const char* mode, char** args) {
   pid_t pid;
   int rc = 0;
   errno = 0;
-  if (!strcmp(mode, "execve")) execve(NULL, args, environ);
-  else if (!strcmp(mode, "execvp")) execvp(NULL, args);
-  else if (!strcmp(mode, "execveat")) execveat(AT_FDCWD, NULL, args, environ, 0);
-  else if (!strcmp(mode, "posix_spawn")) rc = posix_spawn(&pid, NULL, NULL, NULL, args, environ);
-  else if (!strcmp(mode, "posix_spawnp")) rc = posix_spawnp(&pid, NULL, NULL, NULL, args, environ);
-  else return 2;
+  if (!strcmp(mode, "execve"))
+    execve(NULL, args, environ);
+  else if (!strcmp(mode, "execvp"))
+    execvp(NULL, args);
+  else if (!strcmp(mode, "execveat"))
+    execveat(AT_FDCWD, NULL, args, environ, 0);
+  else if (!strcmp(mode, "posix_spawn"))
+    rc = posix_spawn(&pid, NULL, NULL, NULL, args, environ);
+  else if (!strcmp(mode, "posix_spawnp"))
+    rc = posix_spawnp(&pid, NULL, NULL, NULL, args, environ);
+  else
+    return 2;
   return fail(rc ? rc : errno);
 }
 
@@ -84,13 +90,20 @@ int main(int argc, char** argv) {
   fflush(stdout);
   if (!strncmp(mode, "null-", 5)) return null_file(mode + 5, args);
   if (!strcmp(mode, "thread-execvp")) return thread_execvp(file, args);
-  if (!strcmp(mode, "execve")) execve(file, args, environ);
-  else if (!strcmp(mode, "execv")) execv(file, args);
-  else if (!strcmp(mode, "execvp")) execvp(file, args);
-  else if (!strcmp(mode, "execvpe")) execvpe(file, args, environ);
-  else if (!strcmp(mode, "execveat")) execveat(AT_FDCWD, file, args, environ, 0);
-  else if (!strcmp(mode, "execl")) execl(file, A(3), A(4), A(5), A(6), A(7), (char*)NULL);
-  else if (!strcmp(mode, "execlp")) execlp(file, A(3), A(4), A(5), A(6), A(7), (char*)NULL);
+  if (!strcmp(mode, "execve"))
+    execve(file, args, environ);
+  else if (!strcmp(mode, "execv"))
+    execv(file, args);
+  else if (!strcmp(mode, "execvp"))
+    execvp(file, args);
+  else if (!strcmp(mode, "execvpe"))
+    execvpe(file, args, environ);
+  else if (!strcmp(mode, "execveat"))
+    execveat(AT_FDCWD, file, args, environ, 0);
+  else if (!strcmp(mode, "execl"))
+    execl(file, A(3), A(4), A(5), A(6), A(7), (char*)NULL);
+  else if (!strcmp(mode, "execlp"))
+    execlp(file, A(3), A(4), A(5), A(6), A(7), (char*)NULL);
   else if (!strcmp(mode, "execle"))
     execle(file, A(3), A(4), A(5), A(6), A(7), (char*)NULL, environ);
   else if (!strcmp(mode, "vfork")) {

@@ -1,7 +1,7 @@
 // Compiler-name and sidecar matching (shim/match.c), without processes.
-#include <gtest/gtest.h>
-
 #include "shim/match.h"
+
+#include <gtest/gtest.h>
 
 namespace {
 
@@ -12,9 +12,9 @@ bool matches(const char* spec, const char* name) {
 }
 
 TEST(ShimMatch, DefaultListAcceptsVersionedAndTripletForms) {
-  for (const char* name : {"gcc", "g++", "cc", "c++", "clang", "clang++", "ptxas", "g++-12",
-                           "gcc-12.2", "clang++-14", "x86_64-linux-gnu-gcc-12",
-                           "x86_64-linux-gnu-g++", "aarch64-linux-gnu-gcc"}) {
+  for (const char* name :
+       {"gcc", "g++", "cc", "c++", "clang", "clang++", "ptxas", "g++-12", "gcc-12.2", "clang++-14",
+        "x86_64-linux-gnu-gcc-12", "x86_64-linux-gnu-g++", "aarch64-linux-gnu-gcc"}) {
     EXPECT_TRUE(matches(nullptr, name)) << name;
   }
   for (const char* name : {"gcc-ar", "gcc-ar-12", "x86_64-linux-gnu-gcc-nm-12", "c++filt", "nvcc",

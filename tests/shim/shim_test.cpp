@@ -11,8 +11,8 @@ namespace {
 using Args = std::vector<std::string>;
 
 const char* const kPathModes[] = {"execvp", "execvpe", "execlp", "posix_spawnp"};
-const char* const kFileModes[] = {"execve",   "execv",  "execl",       "execle",
-                                  "execveat", "vfork",  "posix_spawn"};
+const char* const kFileModes[] = {"execve",   "execv", "execl",      "execle",
+                                  "execveat", "vfork", "posix_spawn"};
 
 TEST_F(ShimTest, EveryHookRedirectsTheCompiler) {
   int expected_calls = 0;
@@ -36,7 +36,8 @@ TEST_F(ShimTest, EveryHookRedirectsTheCompiler) {
   for (size_t i = 0; i < std::size(kPathModes); ++i)
     EXPECT_EQ(recorded[i], (Args{m_bin + "/g++", "g++", "-c", "x.cpp"})) << kPathModes[i];
   for (size_t i = 0; i < std::size(kFileModes); ++i) {
-    EXPECT_EQ(recorded[std::size(kPathModes) + i], (Args{m_bin + "/g++", "my-g++", "-O2", "a b.cpp"}))
+    EXPECT_EQ(recorded[std::size(kPathModes) + i],
+              (Args{m_bin + "/g++", "my-g++", "-O2", "a b.cpp"}))
         << kFileModes[i];
   }
 }
@@ -45,7 +46,7 @@ TEST_F(ShimTest, PathSearchSkipsNonExecutableAndDirectoryEntries) {
   std::string first = m_dir + "/first", second = m_dir + "/second";
   ::mkdir(first.c_str(), 0755);
   ::mkdir(second.c_str(), 0755);
-  ::mkdir((first + "/g++").c_str(), 0755);                 // a directory: EACCES, skipped
+  ::mkdir((first + "/g++").c_str(), 0755);                     // a directory: EACCES, skipped
   write_text(second + "/g++", "#!/bin/sh\necho NOX\n", 0644);  // not executable: skipped
   EnvVars e = env();
   e["PATH"] = first + ":" + second + ":" + m_bin;
@@ -65,8 +66,8 @@ TEST_F(ShimTest, ErrnoIsTheRealOne) {
     int err;
   };
   const Case cases[] = {
-      {m_dir + "/empty", "g++", ENOENT},       // p-variants: nothing on PATH
-      {noexec, "g++", EACCES},                 // p-variants: found, not executable
+      {m_dir + "/empty", "g++", ENOENT},  // p-variants: nothing on PATH
+      {noexec, "g++", EACCES},            // p-variants: found, not executable
       {"/usr/bin", m_dir + "/missing/g++", ENOENT},
       {"/usr/bin", noexec + "/g++", EACCES},
       {"/usr/bin", "/etc/passwd/g++", ENOTDIR},
@@ -74,8 +75,9 @@ TEST_F(ShimTest, ErrnoIsTheRealOne) {
   };
   for (const Case& c : cases) {
     bool p_form = c.file.find('/') == std::string::npos;
-    for (const char* mode : p_form ? std::vector<const char*>(std::begin(kPathModes), std::end(kPathModes))
-                                   : std::vector<const char*>(std::begin(kFileModes), std::end(kFileModes))) {
+    for (const char* mode :
+         p_form ? std::vector<const char*>(std::begin(kPathModes), std::end(kPathModes))
+                : std::vector<const char*>(std::begin(kFileModes), std::end(kFileModes))) {
       SCOPED_TRACE(std::string(mode) + " " + c.file);
       for (bool preload : {false, true}) {
         EnvVars e = env(preload);
@@ -156,16 +158,19 @@ TEST_F(ShimTest, InductorSidecarWorkersAreCapped) {
   e["CCPOOL_WORKERS"] = "4";
   for (const char* mode : {"execve", "execvp", "posix_spawnp", "vfork"}) {
     std::string file = std::string(mode).back() == 'p' ? "sh" : "/bin/sh";
-    ChildOutput r = run_child({probe(), mode, file, "sh", sidecar, "--kind=fork", "--workers=32",
-                               "--parent=1"}, e, m_dir);
+    ChildOutput r =
+        run_child({probe(), mode, file, "sh", sidecar, "--kind=fork", "--workers=32", "--parent=1"},
+                  e, m_dir);
     EXPECT_EQ(r.output, "--kind=fork --workers=4 --parent=1\n") << mode;
   }
   // Fewer than the share: kept. No CCPOOL_WORKERS: untouched.
-  EXPECT_EQ(run_child({probe(), "execve", "/bin/sh", "sh", sidecar, "--workers=2"}, e, m_dir).output,
-            "--workers=2\n");
+  EXPECT_EQ(
+      run_child({probe(), "execve", "/bin/sh", "sh", sidecar, "--workers=2"}, e, m_dir).output,
+      "--workers=2\n");
   e.erase("CCPOOL_WORKERS");
-  EXPECT_EQ(run_child({probe(), "execve", "/bin/sh", "sh", sidecar, "--workers=32"}, e, m_dir).output,
-            "--workers=32\n");
+  EXPECT_EQ(
+      run_child({probe(), "execve", "/bin/sh", "sh", sidecar, "--workers=32"}, e, m_dir).output,
+      "--workers=32\n");
   EXPECT_TRUE(calls().empty());
 }
 
@@ -181,9 +186,10 @@ TEST_F(ShimTest, HooksFitOnA64KiBThreadStack) {
 
 // NULL is EFAULT, as the kernel says for execve, never a crash in the shim.
 TEST_F(ShimTest, NullPathIsEfault) {
-  EXPECT_EQ(run_child({probe(), "null-execve", "-", "g++"}, env(false), m_dir).output, "ERRNO 14\n");
-  for (const char* mode : {"null-execve", "null-execvp", "null-execveat", "null-posix_spawn",
-                           "null-posix_spawnp"}) {
+  EXPECT_EQ(run_child({probe(), "null-execve", "-", "g++"}, env(false), m_dir).output,
+            "ERRNO 14\n");
+  for (const char* mode :
+       {"null-execve", "null-execvp", "null-execveat", "null-posix_spawn", "null-posix_spawnp"}) {
     ChildOutput r = run_child({probe(), mode, "-", "g++"}, env(), m_dir);
     EXPECT_EQ(r.output, "ERRNO 14\n") << mode;
     EXPECT_EQ(r.exit_code, 100) << mode;
@@ -201,7 +207,8 @@ TEST_F(ShimTest, SocketSeenAtLoadIsPassedToTheClient) {
   run_child({probe(), "posix_spawnp", "g++", "g++", "-c"}, e, m_dir);
   auto recorded = calls();
   ASSERT_EQ(recorded.size(), 2u);
-  EXPECT_EQ(recorded[0], (Args{"--inherited-socket=/run/x/ccpool/sock", m_bin + "/g++", "g++", "-c"}));
+  EXPECT_EQ(recorded[0],
+            (Args{"--inherited-socket=/run/x/ccpool/sock", m_bin + "/g++", "g++", "-c"}));
   EXPECT_EQ(recorded[1], (Args{"--inherited-socket=/s/sock", m_bin + "/g++", "g++", "-c"}));
 }
 

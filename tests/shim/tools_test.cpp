@@ -10,7 +10,8 @@ using Args = std::vector<std::string>;
 TEST_F(ShimTest, PythonSubprocessAndPosixSpawnAreCaught) {
   const std::string python = "/usr/bin/python3";
   if (::access(python.c_str(), X_OK) != 0) {
-    std::fprintf(stderr, "SKIP: %s missing (scripts/setup-deps.sh installs python3)\n", python.c_str());
+    std::fprintf(stderr, "SKIP: %s missing (scripts/setup-deps.sh installs python3)\n",
+                 python.c_str());
     std::_Exit(125);
   }
   std::string script =

@@ -17,7 +17,8 @@ inline uint64_t proc_status_kb(const std::string& field) {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.compare(0, field.size() + 1, field + ":") == 0) return std::stoull(line.substr(field.size() + 1));
+    if (line.compare(0, field.size() + 1, field + ":") == 0)
+      return std::stoull(line.substr(field.size() + 1));
   }
   return 0;
 }

@@ -42,8 +42,8 @@ const std::string& scratch_dir() {
   std::string root = root_env ? root_env : "/tmp/ccpool-tests";
   std::filesystem::create_directories(root);
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = info ? sanitize(std::string(info->test_suite_name()) + "." + info->name())
-                          : "unnamed";
+  std::string name =
+      info ? sanitize(std::string(info->test_suite_name()) + "." + info->name()) : "unnamed";
   auto dir = make_temp_dir(root, name + ".");
   if (!dir) {
     std::fprintf(stderr, "cannot create scratch dir: %s\n", dir.error().message.c_str());

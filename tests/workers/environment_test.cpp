@@ -17,11 +17,13 @@ namespace ccpool::workers {
 namespace {
 
 PoolRequest request(std::vector<std::string> env, std::string python = "/usr/bin/python3") {
-  return PoolRequest{std::move(python), ccpool::testing::scratch_dir(), std::move(env), {"--pickler=m.P"}};
+  return PoolRequest{
+      std::move(python), ccpool::testing::scratch_dir(), std::move(env), {"--pickler=m.P"}};
 }
 
 std::shared_ptr<const Environment> make(const PoolRequest& r) {
-  auto e = make_environment(r, "/opt/ccpool/share/ccpool/python", {"CCPOOL_RESP_SOCKET=/run/resp.sock"});
+  auto e =
+      make_environment(r, "/opt/ccpool/share/ccpool/python", {"CCPOOL_RESP_SOCKET=/run/resp.sock"});
   EXPECT_TRUE(e.has_value()) << (e ? "" : e.error().message);
   return e ? *e : nullptr;
 }
@@ -31,12 +33,14 @@ bool has(const Environment& e, const std::string& entry) {
 }
 
 TEST(WorkerEnvironment, RanksOfOneJobShareAndWhatWorkersGet) {
-  auto r0 = make(request({"RANK=0", "LOCAL_RANK=0", "TORCHELASTIC_ERROR_FILE=/t/0/error.json",
-                          "PYTHONPATH=/src", "LD_PRELOAD=/opt/ccpool/lib/libccpool-shim.so:/lib/libjemalloc.so",
-                          "TORCHINDUCTOR_CACHE_DIR=/c", "CCPOOL_SOCKET=/run/sock", "CUDA_VISIBLE_DEVICES=0"}));
-  auto r1 = make(request({"RANK=1", "LOCAL_RANK=1", "TORCHELASTIC_ERROR_FILE=/t/1/error.json",
-                          "PYTHONPATH=/src", "LD_PRELOAD=/opt/ccpool/lib/libccpool-shim.so:/lib/libjemalloc.so",
-                          "TORCHINDUCTOR_CACHE_DIR=/c", "CCPOOL_SOCKET=/run/sock", "CUDA_VISIBLE_DEVICES=1"}));
+  auto r0 = make(request(
+      {"RANK=0", "LOCAL_RANK=0", "TORCHELASTIC_ERROR_FILE=/t/0/error.json", "PYTHONPATH=/src",
+       "LD_PRELOAD=/opt/ccpool/lib/libccpool-shim.so:/lib/libjemalloc.so",
+       "TORCHINDUCTOR_CACHE_DIR=/c", "CCPOOL_SOCKET=/run/sock", "CUDA_VISIBLE_DEVICES=0"}));
+  auto r1 = make(request(
+      {"RANK=1", "LOCAL_RANK=1", "TORCHELASTIC_ERROR_FILE=/t/1/error.json", "PYTHONPATH=/src",
+       "LD_PRELOAD=/opt/ccpool/lib/libccpool-shim.so:/lib/libjemalloc.so",
+       "TORCHINDUCTOR_CACHE_DIR=/c", "CCPOOL_SOCKET=/run/sock", "CUDA_VISIBLE_DEVICES=1"}));
   ASSERT_TRUE(r0 && r1);
   EXPECT_EQ(r0->id, r1->id);
   EXPECT_EQ(r0->env, r1->env);
@@ -54,8 +58,10 @@ TEST(WorkerEnvironment, RanksOfOneJobShareAndWhatWorkersGet) {
 
 TEST(WorkerEnvironment, TwoLaunchesOfOneJobShareWorkers) {
   // torchrun picks a new rendezvous port and run id for every launch.
-  auto first = make(request({"MASTER_PORT=29500", "MASTER_ADDR=127.0.0.1", "TORCHELASTIC_RUN_ID=a1", "X=1"}));
-  auto second = make(request({"MASTER_PORT=41234", "MASTER_ADDR=127.0.0.1", "TORCHELASTIC_RUN_ID=b2", "X=1"}));
+  auto first = make(
+      request({"MASTER_PORT=29500", "MASTER_ADDR=127.0.0.1", "TORCHELASTIC_RUN_ID=a1", "X=1"}));
+  auto second = make(
+      request({"MASTER_PORT=41234", "MASTER_ADDR=127.0.0.1", "TORCHELASTIC_RUN_ID=b2", "X=1"}));
   ASSERT_TRUE(first && second);
   EXPECT_EQ(first->id, second->id);
 }
@@ -86,7 +92,8 @@ TEST(WorkerEnvironment, TheInterpreterIsKnownByWhatItIsNotItsName) {
 TEST(WorkerEnvironment, AnInterpreterThatCannotRunIsRefusedNamingIt) {
   std::string dir = ccpool::testing::scratch_dir();
   std::ofstream(dir + "/not-exec") << "#!/bin/sh\n";
-  for (const std::string& python : {dir + "/missing", dir + "/not-exec", std::string("python3"), dir}) {
+  for (const std::string& python :
+       {dir + "/missing", dir + "/not-exec", std::string("python3"), dir}) {
     auto e = make_environment(request({}, python), "/p", {});
     ASSERT_FALSE(e.has_value()) << python;
     EXPECT_EQ(e.error().code, ErrorCode::kInvalidArgument);

@@ -59,7 +59,9 @@ class Results {
   std::vector<std::string> m_order;
 };
 
-std::string pid_of(const JobResult& r) { return r.payload.substr(r.payload.find('@') + 1); }
+std::string pid_of(const JobResult& r) {
+  return r.payload.substr(r.payload.find('@') + 1);
+}
 
 // Waits until a gated job runs; returns its worker's pid (0: none came).
 pid_t wait_for_running(const std::string& gate) {
@@ -87,7 +89,8 @@ class WorkerPoolTest : public ::testing::Test {
     if (::access(kPython.c_str(), X_OK) != 0) GTEST_SKIP() << kPython << " is missing";
     m_dir = ccpool::testing::scratch_dir();
   }
-  void start(int jobs, std::chrono::milliseconds idle = 60s, std::chrono::milliseconds job_timeout = 0ms) {
+  void start(int jobs, std::chrono::milliseconds idle = 60s,
+             std::chrono::milliseconds job_timeout = 0ms) {
     pool::SchedulerOptions so;
     so.jobs = jobs;
     so.mem_budget = 64ull << 30;
@@ -151,7 +154,8 @@ TEST_F(WorkerPoolTest, NeverMoreLiveWorkersThanTheBound) {
   start(2);
   std::string gate = m_dir + "/gate";
   std::filesystem::create_directories(gate);
-  auto a = env({"WORKER_ENV_MARK=a"}), b = env({"WORKER_ENV_MARK=b"}), c = env({"WORKER_ENV_MARK=c"});
+  auto a = env({"WORKER_ENV_MARK=a"}), b = env({"WORKER_ENV_MARK=b"}),
+       c = env({"WORKER_ENV_MARK=c"});
   submit("a", "gate:" + gate + ":a", "", a);
   submit("b", "gate:" + gate + ":b", "", b);
   submit("c", "echo:c", "", c);  // a third environment: waits for a slot, then for a worker
@@ -280,7 +284,8 @@ TEST_F(WorkerPoolTest, TheReadinessProbeNeverWaitsForASlot) {
 TEST_F(WorkerPoolTest, ReadinessAtTheBoundRetiresAnIdleWorkerOfAnotherEnvironment) {
   start(1);
   auto old_env = env({"WORKER_ENV_MARK=old"}), new_env = env({"WORKER_ENV_MARK=new"});
-  EXPECT_EQ((submit("old", "echo:old", "", old_env), m_results.wait("old")).status, JobStatus::kDone);
+  EXPECT_EQ((submit("old", "echo:old", "", old_env), m_results.wait("old")).status,
+            JobStatus::kDone);
   m_pool->await_ready(new_env, m_results.done("ready"));  // the only live worker is old_env's, idle
   EXPECT_EQ(m_results.wait("ready").status, JobStatus::kDone);
   WorkerPoolStats s = m_pool->stats();

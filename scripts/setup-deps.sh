@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   # build
-  cmake g++ make pkg-config git
+  cmake g++ make pkg-config git clang-format
   # libraries
   libzstd-dev liblmdb-dev libxxhash-dev libtbb-dev libspdlog-dev libfmt-dev
   libcli11-dev nlohmann-json3-dev libexpected-dev libhiredis-dev libssl-dev

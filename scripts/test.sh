@@ -13,6 +13,9 @@ build=${BUILD_DIR:-$root/build}
 venv=${CCPOOL_VENV:-$build/venv}
 CCPOOL_VENV=$venv scripts/setup-deps.sh
 
+# Layout first: every C and C++ file as .clang-format says (--fix rewrites them).
+scripts/check-format.sh
+
 # With ccache, the wheel the packaging tests build (tests/packaging: the same
 # compilers and launcher) compiles nothing again.
 launcher=()

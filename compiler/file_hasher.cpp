@@ -12,9 +12,7 @@ namespace {
 constexpr int64_t kRacyNs = 2'000'000'000;
 }  // namespace
 
-std::optional<FileStat> stat_path(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+FileStat file_stat(const struct stat& st) {
   FileStat out;
   out.dev = st.st_dev;
   out.ino = st.st_ino;
@@ -23,6 +21,12 @@ std::optional<FileStat> stat_path(const std::string& path) {
   out.ctime_ns = int64_t{st.st_ctim.tv_sec} * 1000000000 + st.st_ctim.tv_nsec;
   out.mode = st.st_mode;
   return out;
+}
+
+std::optional<FileStat> stat_path(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return file_stat(st);
 }
 
 Result<Digest> hash_descriptor(int fd, const std::string& path) {

@@ -3,6 +3,7 @@
 // mtime can be set back by `touch -d`/`cp -p`; ctime cannot.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -23,6 +24,9 @@ struct FileStat {
   uint32_t mode = 0;
   bool operator==(const FileStat&) const = default;
 };
+
+// The fields of a stat(2) answer that identify a file's version.
+FileStat file_stat(const struct stat& st);
 
 // stat(2) following symlinks; nullopt when the path does not exist (or is
 // unreachable: ENOTDIR, ELOOP...).

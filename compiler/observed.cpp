@@ -535,15 +535,7 @@ const std::optional<FileStat>& LinkStats::of(const std::string& abs) {
   if (it != m_memo.end()) return it->second;
   struct stat st {};
   std::optional<FileStat> out;
-  if (::lstat(abs.c_str(), &st) == 0) {
-    out = FileStat{};
-    out->dev = st.st_dev;
-    out->ino = st.st_ino;
-    out->size = static_cast<uint64_t>(st.st_size);
-    out->mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
-    out->ctime_ns = int64_t{st.st_ctim.tv_sec} * 1000000000 + st.st_ctim.tv_nsec;
-    out->mode = st.st_mode;
-  }
+  if (::lstat(abs.c_str(), &st) == 0) out = file_stat(st);
   return m_memo.emplace(abs, out).first->second;
 }
 

@@ -76,17 +76,6 @@ std::string key_of(char kind, const std::string& abs, const std::string& extra) 
   return key;
 }
 
-FileStat file_stat(const struct stat& st) {
-  FileStat out;
-  out.dev = st.st_dev;
-  out.ino = st.st_ino;
-  out.size = static_cast<uint64_t>(st.st_size);
-  out.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
-  out.ctime_ns = int64_t{st.st_ctim.tv_sec} * 1000000000 + st.st_ctim.tv_nsec;
-  out.mode = st.st_mode;
-  return out;
-}
-
 }  // namespace
 
 // One watched inode. Epochs are those of the last event of each sort.

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <set>
 
-#include "compiler/planner_impl.h"
+#include "compiler/source_scan.h"
 
 namespace ccpool::compiler {
 

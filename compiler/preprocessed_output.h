@@ -4,7 +4,8 @@
 #include <set>
 #include <string>
 
-#include "compiler/planner_impl.h"
+#include "compiler/subprocess.h"
+#include "compiler/why_not.h"
 
 namespace ccpool::compiler {
 

@@ -242,6 +242,7 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, const RunFacts& run,
                                 {"DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES"});
   observed.start_ns = to_ns(run.started);
   observed.date_pinned = cc.sde_pinned;
+  observed.nvcc = cc.nvcc;
   for (const auto& [name, bytes] : run.outputs) observed.output_texts.push_back(bytes);
   observed.output_texts.push_back(run.stdout_data);
   observed.output_texts.push_back(run.stderr_data);

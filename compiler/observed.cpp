@@ -47,6 +47,37 @@ bool not_a_lookup(const std::string& abs) {
          starts_with(abs, "/dev/fd/");
 }
 
+std::string base_of(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// "/tmp//x/" -> "/tmp/x" (nvcc forms "$TMPDIR/name" whatever TMPDIR ends with).
+std::string squeezed(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    if (c == '/' && !out.empty() && out.back() == '/') continue;
+    out += c;
+  }
+  if (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
+// nvcc's EDG front ends: they read the clock at startup, and expand
+// __DATE__/__TIME__/__TIMESTAMP__ only where their input still holds one.
+bool nvcc_front_end(const std::string& image) {
+  std::string base = base_of(image);
+  return base == "cudafe++" || base == "cicc";
+}
+
+// What an nvcc run must not do: ask the GPU (its answer is no file's).
+bool asks_gpu(char op, const std::string& abs) {
+  std::string base = base_of(abs);
+  if (op == 'S' && base == "__nvcc_device_query") return true;
+  if (base.rfind("libcuda.so", 0) == 0 || base.rfind("libnvidia-ml.so", 0) == 0) return true;
+  return abs.rfind("/dev/", 0) == 0 && !not_a_lookup(abs);
+}
+
 bool absent_errno(int64_t e) {
   return e == ENOENT || e == ENOTDIR;
 }
@@ -273,6 +304,8 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
   std::set<std::string> read_before_write;
   std::set<std::string> ignored(run.ignored_env.begin(), run.ignored_env.end());
   bool started = false;
+  std::map<int64_t, std::string> image_of;  // pid -> its image (the last it exec'd)
+  std::string front_end_clock;              // nvcc: a front end's clock read (its function)
 
   // Pass 1: processes, writes, refusals.
   for (const TraceEvent& e : events) {
@@ -281,6 +314,7 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
         started = true;
         pending_exec.erase(e.pid);
         images.insert(e.pid);
+        image_of[e.pid] = e.text;
         break;
       case 'X':
         pending_exec[e.pid] = e.text;
@@ -307,12 +341,14 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
         b.refuse("trace_incomplete", "the record could not name a lookup (" + e.text + ")");
         break;
       case 'C':
-        if (!(run.date_pinned && (e.text == "gmtime" || e.text == "gmtime_r"))) {
-          b.refuse(
-              "time_macro",
-              "a process made a date from the clock (" + e.text +
-                  "): __DATE__, __TIME__ or __TIMESTAMP__ without SOURCE_DATE_EPOCH pinning it");
+        if (run.date_pinned && (e.text == "gmtime" || e.text == "gmtime_r")) break;
+        if (run.nvcc && nvcc_front_end(image_of[e.pid])) {
+          front_end_clock = image_of[e.pid] + ": " + e.text;  // decided once the files are known
+          break;
         }
+        b.refuse("time_macro",
+                 "a process made a date from the clock (" + e.text +
+                     "): __DATE__, __TIME__ or __TIMESTAMP__ without SOURCE_DATE_EPOCH pinning it");
         break;
       default:
         break;
@@ -337,6 +373,16 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
     return out;
   }
 
+  // nvcc lists the directories it wrote its tmpxft_ files in, at exit, to
+  // delete them: that listing is no lookup.
+  std::set<std::string> nvcc_temp_dirs;
+  if (run.nvcc) {
+    for (const std::string& w : written) {
+      if (base_of(w).rfind("tmpxft_", 0) == 0)
+        nvcc_temp_dirs.insert(squeezed(w.substr(0, w.rfind('/'))));
+    }
+  }
+  std::set<std::string> opened;  // files the run opened (not images or libraries)
   auto skip = [&](const std::string& path) {
     std::string abs = lexical_absolute(path, run.cwd);
     for (const std::string& d : written_dirs) {
@@ -363,6 +409,14 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
       continue;
     }
     if (e.op == 'C' || e.op == 'X' || e.op == 'W' || e.op == 'H' || e.op == '?') continue;
+    if (run.nvcc && asks_gpu(e.op, lexical_absolute(e.text, run.cwd))) {
+      b.refuse("nvcc_asks_gpu",
+               "the run asked the GPU ('" + e.text + "'): no file holds that answer");
+      continue;
+    }
+    if (run.nvcc && e.op == 'D' && base_of(image_of[e.pid]) == "nvcc" &&
+        nvcc_temp_dirs.count(squeezed(lexical_absolute(e.text, run.cwd))))
+      continue;
     if (skip(e.text)) continue;
     bool ok = e.a == 0;
     switch (e.op) {
@@ -376,6 +430,7 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
                       answer_now('t', lexical_absolute(e.text, run.cwd), "", run.cwd, run.env));
         else if (ok) {
           if (b.add_file(e.text)) {
+            if (b.files.count(e.text)) opened.insert(e.text);
             std::string name = e.text;
             if (name.size() > 4 && (name.compare(name.size() - 4, 4, ".pch") == 0 ||
                                     name.compare(name.size() - 4, 4, ".gch") == 0)) {
@@ -454,6 +509,25 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
         break;
       default:
         break;
+    }
+  }
+  // nvcc: a front end's clock reaches its output only through a date macro
+  // left in its input, which gcc -E made from the files the run opened.
+  if (!front_end_clock.empty()) {
+    for (const std::string& path : opened) {
+      std::string abs = lexical_absolute(path, run.cwd);
+      Result<std::string> text = read_file(abs);
+      if (!text || hash_bytes(*text) != b.files[path]) {
+        b.refuse("input_changed_during_compile", "'" + abs + "' changed after the run");
+        break;
+      }
+      for (const char* name : {"__DATE__", "__TIME__", "__TIMESTAMP__"}) {
+        if (text->find(name) != std::string::npos) {
+          b.refuse("time_macro", "'" + abs + "' names " + name + " and nvcc's front end (" +
+                                     front_end_clock + ") reads the clock");
+          break;
+        }
+      }
     }
   }
   // A clang that read a PCH checks the size and mtime of every input the

@@ -41,6 +41,15 @@ struct ObservedRun {
   std::vector<std::string> ignored_env;  // names the service set itself (LD_PRELOAD, CCPOOL_TRACE)
   int64_t start_ns = 0;                  // anything found changed at or after this: not stored
   bool date_pinned = false;  // SOURCE_DATE_EPOCH set and the tool honours it (gcc: gmtime)
+  // An nvcc -c (docs/cache-keys.md, "nvcc"). Its rule: nvcc's listing of a
+  // directory it wrote tmpxft_ files in (its cleanup at exit) is not a
+  // lookup; the clock reads of its front ends cudafe++ and cicc (at startup,
+  // whatever they compile: they get gcc -E output, in which gcc expanded
+  // every date macro the source used, and the record saw that) are allowed
+  // when no file the run opened names __DATE__, __TIME__ or __TIMESTAMP__;
+  // anything that asks the GPU (__nvcc_device_query, /dev/nvidia*, libcuda)
+  // is refused.
+  bool nvcc = false;
   // Output bytes (objects, stdout, stderr, side outputs): when none holds
   // the cwd, answers that hold it (realpath, getcwd, PWD) are recorded
   // relative to it, so a request from another directory can share.

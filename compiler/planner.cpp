@@ -251,7 +251,6 @@ Result<Plan> Planner::plan(const Request& request, const std::string& work_dir) 
 Result<std::optional<Digest>> Planner::lookup(const Plan& plan, const ManifestStorage& manifests) {
   if (plan.kind == PlanKind::kPassthrough) return std::optional<Digest>();
   if (!plan.direct_mode) return std::optional<Digest>(plan.flight_key);
-  if (plan.detail && plan.detail->nvcc) return m_impl->lookup_nvcc(plan, manifests);
   return m_impl->lookup_cc(plan, manifests);
 }
 
@@ -272,7 +271,6 @@ Result<Finished> Planner::finish(const Plan& plan, const RunFacts& run,
     done.why_not_code = "passthrough";
     return done;
   }
-  if (plan.detail->nvcc) return m_impl->finish_nvcc(plan, started, manifests);
   if (plan.detail->cc) return m_impl->finish_cc(plan, run, manifests);
   WhyNot why = verify_plan_inputs(*m_impl, *plan.detail, started);
   done.why_not = std::move(why.text);
@@ -291,7 +289,7 @@ Conclusion Planner::conclude(const Plan& plan, const RunFacts& run,
     return out;
   }
   // The manifest under the flight key is returned, to be stored after the
-  // result it names; any other blob (nvcc's) is saved as finish() makes it.
+  // result it names; any other blob is saved as finish() makes it.
   ManifestStorage capture = manifests;
   capture.save = [&](const Digest& key, const std::string& bytes) {
     if (key == plan.flight_key) {

@@ -51,6 +51,7 @@ struct CcDetail {
   std::string work_dir;
   bool sde_pinned = false;  // gcc with SOURCE_DATE_EPOCH: __DATE__/__TIME__ from gmtime
   bool dep_append = false;  // DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES append to the file
+  bool nvcc = false;        // an nvcc -c (nvcc_model.cpp): the record's nvcc rule applies
 };
 
 // A manifest as lookup() uses it: parsed once per (direct key, bytes), with
@@ -71,38 +72,10 @@ struct ParsedManifest {
   std::vector<ParsedEntry> entries;
 };
 
-// The nvcc preprocessor key lookup() computed before the run, for finish()
-// to compare with the one after it.
-struct PpMemo {
-  Mutex mutex;
-  bool looked_up GUARDED_BY(mutex) = false;
-  std::optional<Digest> before GUARDED_BY(mutex);
-  WhyNot why GUARDED_BY(mutex);  // why `before` is empty
-};
-
-// nvcc -c of one .cu source (nvcc_model.cpp): nvcc's own preprocessing
-// steps, learned from `nvcc --dryrun`, rerun by lookup() and finish().
-struct NvccDetail {
-  std::string cwd;
-  std::string temp_dir;  // where nvcc writes its tmpxft_* files
-  std::vector<std::vector<std::string>>
-      pp_steps;  // the dryrun's `-E` commands, -o dropped, -Wdate-time added
-  std::vector<std::string> pp_programs;  // their absolute programs
-  std::vector<std::string> pp_env;
-  bool sde_pinned = false;  // SOURCE_DATE_EPOCH set: gcc pins __DATE__/__TIME__
-  std::string deps_path;    // SUNPRO_DEPENDENCIES file of the run (every gcc step appends)
-  std::vector<std::string>
-      search_dirs;  // temp dir and the host compiler's search list (as written and realpaths)
-  std::vector<std::string>
-      trusted_dirs;  // realpaths: the host compiler's defaults and the CUDA toolkit
-};
-
 struct PlanDetail {
-  std::shared_ptr<PpMemo> pp = std::make_shared<PpMemo>();  // nvcc
   std::vector<CheckedInput> inputs;
   std::vector<std::pair<std::string, FileStat>> tools;  // binaries whose identity is keyed
-  std::optional<CcDetail> cc;                           // set for traced C/C++ plans
-  std::optional<NvccDetail> nvcc;                       // set for nvcc plans
+  std::optional<CcDetail> cc;                           // set for traced C/C++ and nvcc plans
   // Strings the key leaves out (ptxas: its input and output paths) that the
   // tool may still print; a run whose stdout/stderr holds one is not stored
   // (Planner::replay_blocker).
@@ -154,9 +127,6 @@ struct Planner::Impl {
                        const std::string& work_dir);
   Result<Plan> plan_nvcc(const Request& request, const ToolIdentity& tool,
                          const std::string& work_dir);
-  std::optional<Digest> lookup_nvcc(const Plan& plan, const ManifestStorage& manifests);
-  Finished finish_nvcc(const Plan& plan, std::chrono::system_clock::time_point started,
-                       const ManifestStorage& manifests);
   Result<std::optional<Digest>> lookup_cc(const Plan& plan, const ManifestStorage& manifests);
   // Whether every recorded lookup of `pe` gives the same answer for `view`.
   // With `memo`: files and absent paths the memo still vouches for are not

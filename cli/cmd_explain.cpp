@@ -30,8 +30,6 @@ const char* mode_text(compiler::KeyMode mode) {
   switch (mode) {
     case compiler::KeyMode::kDirect:
       return "record";
-    case compiler::KeyMode::kPreprocessor:
-      return "preprocessor";
     case compiler::KeyMode::kExact:
       break;
   }
@@ -147,10 +145,6 @@ void explain(const ExplainFlags& flags) {
         "            variable; a hit needs each to answer the same here. Whether a result is "
         "stored is\n"
         "            decided after the run (not_stored reason codes, docs/cache-keys.md)\n");
-  } else if (plan->key_mode == compiler::KeyMode::kPreprocessor) {
-    std::printf(
-        "note        nvcc: every lookup reruns the host compiler's -E steps "
-        "(docs/cache-keys.md)\n");
   }
 }
 

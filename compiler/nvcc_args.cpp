@@ -16,8 +16,8 @@ struct NvccOption {
 };
 
 // Options whose whole effect reaches nvcc's inner steps as command-line text
-// (so the dryrun, the preprocessed inputs and the keyed argv capture them) and
-// which read or write no file of their own.
+// (the keyed argv) or as files the record names, and which write no file of
+// their own.
 constexpr NvccOption kOptions[] = {
     {"-c", "--compile", Kind::kFlag},
     {"-o", "--output-file", Kind::kValue},
@@ -55,13 +55,15 @@ bool starts_with(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
-// gcc options in -Xcompiler that read or write files besides the compile's
-// own input and output, or hide the -Wdate-time check of the -E runs.
+// gcc options in -Xcompiler that write files besides the compile's own
+// output, or would leave date macros in the -E output for nvcc's front ends
+// to expand (defense in depth: the record's nvcc rule refuses a date macro in
+// any file the run opened).
 constexpr std::string_view kHostRefused[] = {
     "-fplugin", "-fprofile", "-fauto-profile", "-fdump", "-fsave-optimization-record",
     "-fstack-usage", "-fcallgraph-info", "-ftest-coverage", "-fcoverage", "-fopt-info", "-flto",
     "-fdiagnostics-format", "-fdiagnostics-add-output", "-fdiagnostics-set-output",
-    // The -E steps would leave macros (and __TIME__) for cudafe++/cicc to expand.
+    // The -E steps would leave macros for cudafe++/cicc to expand.
     "-fdirectives-only", "-fpreprocessed"};
 constexpr std::string_view kHostAllowed[] = {"-O", "-g",    "-m", "-D", "-U",
                                              "-I", "-std=", "-f", "-W"};
@@ -145,6 +147,10 @@ NvccArgs parse_nvcc_args(const std::vector<std::string>& argv) {
         return refuse(reason_code("option_missing_value", name), "nvcc -o with an empty name");
       have_output = true;
       a.output = *value;
+    } else if ((canonical == "-arch" || canonical == "-code" || canonical == "-gencode") &&
+               value->find("native") != std::string::npos) {
+      // nvcc asks the GPU (__nvcc_device_query): no file holds the answer.
+      return refuse("nvcc_arch_native", "nvcc " + name + " native: the GPU's answer is not keyed");
     } else if (canonical == "-x") {
       if (*value != "cu")
         return refuse(reason_code("unsupported_language", *value), "nvcc -x " + *value);
@@ -173,131 +179,6 @@ NvccArgs parse_nvcc_args(const std::vector<std::string>& argv) {
     return refuse("unknown_input_language", "nvcc source '" + a.source + "' is not a .cu file");
   if (!have_output) a.output = default_output(a.source);
   return a;
-}
-
-namespace {
-
-bool is_name_char(char c, bool first) {
-  return c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-         (!first && c >= '0' && c <= '9');
-}
-
-// Shell words of one line: blanks separate, "..." quotes (with \" \\ \$ \`
-// escapes), \ escapes outside quotes, $NAME expands from `vars`. Anything a
-// shell would treat specially beyond that (single quotes, globs, operators,
-// command substitution, ${...}) is refused: we would not know what ran.
-std::optional<std::vector<std::string>> split_words(std::string_view line,
-                                                    const std::map<std::string, std::string>& vars,
-                                                    std::string& error) {
-  std::vector<std::string> words;
-  std::string word;
-  bool in_word = false, quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    char c = line[i];
-    if (c == '$') {
-      size_t j = i + 1;
-      while (j < line.size() && is_name_char(line[j], j == i + 1)) ++j;
-      std::string name(line.substr(i + 1, j - i - 1));
-      auto it = vars.find(name);
-      if (name.empty() || it == vars.end()) {
-        error = "unknown variable in '" + std::string(line) + "'";
-        return std::nullopt;
-      }
-      word += it->second;
-      in_word = true;
-      i = j - 1;
-      continue;
-    }
-    if (quoted) {
-      if (c == '"') {
-        quoted = false;
-      } else if (c == '\\' && i + 1 < line.size() &&
-                 std::string_view("\"\\$`").find(line[i + 1]) != std::string_view::npos) {
-        word += line[++i];
-      } else if (c == '`') {
-        error = "command substitution in '" + std::string(line) + "'";
-        return std::nullopt;
-      } else {
-        word += c;
-      }
-      continue;
-    }
-    if (c == ' ' || c == '\t') {
-      if (in_word) words.push_back(std::move(word));
-      word.clear();
-      in_word = false;
-    } else if (c == '"') {
-      quoted = true;
-      in_word = true;
-    } else if (c == '\\' && i + 1 < line.size()) {
-      word += line[++i];
-      in_word = true;
-    } else if (std::string_view("'`;|&<>()*?[]{}~#!").find(c) != std::string_view::npos &&
-               !(c == '#' && in_word)) {
-      error = std::string("shell character '") + c + "' in '" + std::string(line) + "'";
-      return std::nullopt;
-    } else {
-      word += c;
-      in_word = true;
-    }
-  }
-  if (quoted) {
-    error = "unterminated quote in '" + std::string(line) + "'";
-    return std::nullopt;
-  }
-  if (in_word) words.push_back(std::move(word));
-  return words;
-}
-
-}  // namespace
-
-std::string without_temp_ids(std::string_view word) {
-  constexpr std::string_view kTemp = "tmpxft_";
-  auto hex = [](char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-  };
-  std::string out;
-  size_t pos = 0;
-  while (true) {
-    size_t at = word.find(kTemp, pos);
-    if (at == std::string_view::npos) break;
-    size_t id = at + kTemp.size();
-    out.append(word.substr(pos, id - pos));
-    bool match = id + 17 <= word.size() && word[id + 8] == '_';
-    for (size_t i = 0; match && i < 17; ++i) match = i == 8 || hex(word[id + i]);
-    pos = match ? id + 17 : id;
-  }
-  out.append(word.substr(pos));
-  return out;
-}
-
-Dryrun parse_dryrun(std::string_view text) {
-  Dryrun d;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    if (line.substr(0, 3) != "#$ ") continue;
-    line.remove_prefix(3);
-    size_t n = 0;
-    while (n < line.size() && is_name_char(line[n], n == 0)) ++n;
-    if (n > 0 && n < line.size() && line[n] == '=') {
-      std::optional<std::vector<std::string>> words =
-          split_words(line.substr(n + 1), d.vars, d.error);
-      if (!words) return d;
-      std::string value;
-      for (size_t i = 0; i < words->size(); ++i) value += (i ? " " : "") + (*words)[i];
-      d.vars[std::string(line.substr(0, n))] = value;
-      continue;
-    }
-    std::optional<std::vector<std::string>> words = split_words(line, d.vars, d.error);
-    if (!words) return d;
-    if (!words->empty()) d.commands.push_back({std::move(*words)});
-  }
-  if (d.commands.empty()) d.error = "nvcc --dryrun printed no command";
-  return d;
 }
 
 }  // namespace ccpool::compiler

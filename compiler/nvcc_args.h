@@ -1,13 +1,11 @@
 // nvcc command lines: which are one cacheable job (`nvcc -c` of one .cu
-// source and a known, file-free set of options) and what `nvcc --dryrun`
-// says nvcc would run for them. Pure functions of the text, unit-tested on
-// their own; the model that uses them is nvcc_model.cpp. Anything not
-// understood is refused (pass-through), see docs/cache-keys.md, "nvcc".
+// source and a known set of options that write no file of their own). A
+// pure function of the text, unit-tested on its own; the model that uses it
+// is nvcc_model.cpp. Anything not understood is refused (pass-through), see
+// docs/cache-keys.md, "nvcc".
 #pragma once
 
-#include <map>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace ccpool::compiler {
@@ -24,24 +22,7 @@ struct NvccArgs {
 // -gencode, -std, -Xcompiler (each item checked), -ccbin, -lineinfo, -G, -g,
 // -m64, --use_fast_math, --expt-relaxed-constexpr, --extended-lambda,
 // -maxrregcount, in their long, `=` and (for one-letter ones) attached forms.
+// -arch/-code/-gencode naming `native` are refused (nvcc asks the GPU).
 NvccArgs parse_nvcc_args(const std::vector<std::string>& argv);
-
-// One command of `nvcc --dryrun` (stderr lines starting with "#$ "), after
-// the shell words were split and $VARS expanded from the assignments
-// printed before it.
-struct DryrunCommand {
-  std::vector<std::string> words;
-};
-struct Dryrun {
-  std::map<std::string, std::string> vars;  // NAME=value lines (last one wins), unquoted
-  std::vector<DryrunCommand> commands;
-  std::string error;  // non-empty: not understood
-};
-Dryrun parse_dryrun(std::string_view text);
-
-// `word` with the per-process part of nvcc's temp names removed
-// ("tmpxft_00002580_00000000-5_k.ii" -> "tmpxft_-5_k.ii"): what is left of a
-// dryrun command is the same for every run of the same command.
-std::string without_temp_ids(std::string_view word);
 
 }  // namespace ccpool::compiler

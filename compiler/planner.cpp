@@ -42,18 +42,6 @@ std::string dir_name(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-// Collapses runs of '/' and drops a trailing one (nvcc forms "$TMPDIR/name"
-// whatever TMPDIR ends with).
-std::string squeeze_slashes(const std::string& path) {
-  std::string out;
-  for (char c : path) {
-    if (c == '/' && !out.empty() && out.back() == '/') continue;
-    out += c;
-  }
-  if (out.size() > 1 && out.back() == '/') out.pop_back();
-  return out;
-}
-
 std::optional<std::string> real_path(const std::string& path) {
   char buf[PATH_MAX];
   if (::realpath(path.c_str(), buf) == nullptr) return std::nullopt;

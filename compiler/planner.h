@@ -32,9 +32,8 @@ enum class PlanKind { kPassthrough, kGeneric, kCompiler };
 
 // Which rule made a stored result's key.
 enum class KeyMode {
-  kExact,         // the plan's key alone (generic jobs, ptxas)
-  kDirect,        // C/C++: the direct key plus the record of every lookup the run made
-  kPreprocessor,  // nvcc: the direct key plus the host compiler's -E output
+  kExact,   // the plan's key alone (generic jobs, ptxas)
+  kDirect,  // C/C++ and nvcc: the direct key plus the record of every lookup the run made
 };
 
 struct OutputSpec {

@@ -86,10 +86,7 @@ struct PlanDetail {
 Plan passthrough_plan(const Request& request, std::string code, std::string reason);
 std::string absolute_path(const std::string& path, const std::string& cwd);  // lexical
 std::string base_name(const std::string& path);
-std::string dir_name(const std::string& path);  // lexical; "." without a slash
-// Collapses runs of '/' and drops a trailing one (nvcc forms "$TMPDIR/name"
-// whatever TMPDIR ends with).
-std::string squeeze_slashes(const std::string& path);
+std::string dir_name(const std::string& path);                  // lexical; "." without a slash
 std::optional<std::string> real_path(const std::string& path);  // realpath(3)
 // Adds NAME=value (or NAME unset) for each name, in the given order.
 void hash_env(Hasher& h, const std::vector<std::string>& env,

@@ -586,9 +586,6 @@ ExecPipeline::RunOutcome ExecPipeline::collect(const Flight& flight, pool::Proce
   };
   run.conclusion = m_deps.planner.conclude(plan, facts, storage);
   const compiler::Finished& finished = run.conclusion.finished;
-  if (finished.store && finished.mode == compiler::KeyMode::kPreprocessor) {
-    entry.label = "preprocessor mode";  // which rule made the key (`ccpool cache ls/show`)
-  }
   if (run.success && !finished.store) {
     ++m_deps.counters.not_stored;
     count_reason(m_deps, "not_stored", finished.why_not_code);

@@ -410,6 +410,14 @@ class NvccTest(TorchCase):
         with open(log) as f:
             self.assertEqual(f.read().splitlines(), ran, "the hit ran gcc")
         self.assertEqual(self.bytes_of("k.o"), stored)
+        # `ccpool explain` says how the stored entry is keyed (it ran nothing either).
+        out = subprocess.run([CCPOOL, "explain", "--dir", self.store, "--json", "--", NVCC, "-c", "k.cu",
+                              "-o", "k.o"], cwd=self.work, env=self.env, check=True,
+                             capture_output=True).stdout
+        j = json.loads(out)
+        self.assertEqual((j["mode"], j["store"]), ("record", "hit"), j)
+        with open(log) as f:
+            self.assertEqual(f.read().splitlines(), ran, "explain ran gcc")
 
     def test_nvcc_new_shadowing_include_misses(self):
         """dev.h is found in the second -I directory; one appearing in the

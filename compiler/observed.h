@@ -14,7 +14,8 @@
 // to an unknown directory, a date made from the clock (localtime & co:
 // __DATE__/__TIME__/__TIMESTAMP__) unless SOURCE_DATE_EPOCH pins it, an
 // input that changed during the run or was overwritten by it. Paths the run
-// wrote (outputs, temp files) and its own /proc/self are not lookups.
+// wrote (outputs, temp files) and its own /proc/self are not lookups. An
+// nvcc run has a rule of its own (ObservedRun::nvcc).
 // docs/cache-keys.md ("The record") is the reference.
 #pragma once
 

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "base/thread_annotations.h"
-#include "compiler/depfile.h"
 #include "compiler/dir_listing.h"
 #include "compiler/file_hasher.h"
 #include "compiler/manifest.h"

@@ -137,11 +137,6 @@ int main(int argc, char** argv) {
   seed("manifest_fuzz", "two-entries", compiler::serialize_manifest(m));
   seed("manifest_fuzz", "empty", compiler::serialize_manifest({}));
 
-  seed("depfile_fuzz", "gcc",
-       "k.o: k.cpp /usr/include/stdc-predef.h \\\n /usr/include/stdio.h k.h\n\nk.h:\n");
-  seed("depfile_fuzz", "escapes", "out\\ dir/k.o: src\\ 1.c a$$b.h \\#c.h\nsrc\\ 1.c:\n");
-  seed("depfile_fuzz", "clang-multi", "k.o k.d: k.c \\\n  /usr/include/x.h\n");
-
   seed("cc_args_fuzz", "compile", "-c\nk.cpp\n-o\nk.o\n-O2\n-I\ninclude\n-MD\n-MF\nk.d");
   seed("cc_args_fuzz", "response", "@r\n-o\nk.so\n%%\n-c 'k 1.cpp' -DX=\"a b\" \\\n -Iinc");
   seed("cc_args_fuzz", "recursive", "@r\n%%\n-c k.c @r");

@@ -3,7 +3,6 @@
 
 #include <gtest/gtest.h>
 
-#include "compiler/depfile.h"
 #include "tests/compiler/executor.h"
 #include "tests/support/scratch.h"
 
@@ -135,16 +134,6 @@ TEST(CcArgs, ResponseFilesExpandWithQuotes) {
   EXPECT_EQ(a.args, (std::vector<std::string>{"-c", "k 1.cpp", "-DX=a b", "-O2", "-o x.o"}));
   EXPECT_EQ(a.output, " x.o");
   EXPECT_NE(parse_cc_args({"g++", "@missing.rsp", "-c", "k.cpp"}, dir).refused, "");
-}
-
-TEST(Depfile, ParsesFirstRuleWithEscapes) {
-  auto deps = parse_depfile("k.o: k.cpp inc/a\\ b.h \\\n /usr/include/x$$y.h\nh.h:\n");
-  ASSERT_TRUE(deps);
-  EXPECT_EQ(*deps, (std::vector<std::string>{"k.cpp", "inc/a b.h", "/usr/include/x$y.h"}));
-  auto multi = parse_depfile("a b: k.cpp\n");
-  ASSERT_TRUE(multi);
-  EXPECT_EQ(*multi, (std::vector<std::string>{"k.cpp"}));
-  EXPECT_FALSE(parse_depfile("no rule here"));
 }
 
 }  // namespace

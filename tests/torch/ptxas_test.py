@@ -328,7 +328,7 @@ class NvccTest(TorchCase):
         self.assertEqual((d["misses"], d["hits"], d["not_stored"]), (2, 0, 2), d)
         self.assertEqual(self.status()["not_stored_reasons"], {"time_macro": 2})
 
-    def test_nvcc_asm_include_not_stored(self):
+    def test_nvcc_asm_include_keyed(self):
         """Host inline asm `.include`s a file: the assembler's read of it is in
         the record, so a changed included file is compiled again (never a hit)
         and gives a direct compile's data; the same file again hits. (The

@@ -57,6 +57,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "preload/signal_safe.h"
+
 #define EXPORT __attribute__((visibility("default")))
 #define REC_MAX (2 * PATH_MAX + 128)
 
@@ -161,15 +163,10 @@ static void put_char(struct rec* r, char c) {
 }
 
 static void put_num(struct rec* r, long long v) {
-  char digits[24];
-  int n = 0;
+  char digits[20];
   unsigned long long u = v < 0 ? (unsigned long long)(-v) : (unsigned long long)v;
-  do {
-    digits[n++] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u);
   if (v < 0) put_char(r, '-');
-  while (n) put_char(r, digits[--n]);
+  put_bytes(r, digits, ccpool_decimal(digits, u));
 }
 
 static void put_text(struct rec* r, const char* s, size_t len) {
@@ -229,14 +226,7 @@ static const char* at_path(int dirfd, const char* path, char out[PATH_MAX]) {
   char link[64];
   memcpy(link, "/proc/self/fd/", 14);
   size_t n = 14;
-  char digits[16];
-  int d = 0;
-  unsigned u = (unsigned)dirfd;
-  do {
-    digits[d++] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u);
-  while (d) link[n++] = digits[--d];
+  n += ccpool_decimal(link + n, (unsigned)dirfd);
   link[n] = '\0';
   ssize_t len = REAL(readlink) ? REAL(readlink)(link, out, PATH_MAX - 1) : -1;
   size_t plen = strlen(path);
@@ -257,13 +247,6 @@ static void emit_at(char op, int dirfd, const char* path, long long a, long long
     emit1(op, a, b, p);
   else
     emit1('?', a, 0, "fd-relative path");
-}
-
-/* glibc declares the path arguments nonnull, so a plain test would be
- * dropped: the empty asm hides the pointer's origin from the optimizer. */
-static int present(const void* p) {
-  __asm__("" : "+r"(p));
-  return p != 0;
 }
 
 static int writes(int flags) {
@@ -392,7 +375,7 @@ static int open_common(int (*real)(const char*, int, ...), const char* path, int
   ENSURE();
   int fd = real(path, flags, mode);
   int saved = errno;
-  if (present(path)) emit1(writes(flags) ? 'W' : 'O', fd < 0 ? saved : 0, flags, path);
+  if (ccpool_present(path)) emit1(writes(flags) ? 'W' : 'O', fd < 0 ? saved : 0, flags, path);
   errno = saved;
   return fd;
 }
@@ -402,7 +385,8 @@ static int openat_common(int (*real)(int, const char*, int, ...), int dirfd, con
   ENSURE();
   int fd = real(dirfd, path, flags, mode);
   int saved = errno;
-  if (present(path)) emit_at(writes(flags) ? 'W' : 'O', dirfd, path, fd < 0 ? saved : 0, flags);
+  if (ccpool_present(path))
+    emit_at(writes(flags) ? 'W' : 'O', dirfd, path, fd < 0 ? saved : 0, flags);
   errno = saved;
   return fd;
 }
@@ -483,7 +467,7 @@ static FILE* fopen_common(FILE* (*real)(const char*, const char*), const char* p
   FILE* f = real(path, mode);
   int saved = errno;
   int flags = fopen_flags(mode);
-  if (present(path)) emit1(writes(flags) ? 'W' : 'O', f ? 0 : saved, flags, path);
+  if (ccpool_present(path)) emit1(writes(flags) ? 'W' : 'O', f ? 0 : saved, flags, path);
   errno = saved;
   return f;
 }
@@ -504,7 +488,7 @@ static FILE* freopen_common(FILE* (*real)(const char*, const char*, FILE*), cons
   FILE* f = real(path, mode, stream);
   int saved = errno;
   int flags = fopen_flags(mode);
-  if (present(path)) emit1(writes(flags) ? 'W' : 'O', f ? 0 : saved, flags, path);
+  if (ccpool_present(path)) emit1(writes(flags) ? 'W' : 'O', f ? 0 : saved, flags, path);
   errno = saved;
   return f;
 }
@@ -530,7 +514,7 @@ static long long stat_kind(int rc, mode_t mode, int nofollow) {
     ENSURE();                                                                               \
     int rc = REAL(name)(path, st);                                                          \
     int saved = errno;                                                                      \
-    if (present(path))                                                                      \
+    if (ccpool_present(path))                                                               \
       emit1('T', rc ? saved : 0, stat_kind(rc, rc == 0 ? st->st_mode : 0, nofollow), path); \
     errno = saved;                                                                          \
     return rc;                                                                              \
@@ -545,7 +529,7 @@ STAT_HOOK(lstat64, struct stat64, 1)
     ENSURE();                                                                               \
     int rc = REAL(name)(ver, path, st);                                                     \
     int saved = errno;                                                                      \
-    if (present(path))                                                                      \
+    if (ccpool_present(path))                                                               \
       emit1('T', rc ? saved : 0, stat_kind(rc, rc == 0 ? st->st_mode : 0, nofollow), path); \
     errno = saved;                                                                          \
     return rc;                                                                              \
@@ -557,7 +541,7 @@ XSTAT_HOOK(__lxstat64, struct stat64, 1)
 
 /* An empty path with AT_EMPTY_PATH is fstat of the descriptor: no lookup. */
 static int is_fd_stat(const char* path, int flags) {
-  return !present(path) || (path[0] == '\0' && (flags & AT_EMPTY_PATH));
+  return !ccpool_present(path) || (path[0] == '\0' && (flags & AT_EMPTY_PATH));
 }
 
 EXPORT int fstatat(int dirfd, const char* path, struct stat* st, int flags) {
@@ -621,7 +605,7 @@ EXPORT int access(const char* path, int mode) {
   ENSURE();
   int rc = REAL(access)(path, mode);
   int saved = errno;
-  if (present(path)) emit1('A', rc ? saved : 0, mode, path);
+  if (ccpool_present(path)) emit1('A', rc ? saved : 0, mode, path);
   errno = saved;
   return rc;
 }
@@ -630,7 +614,7 @@ EXPORT int faccessat(int dirfd, const char* path, int mode, int flags) {
   ENSURE();
   int rc = REAL(faccessat)(dirfd, path, mode, flags);
   int saved = errno;
-  if (present(path)) emit_at('A', dirfd, path, rc ? saved : 0, mode);
+  if (ccpool_present(path)) emit_at('A', dirfd, path, rc ? saved : 0, mode);
   errno = saved;
   return rc;
 }
@@ -639,7 +623,7 @@ EXPORT int eaccess(const char* path, int mode) {
   ENSURE();
   int rc = REAL(eaccess)(path, mode);
   int saved = errno;
-  if (present(path)) emit1('A', rc ? saved : 0, mode, path);
+  if (ccpool_present(path)) emit1('A', rc ? saved : 0, mode, path);
   errno = saved;
   return rc;
 }
@@ -648,7 +632,7 @@ EXPORT int euidaccess(const char* path, int mode) {
   ENSURE();
   int rc = REAL(euidaccess)(path, mode);
   int saved = errno;
-  if (present(path)) emit1('A', rc ? saved : 0, mode, path);
+  if (ccpool_present(path)) emit1('A', rc ? saved : 0, mode, path);
   errno = saved;
   return rc;
 }
@@ -657,7 +641,7 @@ EXPORT ssize_t readlink(const char* path, char* buf, size_t size) {
   ENSURE();
   ssize_t n = REAL(readlink)(path, buf, size);
   int saved = errno;
-  if (present(path)) emit2('R', n < 0 ? saved : 0, 0, path, buf, n > 0 ? (size_t)n : 0);
+  if (ccpool_present(path)) emit2('R', n < 0 ? saved : 0, 0, path, buf, n > 0 ? (size_t)n : 0);
   errno = saved;
   return n;
 }
@@ -670,7 +654,7 @@ EXPORT ssize_t readlinkat(int dirfd, const char* path, char* buf, size_t size) {
   const char* p = at_path(dirfd, path, abs);
   if (p)
     emit2('R', n < 0 ? saved : 0, 0, p, buf, n > 0 ? (size_t)n : 0);
-  else if (present(path))
+  else if (ccpool_present(path))
     emit1('?', 0, 0, "fd-relative readlink");
   errno = saved;
   return n;
@@ -680,7 +664,7 @@ EXPORT char* realpath(const char* path, char* resolved) {
   ENSURE();
   char* r = REAL(realpath)(path, resolved);
   int saved = errno;
-  if (present(path)) emit2('K', r ? 0 : saved, 0, path, r, r ? strlen(r) : 0);
+  if (ccpool_present(path)) emit2('K', r ? 0 : saved, 0, path, r, r ? strlen(r) : 0);
   errno = saved;
   return r;
 }
@@ -689,7 +673,7 @@ EXPORT char* canonicalize_file_name(const char* path) {
   ENSURE();
   char* r = REAL(canonicalize_file_name)(path);
   int saved = errno;
-  if (present(path)) emit2('K', r ? 0 : saved, 0, path, r, r ? strlen(r) : 0);
+  if (ccpool_present(path)) emit2('K', r ? 0 : saved, 0, path, r, r ? strlen(r) : 0);
   errno = saved;
   return r;
 }
@@ -698,7 +682,7 @@ EXPORT DIR* opendir(const char* path) {
   ENSURE();
   DIR* d = REAL(opendir)(path);
   int saved = errno;
-  if (present(path)) emit1('D', d ? 0 : saved, 0, path);
+  if (ccpool_present(path)) emit1('D', d ? 0 : saved, 0, path);
   errno = saved;
   return d;
 }
@@ -708,7 +692,7 @@ EXPORT int scandir(const char* path, struct dirent*** list, int (*filter)(const 
   ENSURE();
   int n = REAL(scandir)(path, list, filter, cmp);
   int saved = errno;
-  if (present(path)) emit1('D', n < 0 ? saved : 0, 0, path);
+  if (ccpool_present(path)) emit1('D', n < 0 ? saved : 0, 0, path);
   errno = saved;
   return n;
 }
@@ -716,7 +700,7 @@ EXPORT int scandir(const char* path, struct dirent*** list, int (*filter)(const 
 /* ---- environment ---- */
 
 static void record_env(const char* name, const char* value) {
-  if (present(name)) emit2('E', value ? 1 : 0, 0, name, value, value ? strlen(value) : 0);
+  if (ccpool_present(name)) emit2('E', value ? 1 : 0, 0, name, value, value ? strlen(value) : 0);
 }
 
 EXPORT char* getenv(const char* name) {
@@ -748,12 +732,6 @@ static int exec_recorded(const char* path, char* const argv[], char* const envp[
   return rc;
 }
 
-static const char* path_from(char* const envp[]) {
-  for (char* const* e = envp; e && *e; ++e)
-    if (strncmp(*e, "PATH=", 5) == 0) return *e + 5;
-  return "/bin:/usr/bin";
-}
-
 /* execvpe's PATH search with each candidate exec recorded: glibc's search
  * calls its internal execve, which no interposer sees. Same rules as glibc
  * for the candidates skipped (ENOENT, ENOTDIR, EACCES remembered, ...). */
@@ -763,38 +741,24 @@ static int execp_recorded(const char* file, char* const argv[], char* const envp
     return -1;
   }
   if (strchr(file, '/')) return exec_recorded(file, argv, envp);
-  size_t flen = strlen(file);
-  const char* p = path_from(environ);
+  struct ccpool_path_walk w = ccpool_path_walk_start(ccpool_search_path(environ), file);
   int got_eacces = 0;
   char buf[PATH_MAX];
-  for (;;) {
-    const char* end = strchrnul(p, ':');
-    size_t dlen = (size_t)(end - p);
-    if (dlen + 1 + flen + 1 <= PATH_MAX) {
-      size_t n = 0;
-      if (dlen) {
-        memcpy(buf, p, dlen);
-        n = dlen;
-        buf[n++] = '/';
-      }
-      memcpy(buf + n, file, flen + 1);
-      exec_recorded(buf, argv, envp);
-      switch (errno) {
-        case EACCES:
-          got_eacces = 1;
-          break;
-        case ENOENT:
-        case ESTALE:
-        case ENOTDIR:
-        case ENODEV:
-        case ETIMEDOUT:
-          break;
-        default:
-          return -1;
-      }
+  while (ccpool_path_next(&w, buf)) {
+    exec_recorded(buf, argv, envp);
+    switch (errno) {
+      case EACCES:
+        got_eacces = 1;
+        break;
+      case ENOENT:
+      case ESTALE:
+      case ENOTDIR:
+      case ENODEV:
+      case ETIMEDOUT:
+        break;
+      default:
+        return -1;
     }
-    if (!*end) break;
-    p = end + 1;
   }
   if (got_eacces) errno = EACCES;
   return -1;
@@ -823,28 +787,17 @@ EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
 EXPORT int execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
                     int flags) {
   ENSURE();
-  if (present(path) && flags == 0 && (dirfd == AT_FDCWD || path[0] == '/'))
+  if (ccpool_present(path) && flags == 0 && (dirfd == AT_FDCWD || path[0] == '/'))
     return exec_recorded(path, argv, envp);
   emit1('?', 0, 0, "execveat");
   return REAL(execveat)(dirfd, path, argv, envp, flags);
 }
 
-#define COLLECT_VARARGS(first, ap_start, argv_name, extra)                        \
-  size_t argc_ = 1;                                                               \
-  va_list count_;                                                                 \
-  va_copy(count_, ap_start);                                                      \
-  while (va_arg(count_, char*)) ++argc_;                                          \
-  va_end(count_);                                                                 \
-  char* argv_name[argc_ + 1];                                                     \
-  argv_name[0] = (char*)(first);                                                  \
-  for (size_t i_ = 1; i_ <= argc_; ++i_) argv_name[i_] = va_arg(ap_start, char*); \
-  extra
-
 EXPORT int execl(const char* path, const char* arg, ...) {
   ENSURE();
   va_list ap;
   va_start(ap, arg);
-  COLLECT_VARARGS(arg, ap, argv, va_end(ap););
+  CCPOOL_COLLECT_VARARGS(arg, ap, argv, va_end(ap););
   return exec_recorded(path, argv, environ);
 }
 
@@ -852,7 +805,7 @@ EXPORT int execlp(const char* file, const char* arg, ...) {
   ENSURE();
   va_list ap;
   va_start(ap, arg);
-  COLLECT_VARARGS(arg, ap, argv, va_end(ap););
+  CCPOOL_COLLECT_VARARGS(arg, ap, argv, va_end(ap););
   return execp_recorded(file, argv, environ);
 }
 
@@ -860,7 +813,7 @@ EXPORT int execle(const char* path, const char* arg, ...) {
   ENSURE();
   va_list ap;
   va_start(ap, arg);
-  COLLECT_VARARGS(arg, ap, argv, char* const* envp = va_arg(ap, char* const*); va_end(ap););
+  CCPOOL_COLLECT_VARARGS(arg, ap, argv, char* const* envp = va_arg(ap, char* const*); va_end(ap););
   return exec_recorded(path, argv, envp);
 }
 
@@ -881,28 +834,14 @@ EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_acti
 EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* fa,
                         const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
   ENSURE();
-  if (!present(file) || !*file) return ENOENT;
+  if (!ccpool_present(file) || !*file) return ENOENT;
   if (strchr(file, '/')) return posix_spawn(pid, file, fa, attr, argv, envp);
-  size_t flen = strlen(file);
-  const char* p = path_from(environ);
+  struct ccpool_path_walk w = ccpool_path_walk_start(ccpool_search_path(environ), file);
   char buf[PATH_MAX];
-  for (;;) {
-    const char* end = strchrnul(p, ':');
-    size_t dlen = (size_t)(end - p);
-    if (dlen + 1 + flen + 1 <= PATH_MAX) {
-      size_t n = 0;
-      if (dlen) {
-        memcpy(buf, p, dlen);
-        n = dlen;
-        buf[n++] = '/';
-      }
-      memcpy(buf + n, file, flen + 1);
-      struct stat st;
-      if (access(buf, X_OK) == 0 && stat(buf, &st) == 0 && S_ISREG(st.st_mode))
-        return posix_spawn(pid, buf, fa, attr, argv, envp);
-    }
-    if (!*end) break;
-    p = end + 1;
+  while (ccpool_path_next(&w, buf)) {
+    struct stat st;
+    if (access(buf, X_OK) == 0 && stat(buf, &st) == 0 && S_ISREG(st.st_mode))
+      return posix_spawn(pid, buf, fa, attr, argv, envp);
   }
   return ENOENT;
 }
@@ -970,7 +909,7 @@ EXPORT void* dlopen(const char* name, int flags) {
   ENSURE();
   void* h = REAL(dlopen)(name, flags);
   int saved = errno;
-  if (h && present(name)) {
+  if (h && ccpool_present(name)) {
     struct link_map* lm = 0;
     if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && lm->l_name[0] == '/')
       emit1('L', 0, 0, lm->l_name);
@@ -1016,7 +955,7 @@ EXPORT int rename(const char* from, const char* to) {
   ENSURE();
   int rc = REAL(rename)(from, to);
   int saved = errno;
-  if (present(to)) emit1('W', rc ? saved : 0, O_CREAT, to);
+  if (ccpool_present(to)) emit1('W', rc ? saved : 0, O_CREAT, to);
   errno = saved;
   return rc;
 }
@@ -1025,7 +964,7 @@ EXPORT int renameat(int fromfd, const char* from, int tofd, const char* to) {
   ENSURE();
   int rc = REAL(renameat)(fromfd, from, tofd, to);
   int saved = errno;
-  if (present(to)) emit_at('W', tofd, to, rc ? saved : 0, O_CREAT);
+  if (ccpool_present(to)) emit_at('W', tofd, to, rc ? saved : 0, O_CREAT);
   errno = saved;
   return rc;
 }
@@ -1034,7 +973,7 @@ EXPORT int renameat2(int fromfd, const char* from, int tofd, const char* to, uns
   ENSURE();
   int rc = REAL(renameat2) ? REAL(renameat2)(fromfd, from, tofd, to, flags) : (errno = ENOSYS, -1);
   int saved = errno;
-  if (present(to)) emit_at('W', tofd, to, rc ? saved : 0, O_CREAT);
+  if (ccpool_present(to)) emit_at('W', tofd, to, rc ? saved : 0, O_CREAT);
   errno = saved;
   return rc;
 }
@@ -1043,7 +982,7 @@ EXPORT int link(const char* from, const char* to) {
   ENSURE();
   int rc = REAL(link)(from, to);
   int saved = errno;
-  if (present(to)) emit1('W', rc ? saved : 0, O_CREAT, to);
+  if (ccpool_present(to)) emit1('W', rc ? saved : 0, O_CREAT, to);
   errno = saved;
   return rc;
 }
@@ -1052,7 +991,7 @@ EXPORT int symlink(const char* target, const char* to) {
   ENSURE();
   int rc = REAL(symlink)(target, to);
   int saved = errno;
-  if (present(to)) emit1('W', rc ? saved : 0, O_CREAT, to);
+  if (ccpool_present(to)) emit1('W', rc ? saved : 0, O_CREAT, to);
   errno = saved;
   return rc;
 }

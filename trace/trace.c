@@ -461,13 +461,18 @@ EXPORT int creat64(const char* path, mode_t mode) {
   return open_common(REAL(open), path, O_CREAT | O_WRONLY | O_TRUNC, mode);
 }
 
+/* The O or W line of an fopen-like call that returned f (errno `saved`). */
+static void record_fopen(const char* path, const char* mode, const FILE* f, int saved) {
+  int flags = fopen_flags(mode);
+  if (ccpool_present(path)) emit1(writes(flags) ? 'W' : 'O', f ? 0 : saved, flags, path);
+}
+
 static FILE* fopen_common(FILE* (*real)(const char*, const char*), const char* path,
                           const char* mode) {
   ENSURE();
   FILE* f = real(path, mode);
   int saved = errno;
-  int flags = fopen_flags(mode);
-  if (ccpool_present(path)) emit1(writes(flags) ? 'W' : 'O', f ? 0 : saved, flags, path);
+  record_fopen(path, mode, f, saved);
   errno = saved;
   return f;
 }
@@ -487,8 +492,7 @@ static FILE* freopen_common(FILE* (*real)(const char*, const char*, FILE*), cons
   ENSURE();
   FILE* f = real(path, mode, stream);
   int saved = errno;
-  int flags = fopen_flags(mode);
-  if (ccpool_present(path)) emit1(writes(flags) ? 'W' : 'O', f ? 0 : saved, flags, path);
+  record_fopen(path, mode, f, saved);
   errno = saved;
   return f;
 }
@@ -509,130 +513,85 @@ static long long stat_kind(int rc, mode_t mode, int nofollow) {
   return (nofollow ? 16 : 0) + (rc == 0 ? (long long)((mode & S_IFMT) >> 12) : 0);
 }
 
-#define STAT_HOOK(name, type, nofollow)                                                     \
-  EXPORT int name(const char* path, type* st) {                                             \
-    ENSURE();                                                                               \
-    int rc = REAL(name)(path, st);                                                          \
-    int saved = errno;                                                                      \
-    if (ccpool_present(path))                                                               \
-      emit1('T', rc ? saved : 0, stat_kind(rc, rc == 0 ? st->st_mode : 0, nofollow), path); \
-    errno = saved;                                                                          \
-    return rc;                                                                              \
+/* The T line of a stat of `path` that returned rc (errno `saved`; mode is
+ * the answer's st_mode, read only when rc is 0). */
+static void record_stat(const char* path, int rc, int saved, mode_t mode, int nofollow) {
+  if (ccpool_present(path)) emit1('T', rc ? saved : 0, stat_kind(rc, mode, nofollow), path);
+}
+
+#define STAT_HOOK(name, params, args, nofollow)                        \
+  EXPORT int name params {                                             \
+    ENSURE();                                                          \
+    int rc = REAL(name) args;                                          \
+    int saved = errno;                                                 \
+    record_stat(path, rc, saved, rc == 0 ? st->st_mode : 0, nofollow); \
+    errno = saved;                                                     \
+    return rc;                                                         \
   }
-STAT_HOOK(stat, struct stat, 0)
-STAT_HOOK(stat64, struct stat64, 0)
-STAT_HOOK(lstat, struct stat, 1)
-STAT_HOOK(lstat64, struct stat64, 1)
+STAT_HOOK(stat, (const char* path, struct stat* st), (path, st), 0)
+STAT_HOOK(stat64, (const char* path, struct stat64* st), (path, st), 0)
+STAT_HOOK(lstat, (const char* path, struct stat* st), (path, st), 1)
+STAT_HOOK(lstat64, (const char* path, struct stat64* st), (path, st), 1)
+STAT_HOOK(__xstat, (int ver, const char* path, struct stat* st), (ver, path, st), 0)
+STAT_HOOK(__xstat64, (int ver, const char* path, struct stat64* st), (ver, path, st), 0)
+STAT_HOOK(__lxstat, (int ver, const char* path, struct stat* st), (ver, path, st), 1)
+STAT_HOOK(__lxstat64, (int ver, const char* path, struct stat64* st), (ver, path, st), 1)
 
-#define XSTAT_HOOK(name, type, nofollow)                                                    \
-  EXPORT int name(int ver, const char* path, type* st) {                                    \
-    ENSURE();                                                                               \
-    int rc = REAL(name)(ver, path, st);                                                     \
-    int saved = errno;                                                                      \
-    if (ccpool_present(path))                                                               \
-      emit1('T', rc ? saved : 0, stat_kind(rc, rc == 0 ? st->st_mode : 0, nofollow), path); \
-    errno = saved;                                                                          \
-    return rc;                                                                              \
+/* The T line of a stat relative to dirfd; an empty path with AT_EMPTY_PATH
+ * is fstat of the descriptor: no lookup, no line. */
+static void record_stat_at(int dirfd, const char* path, int flags, int rc, int saved, mode_t mode) {
+  if (!ccpool_present(path) || (path[0] == '\0' && (flags & AT_EMPTY_PATH))) return;
+  emit_at('T', dirfd, path, rc ? saved : 0,
+          stat_kind(rc, mode, (flags & AT_SYMLINK_NOFOLLOW) != 0));
+}
+
+#define FSTATAT_HOOK(name, params, args)                                      \
+  EXPORT int name params {                                                    \
+    ENSURE();                                                                 \
+    int rc = REAL(name) args;                                                 \
+    int saved = errno;                                                        \
+    record_stat_at(dirfd, path, flags, rc, saved, rc == 0 ? st->st_mode : 0); \
+    errno = saved;                                                            \
+    return rc;                                                                \
   }
-XSTAT_HOOK(__xstat, struct stat, 0)
-XSTAT_HOOK(__xstat64, struct stat64, 0)
-XSTAT_HOOK(__lxstat, struct stat, 1)
-XSTAT_HOOK(__lxstat64, struct stat64, 1)
-
-/* An empty path with AT_EMPTY_PATH is fstat of the descriptor: no lookup. */
-static int is_fd_stat(const char* path, int flags) {
-  return !ccpool_present(path) || (path[0] == '\0' && (flags & AT_EMPTY_PATH));
-}
-
-EXPORT int fstatat(int dirfd, const char* path, struct stat* st, int flags) {
-  ENSURE();
-  int rc = REAL(fstatat)(dirfd, path, st, flags);
-  int saved = errno;
-  if (!is_fd_stat(path, flags))
-    emit_at('T', dirfd, path, rc ? saved : 0,
-            stat_kind(rc, rc == 0 ? st->st_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
-  errno = saved;
-  return rc;
-}
-
-EXPORT int fstatat64(int dirfd, const char* path, struct stat64* st, int flags) {
-  ENSURE();
-  int rc = REAL(fstatat64)(dirfd, path, st, flags);
-  int saved = errno;
-  if (!is_fd_stat(path, flags))
-    emit_at('T', dirfd, path, rc ? saved : 0,
-            stat_kind(rc, rc == 0 ? st->st_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
-  errno = saved;
-  return rc;
-}
-
-EXPORT int __fxstatat(int ver, int dirfd, const char* path, struct stat* st, int flags) {
-  ENSURE();
-  int rc = REAL(__fxstatat)(ver, dirfd, path, st, flags);
-  int saved = errno;
-  if (!is_fd_stat(path, flags))
-    emit_at('T', dirfd, path, rc ? saved : 0,
-            stat_kind(rc, rc == 0 ? st->st_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
-  errno = saved;
-  return rc;
-}
-
-EXPORT int __fxstatat64(int ver, int dirfd, const char* path, struct stat64* st, int flags) {
-  ENSURE();
-  int rc = REAL(__fxstatat64)(ver, dirfd, path, st, flags);
-  int saved = errno;
-  if (!is_fd_stat(path, flags))
-    emit_at('T', dirfd, path, rc ? saved : 0,
-            stat_kind(rc, rc == 0 ? st->st_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
-  errno = saved;
-  return rc;
-}
+FSTATAT_HOOK(fstatat, (int dirfd, const char* path, struct stat* st, int flags),
+             (dirfd, path, st, flags))
+FSTATAT_HOOK(fstatat64, (int dirfd, const char* path, struct stat64* st, int flags),
+             (dirfd, path, st, flags))
+FSTATAT_HOOK(__fxstatat, (int ver, int dirfd, const char* path, struct stat* st, int flags),
+             (ver, dirfd, path, st, flags))
+FSTATAT_HOOK(__fxstatat64, (int ver, int dirfd, const char* path, struct stat64* st, int flags),
+             (ver, dirfd, path, st, flags))
 
 EXPORT int statx(int dirfd, const char* path, int flags, unsigned int mask, struct statx* st) {
   ENSURE();
   int rc = REAL(statx)(dirfd, path, flags, mask, st);
   int saved = errno;
-  if (!is_fd_stat(path, flags))
-    emit_at('T', dirfd, path, rc ? saved : 0,
-            stat_kind(rc, rc == 0 ? st->stx_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
+  record_stat_at(dirfd, path, flags, rc, saved, rc == 0 ? st->stx_mode : 0);
   errno = saved;
   return rc;
 }
 
 /* ---- access, links, realpath, directories ---- */
 
-EXPORT int access(const char* path, int mode) {
-  ENSURE();
-  int rc = REAL(access)(path, mode);
-  int saved = errno;
-  if (ccpool_present(path)) emit1('A', rc ? saved : 0, mode, path);
-  errno = saved;
-  return rc;
-}
+#define ACCESS_HOOK(name)                                             \
+  EXPORT int name(const char* path, int mode) {                       \
+    ENSURE();                                                         \
+    int rc = REAL(name)(path, mode);                                  \
+    int saved = errno;                                                \
+    if (ccpool_present(path)) emit1('A', rc ? saved : 0, mode, path); \
+    errno = saved;                                                    \
+    return rc;                                                        \
+  }
+ACCESS_HOOK(access)
+ACCESS_HOOK(eaccess)
+ACCESS_HOOK(euidaccess)
 
 EXPORT int faccessat(int dirfd, const char* path, int mode, int flags) {
   ENSURE();
   int rc = REAL(faccessat)(dirfd, path, mode, flags);
   int saved = errno;
   if (ccpool_present(path)) emit_at('A', dirfd, path, rc ? saved : 0, mode);
-  errno = saved;
-  return rc;
-}
-
-EXPORT int eaccess(const char* path, int mode) {
-  ENSURE();
-  int rc = REAL(eaccess)(path, mode);
-  int saved = errno;
-  if (ccpool_present(path)) emit1('A', rc ? saved : 0, mode, path);
-  errno = saved;
-  return rc;
-}
-
-EXPORT int euidaccess(const char* path, int mode) {
-  ENSURE();
-  int rc = REAL(euidaccess)(path, mode);
-  int saved = errno;
-  if (ccpool_present(path)) emit1('A', rc ? saved : 0, mode, path);
   errno = saved;
   return rc;
 }
@@ -660,11 +619,16 @@ EXPORT ssize_t readlinkat(int dirfd, const char* path, char* buf, size_t size) {
   return n;
 }
 
+/* The K line of a realpath-like call that returned r (errno `saved`). */
+static void record_real_path(const char* path, const char* r, int saved) {
+  if (ccpool_present(path)) emit2('K', r ? 0 : saved, 0, path, r, r ? strlen(r) : 0);
+}
+
 EXPORT char* realpath(const char* path, char* resolved) {
   ENSURE();
   char* r = REAL(realpath)(path, resolved);
   int saved = errno;
-  if (ccpool_present(path)) emit2('K', r ? 0 : saved, 0, path, r, r ? strlen(r) : 0);
+  record_real_path(path, r, saved);
   errno = saved;
   return r;
 }
@@ -673,7 +637,7 @@ EXPORT char* canonicalize_file_name(const char* path) {
   ENSURE();
   char* r = REAL(canonicalize_file_name)(path);
   int saved = errno;
-  if (ccpool_present(path)) emit2('K', r ? 0 : saved, 0, path, r, r ? strlen(r) : 0);
+  record_real_path(path, r, saved);
   errno = saved;
   return r;
 }
@@ -951,20 +915,29 @@ EXPORT char* mkdtemp(char* tmpl) {
 
 /* ---- names the run creates by renaming or linking ---- */
 
-EXPORT int rename(const char* from, const char* to) {
-  ENSURE();
-  int rc = REAL(rename)(from, to);
-  int saved = errno;
-  if (ccpool_present(to)) emit1('W', rc ? saved : 0, O_CREAT, to);
-  errno = saved;
-  return rc;
+/* rename(from, to), link(from, to), symlink(target, to): `to` is made. */
+#define NEW_NAME_HOOK(name)                                          \
+  EXPORT int name(const char* from, const char* to) {                \
+    ENSURE();                                                        \
+    int rc = REAL(name)(from, to);                                   \
+    int saved = errno;                                               \
+    if (ccpool_present(to)) emit1('W', rc ? saved : 0, O_CREAT, to); \
+    errno = saved;                                                   \
+    return rc;                                                       \
+  }
+NEW_NAME_HOOK(rename)
+NEW_NAME_HOOK(link)
+NEW_NAME_HOOK(symlink)
+
+static void record_new_name_at(int tofd, const char* to, int rc, int saved) {
+  if (ccpool_present(to)) emit_at('W', tofd, to, rc ? saved : 0, O_CREAT);
 }
 
 EXPORT int renameat(int fromfd, const char* from, int tofd, const char* to) {
   ENSURE();
   int rc = REAL(renameat)(fromfd, from, tofd, to);
   int saved = errno;
-  if (ccpool_present(to)) emit_at('W', tofd, to, rc ? saved : 0, O_CREAT);
+  record_new_name_at(tofd, to, rc, saved);
   errno = saved;
   return rc;
 }
@@ -973,25 +946,7 @@ EXPORT int renameat2(int fromfd, const char* from, int tofd, const char* to, uns
   ENSURE();
   int rc = REAL(renameat2) ? REAL(renameat2)(fromfd, from, tofd, to, flags) : (errno = ENOSYS, -1);
   int saved = errno;
-  if (ccpool_present(to)) emit_at('W', tofd, to, rc ? saved : 0, O_CREAT);
-  errno = saved;
-  return rc;
-}
-
-EXPORT int link(const char* from, const char* to) {
-  ENSURE();
-  int rc = REAL(link)(from, to);
-  int saved = errno;
-  if (ccpool_present(to)) emit1('W', rc ? saved : 0, O_CREAT, to);
-  errno = saved;
-  return rc;
-}
-
-EXPORT int symlink(const char* target, const char* to) {
-  ENSURE();
-  int rc = REAL(symlink)(target, to);
-  int saved = errno;
-  if (ccpool_present(to)) emit1('W', rc ? saved : 0, O_CREAT, to);
+  record_new_name_at(tofd, to, rc, saved);
   errno = saved;
   return rc;
 }

@@ -201,31 +201,20 @@ static char* const* capped_argv(char* const argv[], int idx, char** buf) {
 }
 
 /* The real calls, with the sidecar's --workers capped. The copy is a VLA of
- * argc + 1 pointers, made only when a rewrite is needed. */
-__attribute__((noinline)) static int real_execve_capped(const char* path, char* const argv[],
-                                                        char* const envp[], int saved) {
+ * argc + 1 pointers, made only when a rewrite is needed. `real` is
+ * g_real_execve or g_real_execvpe (the same signature). */
+__attribute__((noinline)) static int real_exec_capped(execve_fn real, const char* path,
+                                                      char* const argv[], char* const envp[],
+                                                      int saved) {
   int idx = sidecar_rewrite_index(argv);
   if (idx < 0) {
     errno = saved;
-    return g_real_execve(path, argv, envp);
+    return real(path, argv, envp);
   }
   char* buf[count_args(argv) + 1];
   char* const* args = capped_argv(argv, idx, buf);
   errno = saved;
-  return g_real_execve(path, args, envp);
-}
-
-__attribute__((noinline)) static int real_execvpe_capped(const char* file, char* const argv[],
-                                                         char* const envp[], int saved) {
-  int idx = sidecar_rewrite_index(argv);
-  if (idx < 0) {
-    errno = saved;
-    return g_real_execvpe(file, argv, envp);
-  }
-  char* buf[count_args(argv) + 1];
-  char* const* args = capped_argv(argv, idx, buf);
-  errno = saved;
-  return g_real_execvpe(file, args, envp);
+  return real(path, args, envp);
 }
 
 __attribute__((noinline)) static int real_spawn_capped(spawn_fn real, pid_t* pid, const char* path,
@@ -286,7 +275,7 @@ static int exec_common(const char* path, char* const argv[], char* const envp[])
   if (is_null(path)) return efault();
   int saved = errno;
   if (wants_redirect(path) && is_executable_file(path)) redirect_execve(path, argv, envp);
-  return real_execve_capped(path, argv, envp, saved);
+  return real_exec_capped(g_real_execve, path, argv, envp, saved);
 }
 
 /* The PATH search and its PATH_MAX buffer live here, out of the common path. */
@@ -301,7 +290,7 @@ static int execp_common(const char* file, char* const argv[], char* const envp[]
   if (strchr(file, '/')) return exec_common(file, argv, envp);
   int saved = errno;
   if (wants_redirect(file)) redirect_execvp(file, argv, envp);
-  return real_execvpe_capped(file, argv, envp, saved);
+  return real_exec_capped(g_real_execvpe, file, argv, envp, saved);
 }
 
 EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {

@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "preload/signal_safe.h"
 #include "shim/match.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -90,12 +91,8 @@ static void read_workers(void) {
   }
   if (value <= 0) return;
   g_workers = value;
-  char digits[24];
-  int n = 0;
-  for (long v = value; v > 0; v /= 10) digits[n++] = (char)('0' + v % 10);
   memcpy(g_workers_arg, "--workers=", 10);
-  for (int i = 0; i < n; ++i) g_workers_arg[10 + i] = digits[n - 1 - i];
-  g_workers_arg[10 + n] = '\0';
+  g_workers_arg[10 + ccpool_decimal(g_workers_arg + 10, (unsigned long long)value)] = '\0';
 }
 
 /* The socket the client should use when the exec's envp no longer says. */
@@ -152,14 +149,6 @@ static int wants_redirect(const char* file) {
   return ccpool_compiler_matches(&g_compilers, base) && strcmp(base, "ccpool-client") != 0;
 }
 
-/* PATH as the real p-variant sees it: glibc reads the caller's environ (not
- * envp) and falls back to "/bin:/usr/bin". */
-static const char* path_from_environ(void) {
-  for (char** e = environ; e && *e; ++e)
-    if (strncmp(*e, "PATH=", 5) == 0) return *e + 5;
-  return "/bin:/usr/bin";
-}
-
 /* PATH search with execvp's semantics for the success case: the first entry
  * holding an executable regular file wins (empty entry = cwd). Entries that
  * would fail with ENOENT/ENOTDIR/EACCES are skipped exactly as glibc skips
@@ -168,23 +157,10 @@ static const char* path_from_environ(void) {
 static int resolve_in_path(const char* file, char out[PATH_MAX]) {
   size_t flen = strlen(file);
   if (flen == 0 || flen >= NAME_MAX + 1) return 0;
-  const char* p = path_from_environ();
-  for (;;) {
-    const char* end = strchrnul(p, ':');
-    size_t dlen = (size_t)(end - p);
-    if (dlen + 1 + flen + 1 <= PATH_MAX) {
-      size_t n = 0;
-      if (dlen) {
-        memcpy(out, p, dlen);
-        n = dlen;
-        out[n++] = '/';
-      }
-      memcpy(out + n, file, flen + 1);
-      if (is_executable_file(out)) return 1;
-    }
-    if (!*end) return 0;
-    p = end + 1;
-  }
+  struct ccpool_path_walk w = ccpool_path_walk_start(ccpool_search_path(environ), file);
+  while (ccpool_path_next(&w, out))
+    if (is_executable_file(out)) return 1;
+  return 0;
 }
 
 /* argc of argv, or -1 when it has MAX_REDIRECT_ARGS entries or more. */
@@ -225,31 +201,20 @@ static char* const* capped_argv(char* const argv[], int idx, char** buf) {
 }
 
 /* The real calls, with the sidecar's --workers capped. The copy is a VLA of
- * argc + 1 pointers, made only when a rewrite is needed. */
-__attribute__((noinline)) static int real_execve_capped(const char* path, char* const argv[],
-                                                        char* const envp[], int saved) {
+ * argc + 1 pointers, made only when a rewrite is needed. `real` is
+ * g_real_execve or g_real_execvpe (the same signature). */
+__attribute__((noinline)) static int real_exec_capped(execve_fn real, const char* path,
+                                                      char* const argv[], char* const envp[],
+                                                      int saved) {
   int idx = sidecar_rewrite_index(argv);
   if (idx < 0) {
     errno = saved;
-    return g_real_execve(path, argv, envp);
+    return real(path, argv, envp);
   }
   char* buf[count_args(argv) + 1];
   char* const* args = capped_argv(argv, idx, buf);
   errno = saved;
-  return g_real_execve(path, args, envp);
-}
-
-__attribute__((noinline)) static int real_execvpe_capped(const char* file, char* const argv[],
-                                                         char* const envp[], int saved) {
-  int idx = sidecar_rewrite_index(argv);
-  if (idx < 0) {
-    errno = saved;
-    return g_real_execvpe(file, argv, envp);
-  }
-  char* buf[count_args(argv) + 1];
-  char* const* args = capped_argv(argv, idx, buf);
-  errno = saved;
-  return g_real_execvpe(file, args, envp);
+  return real(path, args, envp);
 }
 
 __attribute__((noinline)) static int real_spawn_capped(spawn_fn real, pid_t* pid, const char* path,
@@ -295,12 +260,10 @@ __attribute__((noinline)) static int redirect_spawn(int* ok, pid_t* pid, const c
 /* ---- exec family ---- */
 
 /* A NULL path is the caller's bug: fail as the kernel does for execve
- * instead of crashing in our string code. glibc declares these functions
- * nonnull, so the compiler would drop a plain `!path` test: the empty asm
- * hides the pointer's origin from the optimizer. */
+ * instead of crashing in our string code (ccpool_present: a test the
+ * compiler keeps although glibc declares these functions nonnull). */
 static int is_null(const void* p) {
-  __asm__("" : "+r"(p));
-  return p == 0;
+  return !ccpool_present(p);
 }
 
 static int efault(void) {
@@ -312,7 +275,7 @@ static int exec_common(const char* path, char* const argv[], char* const envp[])
   if (is_null(path)) return efault();
   int saved = errno;
   if (wants_redirect(path) && is_executable_file(path)) redirect_execve(path, argv, envp);
-  return real_execve_capped(path, argv, envp, saved);
+  return real_exec_capped(g_real_execve, path, argv, envp, saved);
 }
 
 /* The PATH search and its PATH_MAX buffer live here, out of the common path. */
@@ -327,7 +290,7 @@ static int execp_common(const char* file, char* const argv[], char* const envp[]
   if (strchr(file, '/')) return exec_common(file, argv, envp);
   int saved = errno;
   if (wants_redirect(file)) redirect_execvp(file, argv, envp);
-  return real_execvpe_capped(file, argv, envp, saved);
+  return real_exec_capped(g_real_execvpe, file, argv, envp, saved);
 }
 
 EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
@@ -355,37 +318,26 @@ EXPORT int execveat(int dirfd, const char* path, char* const argv[], char* const
   return g_real_execveat(dirfd, path, argv, envp, flags);
 }
 
-/* The execl variants collect their arguments into a stack array as glibc
- * does (unbounded, like glibc's VLA), then behave as execv/execve/execvp. */
-#define COLLECT_VARARGS(first, ap_start, argv_name, extra)                        \
-  size_t argc_ = 1;                                                               \
-  va_list count_;                                                                 \
-  va_copy(count_, ap_start);                                                      \
-  while (va_arg(count_, char*)) ++argc_;                                          \
-  va_end(count_);                                                                 \
-  char* argv_name[argc_ + 1];                                                     \
-  argv_name[0] = (char*)(first);                                                  \
-  for (size_t i_ = 1; i_ <= argc_; ++i_) argv_name[i_] = va_arg(ap_start, char*); \
-  extra
-
+/* The execl variants collect their arguments as glibc does
+ * (CCPOOL_COLLECT_VARARGS), then behave as execv/execve/execvp. */
 EXPORT int execl(const char* path, const char* arg, ...) {
   va_list ap;
   va_start(ap, arg);
-  COLLECT_VARARGS(arg, ap, argv, va_end(ap););
+  CCPOOL_COLLECT_VARARGS(arg, ap, argv, va_end(ap););
   return exec_common(path, argv, environ);
 }
 
 EXPORT int execlp(const char* file, const char* arg, ...) {
   va_list ap;
   va_start(ap, arg);
-  COLLECT_VARARGS(arg, ap, argv, va_end(ap););
+  CCPOOL_COLLECT_VARARGS(arg, ap, argv, va_end(ap););
   return execp_common(file, argv, environ);
 }
 
 EXPORT int execle(const char* path, const char* arg, ...) {
   va_list ap;
   va_start(ap, arg);
-  COLLECT_VARARGS(arg, ap, argv, char* const* envp = va_arg(ap, char* const*); va_end(ap););
+  CCPOOL_COLLECT_VARARGS(arg, ap, argv, char* const* envp = va_arg(ap, char* const*); va_end(ap););
   return exec_common(path, argv, envp);
 }
 

@@ -31,8 +31,9 @@ MAY_INCLUDE = {
     "client": {"base", "ipc"},
     "service": BELOW_SERVICE,
     "cli": BELOW_SERVICE | {"service", "client", "launch"},
-    "shim": set(),   # plain C on libc and libdl
-    "trace": set(),  # plain C on libc and libdl
+    "preload": set(),       # header-only plain C on libc, shared by the two below
+    "shim": {"preload"},    # plain C on libc and libdl
+    "trace": {"preload"},   # plain C on libc and libdl
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/[^"]+"', re.M)
 

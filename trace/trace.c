@@ -57,6 +57,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "preload/signal_safe.h"
+
 #define EXPORT __attribute__((visibility("default")))
 #define REC_MAX (2 * PATH_MAX + 128)
 
@@ -161,15 +163,10 @@ static void put_char(struct rec* r, char c) {
 }
 
 static void put_num(struct rec* r, long long v) {
-  char digits[24];
-  int n = 0;
+  char digits[20];
   unsigned long long u = v < 0 ? (unsigned long long)(-v) : (unsigned long long)v;
-  do {
-    digits[n++] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u);
   if (v < 0) put_char(r, '-');
-  while (n) put_char(r, digits[--n]);
+  put_bytes(r, digits, ccpool_decimal(digits, u));
 }
 
 static void put_text(struct rec* r, const char* s, size_t len) {
@@ -229,14 +226,7 @@ static const char* at_path(int dirfd, const char* path, char out[PATH_MAX]) {
   char link[64];
   memcpy(link, "/proc/self/fd/", 14);
   size_t n = 14;
-  char digits[16];
-  int d = 0;
-  unsigned u = (unsigned)dirfd;
-  do {
-    digits[d++] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u);
-  while (d) link[n++] = digits[--d];
+  n += ccpool_decimal(link + n, (unsigned)dirfd);
   link[n] = '\0';
   ssize_t len = REAL(readlink) ? REAL(readlink)(link, out, PATH_MAX - 1) : -1;
   size_t plen = strlen(path);
@@ -257,13 +247,6 @@ static void emit_at(char op, int dirfd, const char* path, long long a, long long
     emit1(op, a, b, p);
   else
     emit1('?', a, 0, "fd-relative path");
-}
-
-/* glibc declares the path arguments nonnull, so a plain test would be
- * dropped: the empty asm hides the pointer's origin from the optimizer. */
-static int present(const void* p) {
-  __asm__("" : "+r"(p));
-  return p != 0;
 }
 
 static int writes(int flags) {
@@ -392,7 +375,7 @@ static int open_common(int (*real)(const char*, int, ...), const char* path, int
   ENSURE();
   int fd = real(path, flags, mode);
   int saved = errno;
-  if (present(path)) emit1(writes(flags) ? 'W' : 'O', fd < 0 ? saved : 0, flags, path);
+  if (ccpool_present(path)) emit1(writes(flags) ? 'W' : 'O', fd < 0 ? saved : 0, flags, path);
   errno = saved;
   return fd;
 }
@@ -402,7 +385,8 @@ static int openat_common(int (*real)(int, const char*, int, ...), int dirfd, con
   ENSURE();
   int fd = real(dirfd, path, flags, mode);
   int saved = errno;
-  if (present(path)) emit_at(writes(flags) ? 'W' : 'O', dirfd, path, fd < 0 ? saved : 0, flags);
+  if (ccpool_present(path))
+    emit_at(writes(flags) ? 'W' : 'O', dirfd, path, fd < 0 ? saved : 0, flags);
   errno = saved;
   return fd;
 }
@@ -477,13 +461,18 @@ EXPORT int creat64(const char* path, mode_t mode) {
   return open_common(REAL(open), path, O_CREAT | O_WRONLY | O_TRUNC, mode);
 }
 
+/* The O or W line of an fopen-like call that returned f (errno `saved`). */
+static void record_fopen(const char* path, const char* mode, const FILE* f, int saved) {
+  int flags = fopen_flags(mode);
+  if (ccpool_present(path)) emit1(writes(flags) ? 'W' : 'O', f ? 0 : saved, flags, path);
+}
+
 static FILE* fopen_common(FILE* (*real)(const char*, const char*), const char* path,
                           const char* mode) {
   ENSURE();
   FILE* f = real(path, mode);
   int saved = errno;
-  int flags = fopen_flags(mode);
-  if (present(path)) emit1(writes(flags) ? 'W' : 'O', f ? 0 : saved, flags, path);
+  record_fopen(path, mode, f, saved);
   errno = saved;
   return f;
 }
@@ -503,8 +492,7 @@ static FILE* freopen_common(FILE* (*real)(const char*, const char*, FILE*), cons
   ENSURE();
   FILE* f = real(path, mode, stream);
   int saved = errno;
-  int flags = fopen_flags(mode);
-  if (present(path)) emit1(writes(flags) ? 'W' : 'O', f ? 0 : saved, flags, path);
+  record_fopen(path, mode, f, saved);
   errno = saved;
   return f;
 }
@@ -525,130 +513,85 @@ static long long stat_kind(int rc, mode_t mode, int nofollow) {
   return (nofollow ? 16 : 0) + (rc == 0 ? (long long)((mode & S_IFMT) >> 12) : 0);
 }
 
-#define STAT_HOOK(name, type, nofollow)                                                     \
-  EXPORT int name(const char* path, type* st) {                                             \
-    ENSURE();                                                                               \
-    int rc = REAL(name)(path, st);                                                          \
-    int saved = errno;                                                                      \
-    if (present(path))                                                                      \
-      emit1('T', rc ? saved : 0, stat_kind(rc, rc == 0 ? st->st_mode : 0, nofollow), path); \
-    errno = saved;                                                                          \
-    return rc;                                                                              \
+/* The T line of a stat of `path` that returned rc (errno `saved`; mode is
+ * the answer's st_mode, read only when rc is 0). */
+static void record_stat(const char* path, int rc, int saved, mode_t mode, int nofollow) {
+  if (ccpool_present(path)) emit1('T', rc ? saved : 0, stat_kind(rc, mode, nofollow), path);
+}
+
+#define STAT_HOOK(name, params, args, nofollow)                        \
+  EXPORT int name params {                                             \
+    ENSURE();                                                          \
+    int rc = REAL(name) args;                                          \
+    int saved = errno;                                                 \
+    record_stat(path, rc, saved, rc == 0 ? st->st_mode : 0, nofollow); \
+    errno = saved;                                                     \
+    return rc;                                                         \
   }
-STAT_HOOK(stat, struct stat, 0)
-STAT_HOOK(stat64, struct stat64, 0)
-STAT_HOOK(lstat, struct stat, 1)
-STAT_HOOK(lstat64, struct stat64, 1)
+STAT_HOOK(stat, (const char* path, struct stat* st), (path, st), 0)
+STAT_HOOK(stat64, (const char* path, struct stat64* st), (path, st), 0)
+STAT_HOOK(lstat, (const char* path, struct stat* st), (path, st), 1)
+STAT_HOOK(lstat64, (const char* path, struct stat64* st), (path, st), 1)
+STAT_HOOK(__xstat, (int ver, const char* path, struct stat* st), (ver, path, st), 0)
+STAT_HOOK(__xstat64, (int ver, const char* path, struct stat64* st), (ver, path, st), 0)
+STAT_HOOK(__lxstat, (int ver, const char* path, struct stat* st), (ver, path, st), 1)
+STAT_HOOK(__lxstat64, (int ver, const char* path, struct stat64* st), (ver, path, st), 1)
 
-#define XSTAT_HOOK(name, type, nofollow)                                                    \
-  EXPORT int name(int ver, const char* path, type* st) {                                    \
-    ENSURE();                                                                               \
-    int rc = REAL(name)(ver, path, st);                                                     \
-    int saved = errno;                                                                      \
-    if (present(path))                                                                      \
-      emit1('T', rc ? saved : 0, stat_kind(rc, rc == 0 ? st->st_mode : 0, nofollow), path); \
-    errno = saved;                                                                          \
-    return rc;                                                                              \
+/* The T line of a stat relative to dirfd; an empty path with AT_EMPTY_PATH
+ * is fstat of the descriptor: no lookup, no line. */
+static void record_stat_at(int dirfd, const char* path, int flags, int rc, int saved, mode_t mode) {
+  if (!ccpool_present(path) || (path[0] == '\0' && (flags & AT_EMPTY_PATH))) return;
+  emit_at('T', dirfd, path, rc ? saved : 0,
+          stat_kind(rc, mode, (flags & AT_SYMLINK_NOFOLLOW) != 0));
+}
+
+#define FSTATAT_HOOK(name, params, args)                                      \
+  EXPORT int name params {                                                    \
+    ENSURE();                                                                 \
+    int rc = REAL(name) args;                                                 \
+    int saved = errno;                                                        \
+    record_stat_at(dirfd, path, flags, rc, saved, rc == 0 ? st->st_mode : 0); \
+    errno = saved;                                                            \
+    return rc;                                                                \
   }
-XSTAT_HOOK(__xstat, struct stat, 0)
-XSTAT_HOOK(__xstat64, struct stat64, 0)
-XSTAT_HOOK(__lxstat, struct stat, 1)
-XSTAT_HOOK(__lxstat64, struct stat64, 1)
-
-/* An empty path with AT_EMPTY_PATH is fstat of the descriptor: no lookup. */
-static int is_fd_stat(const char* path, int flags) {
-  return !present(path) || (path[0] == '\0' && (flags & AT_EMPTY_PATH));
-}
-
-EXPORT int fstatat(int dirfd, const char* path, struct stat* st, int flags) {
-  ENSURE();
-  int rc = REAL(fstatat)(dirfd, path, st, flags);
-  int saved = errno;
-  if (!is_fd_stat(path, flags))
-    emit_at('T', dirfd, path, rc ? saved : 0,
-            stat_kind(rc, rc == 0 ? st->st_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
-  errno = saved;
-  return rc;
-}
-
-EXPORT int fstatat64(int dirfd, const char* path, struct stat64* st, int flags) {
-  ENSURE();
-  int rc = REAL(fstatat64)(dirfd, path, st, flags);
-  int saved = errno;
-  if (!is_fd_stat(path, flags))
-    emit_at('T', dirfd, path, rc ? saved : 0,
-            stat_kind(rc, rc == 0 ? st->st_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
-  errno = saved;
-  return rc;
-}
-
-EXPORT int __fxstatat(int ver, int dirfd, const char* path, struct stat* st, int flags) {
-  ENSURE();
-  int rc = REAL(__fxstatat)(ver, dirfd, path, st, flags);
-  int saved = errno;
-  if (!is_fd_stat(path, flags))
-    emit_at('T', dirfd, path, rc ? saved : 0,
-            stat_kind(rc, rc == 0 ? st->st_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
-  errno = saved;
-  return rc;
-}
-
-EXPORT int __fxstatat64(int ver, int dirfd, const char* path, struct stat64* st, int flags) {
-  ENSURE();
-  int rc = REAL(__fxstatat64)(ver, dirfd, path, st, flags);
-  int saved = errno;
-  if (!is_fd_stat(path, flags))
-    emit_at('T', dirfd, path, rc ? saved : 0,
-            stat_kind(rc, rc == 0 ? st->st_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
-  errno = saved;
-  return rc;
-}
+FSTATAT_HOOK(fstatat, (int dirfd, const char* path, struct stat* st, int flags),
+             (dirfd, path, st, flags))
+FSTATAT_HOOK(fstatat64, (int dirfd, const char* path, struct stat64* st, int flags),
+             (dirfd, path, st, flags))
+FSTATAT_HOOK(__fxstatat, (int ver, int dirfd, const char* path, struct stat* st, int flags),
+             (ver, dirfd, path, st, flags))
+FSTATAT_HOOK(__fxstatat64, (int ver, int dirfd, const char* path, struct stat64* st, int flags),
+             (ver, dirfd, path, st, flags))
 
 EXPORT int statx(int dirfd, const char* path, int flags, unsigned int mask, struct statx* st) {
   ENSURE();
   int rc = REAL(statx)(dirfd, path, flags, mask, st);
   int saved = errno;
-  if (!is_fd_stat(path, flags))
-    emit_at('T', dirfd, path, rc ? saved : 0,
-            stat_kind(rc, rc == 0 ? st->stx_mode : 0, (flags & AT_SYMLINK_NOFOLLOW) != 0));
+  record_stat_at(dirfd, path, flags, rc, saved, rc == 0 ? st->stx_mode : 0);
   errno = saved;
   return rc;
 }
 
 /* ---- access, links, realpath, directories ---- */
 
-EXPORT int access(const char* path, int mode) {
-  ENSURE();
-  int rc = REAL(access)(path, mode);
-  int saved = errno;
-  if (present(path)) emit1('A', rc ? saved : 0, mode, path);
-  errno = saved;
-  return rc;
-}
+#define ACCESS_HOOK(name)                                             \
+  EXPORT int name(const char* path, int mode) {                       \
+    ENSURE();                                                         \
+    int rc = REAL(name)(path, mode);                                  \
+    int saved = errno;                                                \
+    if (ccpool_present(path)) emit1('A', rc ? saved : 0, mode, path); \
+    errno = saved;                                                    \
+    return rc;                                                        \
+  }
+ACCESS_HOOK(access)
+ACCESS_HOOK(eaccess)
+ACCESS_HOOK(euidaccess)
 
 EXPORT int faccessat(int dirfd, const char* path, int mode, int flags) {
   ENSURE();
   int rc = REAL(faccessat)(dirfd, path, mode, flags);
   int saved = errno;
-  if (present(path)) emit_at('A', dirfd, path, rc ? saved : 0, mode);
-  errno = saved;
-  return rc;
-}
-
-EXPORT int eaccess(const char* path, int mode) {
-  ENSURE();
-  int rc = REAL(eaccess)(path, mode);
-  int saved = errno;
-  if (present(path)) emit1('A', rc ? saved : 0, mode, path);
-  errno = saved;
-  return rc;
-}
-
-EXPORT int euidaccess(const char* path, int mode) {
-  ENSURE();
-  int rc = REAL(euidaccess)(path, mode);
-  int saved = errno;
-  if (present(path)) emit1('A', rc ? saved : 0, mode, path);
+  if (ccpool_present(path)) emit_at('A', dirfd, path, rc ? saved : 0, mode);
   errno = saved;
   return rc;
 }
@@ -657,7 +600,7 @@ EXPORT ssize_t readlink(const char* path, char* buf, size_t size) {
   ENSURE();
   ssize_t n = REAL(readlink)(path, buf, size);
   int saved = errno;
-  if (present(path)) emit2('R', n < 0 ? saved : 0, 0, path, buf, n > 0 ? (size_t)n : 0);
+  if (ccpool_present(path)) emit2('R', n < 0 ? saved : 0, 0, path, buf, n > 0 ? (size_t)n : 0);
   errno = saved;
   return n;
 }
@@ -670,17 +613,22 @@ EXPORT ssize_t readlinkat(int dirfd, const char* path, char* buf, size_t size) {
   const char* p = at_path(dirfd, path, abs);
   if (p)
     emit2('R', n < 0 ? saved : 0, 0, p, buf, n > 0 ? (size_t)n : 0);
-  else if (present(path))
+  else if (ccpool_present(path))
     emit1('?', 0, 0, "fd-relative readlink");
   errno = saved;
   return n;
+}
+
+/* The K line of a realpath-like call that returned r (errno `saved`). */
+static void record_real_path(const char* path, const char* r, int saved) {
+  if (ccpool_present(path)) emit2('K', r ? 0 : saved, 0, path, r, r ? strlen(r) : 0);
 }
 
 EXPORT char* realpath(const char* path, char* resolved) {
   ENSURE();
   char* r = REAL(realpath)(path, resolved);
   int saved = errno;
-  if (present(path)) emit2('K', r ? 0 : saved, 0, path, r, r ? strlen(r) : 0);
+  record_real_path(path, r, saved);
   errno = saved;
   return r;
 }
@@ -689,7 +637,7 @@ EXPORT char* canonicalize_file_name(const char* path) {
   ENSURE();
   char* r = REAL(canonicalize_file_name)(path);
   int saved = errno;
-  if (present(path)) emit2('K', r ? 0 : saved, 0, path, r, r ? strlen(r) : 0);
+  record_real_path(path, r, saved);
   errno = saved;
   return r;
 }
@@ -698,7 +646,7 @@ EXPORT DIR* opendir(const char* path) {
   ENSURE();
   DIR* d = REAL(opendir)(path);
   int saved = errno;
-  if (present(path)) emit1('D', d ? 0 : saved, 0, path);
+  if (ccpool_present(path)) emit1('D', d ? 0 : saved, 0, path);
   errno = saved;
   return d;
 }
@@ -708,7 +656,7 @@ EXPORT int scandir(const char* path, struct dirent*** list, int (*filter)(const 
   ENSURE();
   int n = REAL(scandir)(path, list, filter, cmp);
   int saved = errno;
-  if (present(path)) emit1('D', n < 0 ? saved : 0, 0, path);
+  if (ccpool_present(path)) emit1('D', n < 0 ? saved : 0, 0, path);
   errno = saved;
   return n;
 }
@@ -716,7 +664,7 @@ EXPORT int scandir(const char* path, struct dirent*** list, int (*filter)(const 
 /* ---- environment ---- */
 
 static void record_env(const char* name, const char* value) {
-  if (present(name)) emit2('E', value ? 1 : 0, 0, name, value, value ? strlen(value) : 0);
+  if (ccpool_present(name)) emit2('E', value ? 1 : 0, 0, name, value, value ? strlen(value) : 0);
 }
 
 EXPORT char* getenv(const char* name) {
@@ -748,12 +696,6 @@ static int exec_recorded(const char* path, char* const argv[], char* const envp[
   return rc;
 }
 
-static const char* path_from(char* const envp[]) {
-  for (char* const* e = envp; e && *e; ++e)
-    if (strncmp(*e, "PATH=", 5) == 0) return *e + 5;
-  return "/bin:/usr/bin";
-}
-
 /* execvpe's PATH search with each candidate exec recorded: glibc's search
  * calls its internal execve, which no interposer sees. Same rules as glibc
  * for the candidates skipped (ENOENT, ENOTDIR, EACCES remembered, ...). */
@@ -763,38 +705,24 @@ static int execp_recorded(const char* file, char* const argv[], char* const envp
     return -1;
   }
   if (strchr(file, '/')) return exec_recorded(file, argv, envp);
-  size_t flen = strlen(file);
-  const char* p = path_from(environ);
+  struct ccpool_path_walk w = ccpool_path_walk_start(ccpool_search_path(environ), file);
   int got_eacces = 0;
   char buf[PATH_MAX];
-  for (;;) {
-    const char* end = strchrnul(p, ':');
-    size_t dlen = (size_t)(end - p);
-    if (dlen + 1 + flen + 1 <= PATH_MAX) {
-      size_t n = 0;
-      if (dlen) {
-        memcpy(buf, p, dlen);
-        n = dlen;
-        buf[n++] = '/';
-      }
-      memcpy(buf + n, file, flen + 1);
-      exec_recorded(buf, argv, envp);
-      switch (errno) {
-        case EACCES:
-          got_eacces = 1;
-          break;
-        case ENOENT:
-        case ESTALE:
-        case ENOTDIR:
-        case ENODEV:
-        case ETIMEDOUT:
-          break;
-        default:
-          return -1;
-      }
+  while (ccpool_path_next(&w, buf)) {
+    exec_recorded(buf, argv, envp);
+    switch (errno) {
+      case EACCES:
+        got_eacces = 1;
+        break;
+      case ENOENT:
+      case ESTALE:
+      case ENOTDIR:
+      case ENODEV:
+      case ETIMEDOUT:
+        break;
+      default:
+        return -1;
     }
-    if (!*end) break;
-    p = end + 1;
   }
   if (got_eacces) errno = EACCES;
   return -1;
@@ -823,28 +751,17 @@ EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
 EXPORT int execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
                     int flags) {
   ENSURE();
-  if (present(path) && flags == 0 && (dirfd == AT_FDCWD || path[0] == '/'))
+  if (ccpool_present(path) && flags == 0 && (dirfd == AT_FDCWD || path[0] == '/'))
     return exec_recorded(path, argv, envp);
   emit1('?', 0, 0, "execveat");
   return REAL(execveat)(dirfd, path, argv, envp, flags);
 }
 
-#define COLLECT_VARARGS(first, ap_start, argv_name, extra)                        \
-  size_t argc_ = 1;                                                               \
-  va_list count_;                                                                 \
-  va_copy(count_, ap_start);                                                      \
-  while (va_arg(count_, char*)) ++argc_;                                          \
-  va_end(count_);                                                                 \
-  char* argv_name[argc_ + 1];                                                     \
-  argv_name[0] = (char*)(first);                                                  \
-  for (size_t i_ = 1; i_ <= argc_; ++i_) argv_name[i_] = va_arg(ap_start, char*); \
-  extra
-
 EXPORT int execl(const char* path, const char* arg, ...) {
   ENSURE();
   va_list ap;
   va_start(ap, arg);
-  COLLECT_VARARGS(arg, ap, argv, va_end(ap););
+  CCPOOL_COLLECT_VARARGS(arg, ap, argv, va_end(ap););
   return exec_recorded(path, argv, environ);
 }
 
@@ -852,7 +769,7 @@ EXPORT int execlp(const char* file, const char* arg, ...) {
   ENSURE();
   va_list ap;
   va_start(ap, arg);
-  COLLECT_VARARGS(arg, ap, argv, va_end(ap););
+  CCPOOL_COLLECT_VARARGS(arg, ap, argv, va_end(ap););
   return execp_recorded(file, argv, environ);
 }
 
@@ -860,7 +777,7 @@ EXPORT int execle(const char* path, const char* arg, ...) {
   ENSURE();
   va_list ap;
   va_start(ap, arg);
-  COLLECT_VARARGS(arg, ap, argv, char* const* envp = va_arg(ap, char* const*); va_end(ap););
+  CCPOOL_COLLECT_VARARGS(arg, ap, argv, char* const* envp = va_arg(ap, char* const*); va_end(ap););
   return exec_recorded(path, argv, envp);
 }
 
@@ -881,28 +798,14 @@ EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_acti
 EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* fa,
                         const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
   ENSURE();
-  if (!present(file) || !*file) return ENOENT;
+  if (!ccpool_present(file) || !*file) return ENOENT;
   if (strchr(file, '/')) return posix_spawn(pid, file, fa, attr, argv, envp);
-  size_t flen = strlen(file);
-  const char* p = path_from(environ);
+  struct ccpool_path_walk w = ccpool_path_walk_start(ccpool_search_path(environ), file);
   char buf[PATH_MAX];
-  for (;;) {
-    const char* end = strchrnul(p, ':');
-    size_t dlen = (size_t)(end - p);
-    if (dlen + 1 + flen + 1 <= PATH_MAX) {
-      size_t n = 0;
-      if (dlen) {
-        memcpy(buf, p, dlen);
-        n = dlen;
-        buf[n++] = '/';
-      }
-      memcpy(buf + n, file, flen + 1);
-      struct stat st;
-      if (access(buf, X_OK) == 0 && stat(buf, &st) == 0 && S_ISREG(st.st_mode))
-        return posix_spawn(pid, buf, fa, attr, argv, envp);
-    }
-    if (!*end) break;
-    p = end + 1;
+  while (ccpool_path_next(&w, buf)) {
+    struct stat st;
+    if (access(buf, X_OK) == 0 && stat(buf, &st) == 0 && S_ISREG(st.st_mode))
+      return posix_spawn(pid, buf, fa, attr, argv, envp);
   }
   return ENOENT;
 }
@@ -970,7 +873,7 @@ EXPORT void* dlopen(const char* name, int flags) {
   ENSURE();
   void* h = REAL(dlopen)(name, flags);
   int saved = errno;
-  if (h && present(name)) {
+  if (h && ccpool_present(name)) {
     struct link_map* lm = 0;
     if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && lm->l_name[0] == '/')
       emit1('L', 0, 0, lm->l_name);
@@ -1012,20 +915,29 @@ EXPORT char* mkdtemp(char* tmpl) {
 
 /* ---- names the run creates by renaming or linking ---- */
 
-EXPORT int rename(const char* from, const char* to) {
-  ENSURE();
-  int rc = REAL(rename)(from, to);
-  int saved = errno;
-  if (present(to)) emit1('W', rc ? saved : 0, O_CREAT, to);
-  errno = saved;
-  return rc;
+/* rename(from, to), link(from, to), symlink(target, to): `to` is made. */
+#define NEW_NAME_HOOK(name)                                          \
+  EXPORT int name(const char* from, const char* to) {                \
+    ENSURE();                                                        \
+    int rc = REAL(name)(from, to);                                   \
+    int saved = errno;                                               \
+    if (ccpool_present(to)) emit1('W', rc ? saved : 0, O_CREAT, to); \
+    errno = saved;                                                   \
+    return rc;                                                       \
+  }
+NEW_NAME_HOOK(rename)
+NEW_NAME_HOOK(link)
+NEW_NAME_HOOK(symlink)
+
+static void record_new_name_at(int tofd, const char* to, int rc, int saved) {
+  if (ccpool_present(to)) emit_at('W', tofd, to, rc ? saved : 0, O_CREAT);
 }
 
 EXPORT int renameat(int fromfd, const char* from, int tofd, const char* to) {
   ENSURE();
   int rc = REAL(renameat)(fromfd, from, tofd, to);
   int saved = errno;
-  if (present(to)) emit_at('W', tofd, to, rc ? saved : 0, O_CREAT);
+  record_new_name_at(tofd, to, rc, saved);
   errno = saved;
   return rc;
 }
@@ -1034,25 +946,7 @@ EXPORT int renameat2(int fromfd, const char* from, int tofd, const char* to, uns
   ENSURE();
   int rc = REAL(renameat2) ? REAL(renameat2)(fromfd, from, tofd, to, flags) : (errno = ENOSYS, -1);
   int saved = errno;
-  if (present(to)) emit_at('W', tofd, to, rc ? saved : 0, O_CREAT);
-  errno = saved;
-  return rc;
-}
-
-EXPORT int link(const char* from, const char* to) {
-  ENSURE();
-  int rc = REAL(link)(from, to);
-  int saved = errno;
-  if (present(to)) emit1('W', rc ? saved : 0, O_CREAT, to);
-  errno = saved;
-  return rc;
-}
-
-EXPORT int symlink(const char* target, const char* to) {
-  ENSURE();
-  int rc = REAL(symlink)(target, to);
-  int saved = errno;
-  if (present(to)) emit1('W', rc ? saved : 0, O_CREAT, to);
+  record_new_name_at(tofd, to, rc, saved);
   errno = saved;
   return rc;
 }

@@ -37,6 +37,7 @@ from concurrent.futures import Future
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _env
+from ._socket_io import recv_exact
 
 # ipc/PROTOCOL.md
 MAGIC = b"CCPL"
@@ -109,14 +110,10 @@ class Session:
         self.sock.sendall(HEADER.pack(MAGIC, 1, kind, 0, len(payload)) + payload)
 
     def _exact(self, n: int) -> bytes:
-        chunks, left = [], n
-        while left:
-            chunk = self.sock.recv(min(left, 1 << 20))
-            if not chunk:
-                raise SessionError("the service closed the connection")
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+        data = recv_exact(self.sock, n)
+        if data is None:
+            raise SessionError("the service closed the connection")
+        return data
 
     def read(self) -> Tuple[int, bytes]:
         magic, version, kind, reserved, length = HEADER.unpack(self._exact(HEADER.size))

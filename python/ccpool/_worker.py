@@ -26,6 +26,8 @@ import sys
 import traceback
 from typing import Any, Dict, List, Optional, Tuple
 
+from ._socket_io import recv_exact
+
 CHANNEL_FD = 3
 HELLO, JOB, RESULT, EXIT = 1, 2, 3, 4
 HEADER = struct.Struct("<B3xQI")  # kind, 3 zero bytes, job id, payload length
@@ -39,24 +41,14 @@ class Channel:
     def send(self, kind: int, job_id: int, payload: bytes) -> None:
         self.sock.sendall(HEADER.pack(kind, job_id, len(payload)) + payload)
 
-    def _exact(self, n: int) -> Optional[bytes]:
-        chunks, left = [], n
-        while left:
-            chunk = self.sock.recv(min(left, 1 << 20))
-            if not chunk:
-                return None
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-
     def receive(self) -> Optional[Tuple[int, int, bytes]]:
-        header = self._exact(HEADER.size)
+        header = recv_exact(self.sock, HEADER.size)
         if header is None:
             return None
         kind, job_id, length = HEADER.unpack(header)
         if length > MAX_PAYLOAD:
             raise ValueError(f"the service sent a {length}-byte frame")
-        payload = self._exact(length) if length else b""
+        payload = recv_exact(self.sock, length) if length else b""
         return None if payload is None else (kind, job_id, payload)
 
 

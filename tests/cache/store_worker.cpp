@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <string_view>
 
 #include "cache/lmdb_env.h"
 #include "cache/store.h"
@@ -47,6 +48,33 @@ std::unique_ptr<Store> open_or_null(const std::string& dir) {
     return nullptr;
   }
   return std::move(*s);
+}
+
+// Opens the environment at DIR with a map of map_size bytes and begins a read
+// transaction in `reader` (held while the caller keeps it: no freed page is
+// reused). 0, or die()'s exit status.
+int open_with_reader(const std::string& dir, uint64_t map_size, std::unique_ptr<lmdb::Env>& env,
+                     std::unique_ptr<lmdb::Txn>& reader) {
+  if (int rc = lmdb::Env::open(dir, map_size, env); rc != 0)
+    return die("open: " + lmdb::rc_text(rc));
+  if (int rc = lmdb::Txn::begin(*env, false, reader); rc != 0)
+    return die("begin read: " + lmdb::rc_text(rc));
+  return 0;
+}
+
+// Puts key = value into the meta table in a write transaction of its own.
+int commit_one(lmdb::Env& env, const std::string& key, std::string_view value) {
+  std::unique_ptr<lmdb::Txn> txn;
+  int rc = lmdb::Txn::begin(env, true, txn);
+  if (rc == 0) rc = txn->put(lmdb::Table::kMeta, key, value);
+  if (rc == 0) rc = txn->commit();
+  return rc;
+}
+
+void wait_for_stdin_to_close() {
+  char line[16];
+  while (std::fgets(line, sizeof line, stdin)) {
+  }
 }
 
 int write_mode(const std::string& dir, int id, int count, size_t size) {
@@ -116,11 +144,8 @@ uint64_t next_page(lmdb::Env& env) {
 
 int fill_mode(const std::string& dir, uint64_t pages) {
   std::unique_ptr<lmdb::Env> env;
-  if (int rc = lmdb::Env::open(dir, 64ull << 20, env); rc != 0)
-    return die("open: " + lmdb::rc_text(rc));
   std::unique_ptr<lmdb::Txn> pin;
-  if (int rc = lmdb::Txn::begin(*env, false, pin); rc != 0)
-    return die("begin read: " + lmdb::rc_text(rc));
+  if (int status = open_with_reader(dir, 64ull << 20, env, pin); status != 0) return status;
   // Aim at pages - 1: a transaction of one small value costs `small` pages
   // (copied branch and leaf pages, the freelist record); a value of n pages
   // more goes to n overflow pages.
@@ -131,19 +156,14 @@ int fill_mode(const std::string& dir, uint64_t pages) {
     uint64_t gap = pages - 1 - now;
     uint64_t overflow = gap > small + 1 ? gap - small : 0;
     std::string value(overflow ? overflow * 4096 - 64 : 8, 'f');
-    std::unique_ptr<lmdb::Txn> txn;
-    int rc = lmdb::Txn::begin(*env, true, txn);
-    if (rc == 0) rc = txn->put(lmdb::Table::kMeta, "fill-" + std::to_string(i), value);
-    if (rc == 0) rc = txn->commit();
-    if (rc != 0) return die("fill: " + lmdb::rc_text(rc));
+    if (int rc = commit_one(*env, "fill-" + std::to_string(i), value); rc != 0)
+      return die("fill: " + lmdb::rc_text(rc));
     if (!overflow) small = next_page(*env) - now;
   }
   uint64_t filled = next_page(*env);
   std::printf("filled %llu\n", static_cast<unsigned long long>(filled));
   std::fflush(stdout);
-  char line[16];
-  while (std::fgets(line, sizeof line, stdin)) {
-  }
+  wait_for_stdin_to_close();
   return filled > pages ? 3 : 0;
 }
 
@@ -153,33 +173,22 @@ int fill_mode(const std::string& dir, uint64_t pages) {
 // at a time past the smaller maps of other processes.
 int creep_mode(const std::string& dir, const std::string& stop) {
   std::unique_ptr<lmdb::Env> env;
-  if (int rc = lmdb::Env::open(dir, 64ull << 20, env); rc != 0)
-    return die("open: " + lmdb::rc_text(rc));
   std::unique_ptr<lmdb::Txn> pin;
-  if (int rc = lmdb::Txn::begin(*env, false, pin); rc != 0)
-    return die("begin read: " + lmdb::rc_text(rc));
+  if (int status = open_with_reader(dir, 64ull << 20, env, pin); status != 0) return status;
   for (int i = 0; i < 2000 && ::access(stop.c_str(), F_OK) != 0; ++i) {
-    std::unique_ptr<lmdb::Txn> txn;
-    int rc = lmdb::Txn::begin(*env, true, txn);
-    if (rc == 0) rc = txn->put(lmdb::Table::kMeta, "creep-" + std::to_string(i), "c");
-    if (rc == 0) rc = txn->commit();
-    if (rc != 0) return die("creep: " + lmdb::rc_text(rc));
+    if (int rc = commit_one(*env, "creep-" + std::to_string(i), "c"); rc != 0)
+      return die("creep: " + lmdb::rc_text(rc));
   }
   return 0;
 }
 
 int hold_mode(const std::string& dir) {
   std::unique_ptr<lmdb::Env> env;
-  if (int rc = lmdb::Env::open(dir, 1 << 20, env); rc != 0)
-    return die("open: " + lmdb::rc_text(rc));
   std::unique_ptr<lmdb::Txn> txn;
-  if (int rc = lmdb::Txn::begin(*env, false, txn); rc != 0)
-    return die("begin read: " + lmdb::rc_text(rc));
+  if (int status = open_with_reader(dir, 1 << 20, env, txn); status != 0) return status;
   std::printf("reading\n");
   std::fflush(stdout);
-  char line[16];
-  while (std::fgets(line, sizeof line, stdin)) {
-  }
+  wait_for_stdin_to_close();
   return 0;
 }
 
@@ -193,13 +202,9 @@ int grow_mode(const std::string& dir) {
     if (int rc = env->set_map_size(2 * target); rc != 0)
       return die("set map: " + lmdb::rc_text(rc));
     while (env->info().map_used <= target) {
-      std::unique_ptr<lmdb::Txn> txn;
-      int rc = lmdb::Txn::begin(*env, true, txn);
-      if (rc == 0)
-        rc = txn->put(lmdb::Table::kMeta, "grow-" + std::to_string(i++),
-                      std::string(64 * 1024, 'g'));
-      if (rc == 0) rc = txn->commit();
-      if (rc != 0) return die("grow: " + lmdb::rc_text(rc));
+      if (int rc = commit_one(*env, "grow-" + std::to_string(i++), std::string(64 * 1024, 'g'));
+          rc != 0)
+        return die("grow: " + lmdb::rc_text(rc));
     }
     std::printf("grown %llu\n", static_cast<unsigned long long>(env->info().map_used));
     std::fflush(stdout);

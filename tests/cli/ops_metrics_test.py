@@ -8,7 +8,6 @@ import http.server
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "service", "support"))
-from harness import CCPOOL, HANG_GUARD_S, ServiceCase, main, wait_until  # noqa: E402
+from harness import CCPOOL, HANG_GUARD_S, ServiceCase, end_process, main, wait_until  # noqa: E402
 
 OPENMETRICS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
                       "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
@@ -286,12 +285,7 @@ scrape_configs:
             # Prometheus asked for OpenMetrics first, so that is what it parsed.
             self.assertTrue(accepts and accepts[0].startswith("application/openmetrics-text"), accepts)
         finally:
-            prom.send_signal(signal.SIGTERM)
-            try:
-                prom.wait(30)
-            except subprocess.TimeoutExpired:
-                prom.kill()
-                prom.wait(10)
+            end_process(prom)
             log.close()
 
 

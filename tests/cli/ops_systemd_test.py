@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "service", "support"))
-from harness import CCPOOL, ServiceCase, main, pid_gone, wait_until  # noqa: E402
+from harness import CCPOOL, ServiceCase, end_process, main, pid_gone, wait_until  # noqa: E402
 
 SOURCE = "int answer(void) { return 42; }\n"
 
@@ -35,13 +35,7 @@ class SystemdTest(ServiceCase):
 
     def tearDown(self):
         for p in self.extra:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(10)
+            end_process(p)
         super().tearDown()
 
     def serve_args(self, *more):

@@ -21,7 +21,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
@@ -29,7 +28,8 @@ REDIS_SERVER = "/usr/bin/redis-server"
 HANG_GUARD_S = 90  # generous: only catches hangs, never measures speed
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "service", "support"))
 # Shared with tests/service and tests/e2e: paths, kept dirs, the runner (exit 125 on skip), waits.
-from harness import BIN, CCPOOL, TESTS_ROOT, _kept_dirs, main, pid_gone, serve_pids, wait_until  # noqa: E402,F401
+from harness import (BIN, CCPOOL, TESTS_ROOT, _kept_dirs, clean_env, end_clients, exec_argv,  # noqa: E402,F401
+                     main, make_case_dir, pid_gone, serve_pids, wait_until)
 from service_fixture import Service, end_services, kill_recorded  # noqa: E402
 
 
@@ -163,14 +163,9 @@ class Node(Service):
         return super().wait_status(predicate, f"node {self.name}: {what}")
 
     def spawn(self, program_args, inputs=(), outputs=()):
-        cmd = [CCPOOL, "exec", "--socket", self.sock]
-        for i in inputs:
-            cmd += ["--input", i]
-        for o in outputs:
-            cmd += ["--output", o]
         env = dict(self.case.env, CCPOOL_NO_AUTOSTART="1")
-        p = subprocess.Popen(cmd + ["--", *program_args], env=env, cwd=self.case.work,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p = subprocess.Popen(exec_argv(self.sock, program_args, inputs, outputs), env=env,
+                             cwd=self.case.work, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.case.clients.append(p)
         return p
 
@@ -186,18 +181,11 @@ class NodesCase(unittest.TestCase):
         if not os.access(REDIS_SERVER, os.X_OK):
             raise unittest.SkipTest(f"{REDIS_SERVER} is not installed; install Debian's "
                                     "redis-server (scripts/setup-deps.sh does)")
-        if not os.access(CCPOOL, os.X_OK):
-            self.fail(f"CCPOOL_BIN must name the build's bin dir; '{CCPOOL}' is not executable")
-        os.makedirs(TESTS_ROOT, mode=0o755, exist_ok=True)
-        self.dir = tempfile.mkdtemp(prefix="remote_e2e." + self._testMethodName + ".",
-                                    dir=TESTS_ROOT)
-        _kept_dirs.append(self.dir)
+        self.dir = make_case_dir(self, "remote_e2e." + self._testMethodName + ".")
         self.work = self.path("work")
         os.makedirs(self.work)
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith("CCPOOL_") and k not in ("LD_PRELOAD", "RANK", "LOCAL_RANK")}
-        self.env.update(CCPOOL_SERVICE_BINARY=CCPOOL, PATH="/usr/local/bin:/usr/bin:/bin",
-                        LANG="C", LC_ALL="C")
+        self.env = clean_env()
+        self.env.update(CCPOOL_SERVICE_BINARY=CCPOOL, LANG="C", LC_ALL="C")
         self.clients = []
         self.nodes = []
         self.pid_dirs = []
@@ -206,15 +194,7 @@ class NodesCase(unittest.TestCase):
         self.redis.start()
 
     def cleanup(self):
-        for p in self.clients:
-            if p.poll() is None:
-                p.send_signal(signal.SIGCONT)
-                p.kill()
-        for p in self.clients:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                pass
+        end_clients(self.clients)
         for n in self.nodes:
             n.stop()
         kill_recorded(self.recorded_pids())

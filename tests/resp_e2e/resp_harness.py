@@ -18,7 +18,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import unittest
 
 try:
@@ -35,7 +34,8 @@ AS_NOBODY = [SETPRIV, "--reuid=65534", "--regid=65534", "--clear-groups"]
 FOREIGN_PREFIXES = ("CCPOOL_", "TORCHINDUCTOR_", "TRITON_")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "service", "support"))
 # Shared with tests/service and tests/e2e: paths, kept dirs, the runner (exit 125 on skip), waits.
-from harness import BIN, CCPOOL, TESTS_ROOT, _kept_dirs, main, pids_naming, wait_until  # noqa: E402,F401
+from harness import (BIN, CCPOOL, TESTS_ROOT, _kept_dirs, clean_env, main, make_case_dir,  # noqa: E402,F401
+                     pids_naming, wait_until)
 from service_fixture import Service, end_services  # noqa: E402
 
 
@@ -63,15 +63,10 @@ class RespCase(unittest.TestCase):
     """Base class: a private directory, nodes on private sockets, clients."""
 
     def setUp(self):
-        if not os.access(CCPOOL, os.X_OK):
-            self.fail(f"CCPOOL_BIN must name the build's bin dir; '{CCPOOL}' is not executable "
-                      "(build the ccpool, ccpool-client and ccpool-shim targets first)")
-        os.makedirs(TESTS_ROOT, mode=0o755, exist_ok=True)
-        self.dir = tempfile.mkdtemp(prefix=f"resp_e2e.{self._testMethodName}.", dir=TESTS_ROOT)
-        _kept_dirs.append(self.dir)
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith(FOREIGN_PREFIXES) and k not in ("LD_PRELOAD", "RANK", "LOCAL_RANK")}
-        self.env.update(PATH="/usr/local/bin:/usr/bin:/bin", CCPOOL_NO_AUTOSTART="1")
+        self.dir = make_case_dir(self, f"resp_e2e.{self._testMethodName}.",
+                                 targets="ccpool, ccpool-client and ccpool-shim")
+        self.env = clean_env(FOREIGN_PREFIXES)
+        self.env.update(CCPOOL_NO_AUTOSTART="1")
         self.nodes = []
         self.redis_servers = []  # (Popen, port)
         self.logs = []

@@ -13,6 +13,7 @@ Exit codes: 0 pass, 1 fail, 125 skip (CTest SKIP_RETURN_CODE).
 """
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -29,39 +30,47 @@ from service_fixture import (BIN, CCPOOL, HANG_GUARD_S, TESTS_ROOT, Service, end
 _kept_dirs = []
 
 
+def make_case_dir(case, prefix, targets="ccpool and ccpool-client"):
+    """The private directory of `case` under TESTS_ROOT, named prefix + a random
+    tail: kept, and printed, when the run fails. Fails the case first when
+    CCPOOL is not executable, naming the targets to build."""
+    if not os.access(CCPOOL, os.X_OK):
+        case.fail(f"CCPOOL_BIN must name the build's bin dir; '{CCPOOL}' is not executable "
+                  f"(build the {targets} targets first)")
+    os.makedirs(TESTS_ROOT, mode=0o755, exist_ok=True)
+    path = tempfile.mkdtemp(prefix=prefix, dir=TESTS_ROOT)
+    _kept_dirs.append(path)
+    return path
+
+
+def clean_env(drop_prefixes=("CCPOOL_",)):
+    """This process's environment for the processes a test starts: without the
+    variables that start with drop_prefixes (the test sets its own), LD_PRELOAD,
+    RANK and LOCAL_RANK, and with the system's PATH."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(drop_prefixes) and k not in ("LD_PRELOAD", "RANK", "LOCAL_RANK")}
+    env.update(PATH="/usr/local/bin:/usr/bin:/bin")
+    return env
+
+
 class ServiceCase(unittest.TestCase):
     """Base class: a private directory, a service on a private socket."""
 
     def setUp(self):
-        if not os.access(CCPOOL, os.X_OK):
-            self.fail(f"CCPOOL_BIN must name the build's bin dir; '{CCPOOL}' is not "
-                      "executable (build the ccpool and ccpool-client targets first)")
-        os.makedirs(TESTS_ROOT, mode=0o755, exist_ok=True)
-        self.dir = tempfile.mkdtemp(prefix=self._testMethodName + ".", dir=TESTS_ROOT)
-        _kept_dirs.append(self.dir)
+        self.dir = make_case_dir(self, self._testMethodName + ".")
         self.store = os.path.join(self.dir, "store")
         self.run_dir = os.path.join(self.dir, "run")
         self.sock = os.path.join(self.run_dir, "sock")
         self.work = os.path.join(self.dir, "work")
         os.makedirs(self.work)
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("CCPOOL_") and k not in ("LD_PRELOAD", "RANK", "LOCAL_RANK")}
-        env.update(CCPOOL_DIR=self.store, CCPOOL_SOCKET=self.sock, CCPOOL_SERVICE_BINARY=CCPOOL,
-                   PATH="/usr/local/bin:/usr/bin:/bin")
-        self.env = env
+        self.env = clean_env()
+        self.env.update(CCPOOL_DIR=self.store, CCPOOL_SOCKET=self.sock, CCPOOL_SERVICE_BINARY=CCPOOL)
         self.service = None
         self.clients = []
         self.pid_files = []  # files (or dirs of files) where tools record their pids
 
     def tearDown(self):
-        for p in self.clients:
-            if p.poll() is None:
-                p.kill()
-        for p in self.clients:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                pass
+        end_clients(self.clients)
         end_process(self.service)
         end_services(self.sock)  # auto-started daemons too
         kill_recorded(self.recorded_pids())
@@ -126,18 +135,10 @@ class ServiceCase(unittest.TestCase):
                           what)
 
     # --- clients ---------------------------------------------------------
-    def exec_cmd(self, program_args, inputs=(), outputs=()):
-        cmd = [CCPOOL, "exec", "--socket", self.sock]
-        for i in inputs:
-            cmd += ["--input", i]
-        for o in outputs:
-            cmd += ["--output", o]
-        return cmd + ["--", *program_args]
-
     def spawn(self, program_args, inputs=(), outputs=(), env=None, cwd=None):
         e = dict(self.env)
         e.update(env or {})
-        p = subprocess.Popen(self.exec_cmd(program_args, inputs, outputs), env=e,
+        p = subprocess.Popen(exec_argv(self.sock, program_args, inputs, outputs), env=e,
                              cwd=cwd or self.work, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE)
         self.clients.append(p)
@@ -163,6 +164,30 @@ class ServiceCase(unittest.TestCase):
 MAGIC = b"CCPL"
 T_HELLO, T_HELLO_OK, T_STATUS, T_STATUS_REPLY, T_PING, T_PONG, T_ERROR = 1, 2, 5, 6, 9, 10, 11
 E_UNSUPPORTED, E_PROTOCOL, E_PERMISSION = 4, 8, 9
+
+
+def end_clients(procs):
+    """Kills each client process still running (SIGCONT first, for one a test
+    stopped) and reaps them all, waiting at most 10 s for each."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGCONT)
+            p.kill()
+    for p in procs:
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def exec_argv(sock, program_args, inputs=(), outputs=()):
+    """`ccpool exec` on socket `sock` of program_args, declaring the inputs and outputs."""
+    cmd = [CCPOOL, "exec", "--socket", sock]
+    for i in inputs:
+        cmd += ["--input", i]
+    for o in outputs:
+        cmd += ["--output", o]
+    return cmd + ["--", *program_args]
 
 
 def frame(ftype, payload=b"", version=1, length=None):

@@ -30,20 +30,15 @@ if _LOG:
     sys.addaudithook(_record)
 
 
-# NOGPU_COMPILE_SHIM=1: Inductor's Triton compile path without a GPU
-# (tests/torch/fixtures/triton/README.md). The one call that needs a device,
-# triton_helpers.set_driver_to_gpu(), becomes a no-op as soon as its module is
-# imported, in every Python process of the job: ranks, Inductor's sidecar and
-# its workers, ccpool's workers (they all get this directory on PYTHONPATH).
-if os.environ.get("NOGPU_COMPILE_SHIM") == "1":
+def _after_import(module_name, patch):
+    """Runs patch(module) in this process right after the module named
+    module_name has run its own code, whoever imports it."""
     import importlib.abc
     import importlib.util
 
-    _HELPERS = "torch._inductor.runtime.triton_helpers"
-
-    class _NoGpuDriver(importlib.abc.MetaPathFinder):
+    class _AfterImport(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path, target=None):
-            if name != _HELPERS:
+            if name != module_name:
                 return None
             sys.meta_path.remove(self)  # find the real module with the other finders
             try:
@@ -56,12 +51,24 @@ if os.environ.get("NOGPU_COMPILE_SHIM") == "1":
 
             def exec_module(module):
                 real_exec(module)
-                module.set_driver_to_gpu = lambda: None
+                patch(module)
 
             spec.loader.exec_module = exec_module
             return spec
 
-    sys.meta_path.insert(0, _NoGpuDriver())
+    sys.meta_path.insert(0, _AfterImport())
+
+
+# NOGPU_COMPILE_SHIM=1: Inductor's Triton compile path without a GPU
+# (tests/torch/fixtures/triton/README.md). The one call that needs a device,
+# triton_helpers.set_driver_to_gpu(), becomes a no-op as soon as its module is
+# imported, in every Python process of the job: ranks, Inductor's sidecar and
+# its workers, ccpool's workers (they all get this directory on PYTHONPATH).
+if os.environ.get("NOGPU_COMPILE_SHIM") == "1":
+    def _no_gpu_driver(module):
+        module.set_driver_to_gpu = lambda: None
+
+    _after_import("torch._inductor.runtime.triton_helpers", _no_gpu_driver)
 
 
 # CCPOOL_TEST_HIDE_REDIS=1: this interpreter behaves as a venv without the
@@ -84,41 +91,22 @@ if os.environ.get("CCPOOL_TEST_HIDE_REDIS") == "1":
 # job while a compile runs. (Not CCPOOL_*: ccpool keeps its own variables
 # from its workers.)
 if os.environ.get("TEST_WORKER_GATE"):
-    import importlib.abc
-    import importlib.util
     import time
 
     _TASKS = "torch._inductor.runtime.compile_tasks"
     _GATE = os.environ["TEST_WORKER_GATE"]
 
-    class _WorkerGate(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path, target=None):
-            if name != _TASKS:
-                return None
-            sys.meta_path.remove(self)
-            try:
-                spec = importlib.util.find_spec(name)
-            finally:
-                sys.meta_path.insert(0, self)
-            if spec is None or spec.loader is None:
-                return spec
-            real_exec = spec.loader.exec_module
+    def _gate_compiles(module):
+        real = module._worker_compile_triton
 
-            def exec_module(module):
-                real_exec(module)
-                real = module._worker_compile_triton
+        def gated(*args, **kwargs):
+            open(os.path.join(_GATE, f"running.{os.getpid()}"), "w").close()
+            while not os.path.exists(os.path.join(_GATE, "go")):
+                time.sleep(0.05)
+            return real(*args, **kwargs)
 
-                def gated(*args, **kwargs):
-                    open(os.path.join(_GATE, f"running.{os.getpid()}"), "w").close()
-                    while not os.path.exists(os.path.join(_GATE, "go")):
-                        time.sleep(0.05)
-                    return real(*args, **kwargs)
+        # Pickled by reference, as the original is: the same name in the same module.
+        gated.__module__, gated.__name__, gated.__qualname__ = _TASKS, real.__name__, real.__qualname__
+        module._worker_compile_triton = gated
 
-                # Pickled by reference, as the original is: the same name in the same module.
-                gated.__module__, gated.__name__, gated.__qualname__ = _TASKS, real.__name__, real.__qualname__
-                module._worker_compile_triton = gated
-
-            spec.loader.exec_module = exec_module
-            return spec
-
-    sys.meta_path.insert(0, _WorkerGate())
+    _after_import(_TASKS, _gate_compiles)

@@ -31,6 +31,9 @@ while [[ $# -gt 0 ]]; do
 done
 results=$root/bench/results
 mkdir -p "$results"
+# The machine's load at the start and the end of the whole run (workloads and the Redis comparison): the
+# report prints both (a shared machine's other work moves every ratio).
+loadavg_at() { echo "$1 $(date -u +%FT%TZ) $(cat /proc/loadavg)" >>"$results/loadavg.txt"; }
 
 if [[ $report_only -eq 0 ]]; then
   # Peers and plotting come from Debian; as non-root print what to run.
@@ -67,6 +70,8 @@ if [[ $report_only -eq 0 ]]; then
     echo "bench.sh: the build failed; benchmarking the binaries already in $build" >&2
   fi
 
+  rm -f "$results/loadavg.txt"
+  loadavg_at start
   work=$(mktemp -d /tmp/ccpool-bench.XXXXXX)
   cleanup() {
     # Stop every service and server this run started (each has its own socket/port under $work).
@@ -84,6 +89,7 @@ if [[ $report_only -eq 0 ]]; then
     echo "== workload f: the Redis front against redis-server (bench/resp_vs_redis.sh)"
     BUILD_DIR=$build bench/resp_vs_redis.sh --rounds 3
   fi
+  loadavg_at end
 fi
 
 $PY bench/peers/report.py "$results" "$root/BENCHMARKS.md"

@@ -2,8 +2,9 @@
 each contender, every object compared with the plain cold build's: ccpool's own
 tree and googletest (/usr/src/googletest), CMake + Ninja; libzstd (a plain
 Makefile with `-MT $@ -MMD -MP -MF` auto-dependencies) and xz-utils (autotools
-+ libtool, depcomp's `-MD -MP -MF`), both from Debian's source packages
-(scripts/fetch-bench-sources.sh). Workload e: the bytes each
++ libtool, depcomp's `-MD -MP -MF`), leveldb (CMake + Ninja) and fmt (CMake +
+Ninja; `__has_include` in its headers), all four from Debian's source packages
+(scripts/fetch-bench-sources.sh), library targets only. Workload e: the bytes each
 cache holds after c, against the raw object bytes. Workload d: ccpool service
 throughput: hits/s with 1, 8 and 64 concurrent clients (ccpool-client, what the
 shim execs), the service's RSS; ccache and sccache hit loops alongside."""
@@ -24,6 +25,13 @@ PROJECTS = {
     "googletest": ("cmake", "/usr/src/googletest", [], {"tiny": ["gtest"], "quick": [], "full": []}),
     # lib/ only: the library is the tree's C and its one .S; `make -C lib clean` clears it.
     "zstd": ("make", None, [], {"tiny": ["libzstd.a"], "quick": ["libzstd.a"], "full": ["libzstd.a"]}),
+    # Library targets only (no tests, benchmarks or install rules): leveldb's C++ (CMake + Ninja, its
+    # check_include_file probes at configure time), and fmt, whose headers test `__has_include` (core.h's
+    # FMT_HAS_INCLUDE; os.h asks for "winapifamily.h", which is absent here).
+    "leveldb": ("cmake", None, ["-DLEVELDB_BUILD_TESTS=OFF", "-DLEVELDB_BUILD_BENCHMARKS=OFF", "-DLEVELDB_INSTALL=OFF"],
+                {"tiny": ["leveldb"], "quick": ["leveldb"], "full": ["leveldb"]}),
+    "fmt": ("cmake", None, ["-DFMT_TEST=OFF", "-DFMT_DOC=OFF", "-DFMT_INSTALL=OFF", "-DFMT_FUZZ=OFF"],
+            {"tiny": ["fmt"], "quick": ["fmt"], "full": ["fmt"]}),
     # CFLAGS without autoconf's default -g: debug info names the build dir, and each contender builds in its own.
     "xz": ("autotools", None, ["--disable-shared", "--disable-nls", "--disable-doc", "CFLAGS=-O2"],
            {"tiny": ["-C", "src/liblzma"], "quick": [], "full": []}),

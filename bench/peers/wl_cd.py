@@ -96,7 +96,52 @@ def configure(ctx, style, src, args, c, build):
         run(["./configure", f"CC={cc_for(c)}"] + args, env=c.env(), cwd=build)
 
 
-def build_once(ctx, c, cmd):
+def ninja_log_size(build):
+    try:
+        return os.path.getsize(os.path.join(build, ".ninja_log"))
+    except OSError:
+        return None
+
+
+def union_s(spans):
+    total, end = 0, None
+    for a, b in sorted(spans):
+        if end is None or a > end:
+            total, end = total + (b - a), b
+        elif b > end:
+            total, end = total + (b - end), b
+    return total / 1000
+
+
+def ninja_split(build, offset):
+    """Where a CMake + Ninja build's time went, from the lines it appended to .ninja_log (start and end ms of
+    every edge): the time some compile edge (an object) was running, and the time only other edges (archives,
+    links, `cmake -E`) were. Every contender pays the second part alike; a cache can only shorten the first."""
+    if offset is None:
+        return None
+    try:
+        with open(os.path.join(build, ".ninja_log")) as f:
+            f.seek(offset)
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    compile_spans, all_spans = [], []
+    for line in lines:
+        parts = line.split("\t")
+        if len(parts) != 5 or not parts[0].isdigit():
+            continue
+        span = (int(parts[0]), int(parts[1]))
+        all_spans.append(span)
+        if parts[3].endswith((".o", ".obj")):
+            compile_spans.append(span)
+    if not all_spans:
+        return None
+    return {"compile_s": round(union_s(compile_spans), 4), "edges_s": round(union_s(all_spans), 4),
+            "compile_edges": len(compile_spans), "edges": len(all_spans)}
+
+
+def build_once(ctx, c, cmd, build=None):
+    log_at = ninja_log_size(build) if build else None
     pid = c.server_pid()
     cpu0_server = proc_cpu(pid) if pid else 0.0
     before = c.counters()
@@ -110,6 +155,9 @@ def build_once(ctx, c, cmd):
     after = c.counters()
     row = {"wall_s": round(wall, 4), "cpu_s": round(cpu, 3), "rc": r.returncode, "load1": round(os.getloadavg()[0], 1),
            "counters": {k: after[k] - before.get(k, 0) for k in after}}
+    split = ninja_split(build, log_at) if build else None
+    if split:
+        row["ninja"] = split
     if r.returncode:
         row["error"] = r.stdout.decode(errors="replace")[-2000:]
         log(f"  FAILED: {row['error'][-600:]}")
@@ -151,7 +199,7 @@ def workload_c(ctx, contenders, results):
                     build = builds[c.name]
                     if phase == "warm":
                         run(clean_cmd(style, build))
-                    row = build_once(ctx, c, build_cmd(ctx, style, c, build, targets[mode]))
+                    row = build_once(ctx, c, build_cmd(ctx, style, c, build, targets[mode]), build)
                     if c.name == "plain" and phase == "cold":
                         ref = objects(build)
                     row.update(compare(ref or {}, build))

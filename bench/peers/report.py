@@ -463,6 +463,16 @@ def section_targets(rows, meta):
     return "\n" + table(["measure", "target", "measured", "verdict"], body)
 
 
+def not_run_note(ran):
+    missing = [k for k in ("a", "b", "c", "d") if k not in ran]
+    if not missing:
+        return ""
+    what = {"a": "a (cold and warm 8 × 16: the first five rows of earlier tables)", "b": "b (sequential hits)",
+            "c": "c (real trees)", "d": "d (throughput)"}
+    return ("\n\nNot measured in this run (`--only`): workload " + "; ".join(what[k] for k in missing)
+            + ". Their sections below keep the numbers of the run that last measured them.")
+
+
 def compile_note(c, proj):
     """For CMake + Ninja trees: the warm rebuild's compile edges alone (ninja's log), ccpool against ccache."""
     def one(name):
@@ -522,14 +532,16 @@ def main():
     meta["resp"] = resp_rows(res_dir)
     with open(doc_path) as f:
         doc = f.read()
+    # A run with --only rewrites the sections of the workloads it ran; the others keep their earlier text
+    # (each says which run it came from), and the targets table says which goals this run did not measure.
+    ran = set(meta.get("workloads") or ["a", "b", "c", "d"])
     doc = replace(doc, "machine", section_machine(meta))
-    doc = replace(doc, "targets", section_targets(rows, meta))
-    doc = replace(doc, "a", section_a(rows, res_dir, meta))
-    doc = replace(doc, "b", section_b(rows, res_dir))
-    doc = replace(doc, "c", section_c(rows))
-    doc = replace(doc, "c-goals", section_c_goals(rows))
-    doc = replace(doc, "d", section_d(rows, res_dir))
-    doc = replace(doc, "e", section_e(rows))
+    doc = replace(doc, "targets", section_targets(rows, meta) + not_run_note(ran))
+    for key, fn in (("a", lambda: section_a(rows, res_dir, meta)), ("b", lambda: section_b(rows, res_dir)),
+                    ("c", lambda: section_c(rows)), ("c-goals", lambda: section_c_goals(rows)),
+                    ("d", lambda: section_d(rows, res_dir)), ("e", lambda: section_e(rows))):
+        if key[0] in ran or (key == "e" and "c" in ran):
+            doc = replace(doc, key, fn())
     with open(doc_path + ".tmp", "w") as f:
         f.write(doc)
     os.replace(doc_path + ".tmp", doc_path)

@@ -82,7 +82,7 @@ if [[ $report_only -eq 0 ]]; then
     [[ $keep -eq 1 ]] && echo "bench.sh: work dir kept: $work" || rm -rf "$work"
   }
   trap cleanup EXIT
-  rm -f "$results"/*.png
+  for w in ${only//,/ }; do rm -f "$results/$w"-*.png; done  # the plots of the workloads this run measures
   $PY bench/peers/driver.py --build "$build" --out "$results" --work "$work" --sources "$sources" --only "$only" --reps "$reps" \
     "${quick[@]}" "${tiny[@]}" --command "scripts/bench.sh ${args[*]}"
   if [[ ,$only, == *,f,* ]]; then

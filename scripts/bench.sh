@@ -57,7 +57,7 @@ if [[ $report_only -eq 0 ]]; then
   scripts/setup-deps.sh
   sources=${CCPOOL_BENCH_SOURCES:-${XDG_CACHE_HOME:-$HOME/.cache}/ccpool-bench/sources}
   if [[ ,$only, == *,c,* ]]; then
-    # libzstd and xz-utils from Debian's source packages; a failed fetch skips those two trees (said in the report).
+    # libzstd, xz-utils, leveldb and fmtlib from Debian's source packages; a failed fetch skips those trees (said in the report).
     scripts/fetch-bench-sources.sh "$sources" || echo "bench.sh: could not fetch the workload-c trees; they are skipped" >&2
   fi
 

@@ -14,7 +14,7 @@
 # committed; a second run with the trees present does nothing.
 set -euo pipefail
 dest=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/ccpool-bench/sources}
-case ${1:-} in -h|--help) sed -n 2,15p "$0"; exit 0 ;; esac
+case ${1:-} in -h|--help) sed -n 2,14p "$0"; exit 0 ;; esac
 
 # name in DEST, Debian source package, the tree's top directory inside the orig tarball
 PKGS=("zstd libzstd zstd-*" "xz xz-utils xz-*" "leveldb leveldb leveldb-*" "fmt fmtlib fmtlib-*")

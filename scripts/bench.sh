@@ -31,6 +31,9 @@ while [[ $# -gt 0 ]]; do
 done
 results=$root/bench/results
 mkdir -p "$results"
+# The machine's load at the start and the end of the whole run (workloads and the Redis comparison): the
+# report prints both (a shared machine's other work moves every ratio).
+loadavg_at() { echo "$1 $(date -u +%FT%TZ) $(cat /proc/loadavg)" >>"$results/loadavg.txt"; }
 
 if [[ $report_only -eq 0 ]]; then
   # Peers and plotting come from Debian; as non-root print what to run.
@@ -54,7 +57,7 @@ if [[ $report_only -eq 0 ]]; then
   scripts/setup-deps.sh
   sources=${CCPOOL_BENCH_SOURCES:-${XDG_CACHE_HOME:-$HOME/.cache}/ccpool-bench/sources}
   if [[ ,$only, == *,c,* ]]; then
-    # libzstd and xz-utils from Debian's source packages; a failed fetch skips those two trees (said in the report).
+    # libzstd, xz-utils, leveldb and fmtlib from Debian's source packages; a failed fetch skips those trees (said in the report).
     scripts/fetch-bench-sources.sh "$sources" || echo "bench.sh: could not fetch the workload-c trees; they are skipped" >&2
   fi
 
@@ -67,6 +70,8 @@ if [[ $report_only -eq 0 ]]; then
     echo "bench.sh: the build failed; benchmarking the binaries already in $build" >&2
   fi
 
+  rm -f "$results/loadavg.txt"
+  loadavg_at start
   work=$(mktemp -d /tmp/ccpool-bench.XXXXXX)
   cleanup() {
     # Stop every service and server this run started (each has its own socket/port under $work).
@@ -77,13 +82,14 @@ if [[ $report_only -eq 0 ]]; then
     [[ $keep -eq 1 ]] && echo "bench.sh: work dir kept: $work" || rm -rf "$work"
   }
   trap cleanup EXIT
-  rm -f "$results"/*.png
+  for w in ${only//,/ }; do rm -f "$results/$w"-*.png; done  # the plots of the workloads this run measures
   $PY bench/peers/driver.py --build "$build" --out "$results" --work "$work" --sources "$sources" --only "$only" --reps "$reps" \
     "${quick[@]}" "${tiny[@]}" --command "scripts/bench.sh ${args[*]}"
   if [[ ,$only, == *,f,* ]]; then
     echo "== workload f: the Redis front against redis-server (bench/resp_vs_redis.sh)"
     BUILD_DIR=$build bench/resp_vs_redis.sh --rounds 3
   fi
+  loadavg_at end
 fi
 
 $PY bench/peers/report.py "$results" "$root/BENCHMARKS.md"

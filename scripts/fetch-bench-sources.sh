@@ -3,6 +3,8 @@
 # builds, from Debian's own source packages, and unpacks them:
 #   DEST/zstd   libzstd (plain Makefile, `-MT $@ -MMD -MP -MF` auto-dependencies)
 #   DEST/xz     xz-utils (autotools + libtool, depcomp's `-MT -MD -MP -MF`)
+#   DEST/leveldb  leveldb (CMake + Ninja, C++)
+#   DEST/fmt    fmtlib (CMake + Ninja, C++; its headers test `__has_include`)
 # Usage: scripts/fetch-bench-sources.sh [DEST]   (default ~/.cache/ccpool-bench/sources)
 #
 # A fresh Debian machine has no deb-src entries, so `apt-get source` runs with
@@ -12,10 +14,10 @@
 # committed; a second run with the trees present does nothing.
 set -euo pipefail
 dest=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/ccpool-bench/sources}
-case ${1:-} in -h|--help) sed -n 2,13p "$0"; exit 0 ;; esac
+case ${1:-} in -h|--help) sed -n 2,14p "$0"; exit 0 ;; esac
 
 # name in DEST, Debian source package, the tree's top directory inside the orig tarball
-PKGS=("zstd libzstd zstd-*" "xz xz-utils xz-*")
+PKGS=("zstd libzstd zstd-*" "xz xz-utils xz-*" "leveldb leveldb leveldb-*" "fmt fmtlib fmtlib-*")
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -2,8 +2,9 @@
 each contender, every object compared with the plain cold build's: ccpool's own
 tree and googletest (/usr/src/googletest), CMake + Ninja; libzstd (a plain
 Makefile with `-MT $@ -MMD -MP -MF` auto-dependencies) and xz-utils (autotools
-+ libtool, depcomp's `-MD -MP -MF`), both from Debian's source packages
-(scripts/fetch-bench-sources.sh). Workload e: the bytes each
++ libtool, depcomp's `-MD -MP -MF`), leveldb (CMake + Ninja) and fmt (CMake +
+Ninja; `__has_include` in its headers), all four from Debian's source packages
+(scripts/fetch-bench-sources.sh), library targets only. Workload e: the bytes each
 cache holds after c, against the raw object bytes. Workload d: ccpool service
 throughput: hits/s with 1, 8 and 64 concurrent clients (ccpool-client, what the
 shim execs), the service's RSS; ccache and sccache hit loops alongside."""
@@ -24,6 +25,13 @@ PROJECTS = {
     "googletest": ("cmake", "/usr/src/googletest", [], {"tiny": ["gtest"], "quick": [], "full": []}),
     # lib/ only: the library is the tree's C and its one .S; `make -C lib clean` clears it.
     "zstd": ("make", None, [], {"tiny": ["libzstd.a"], "quick": ["libzstd.a"], "full": ["libzstd.a"]}),
+    # Library targets only (no tests, benchmarks or install rules): leveldb's C++ (CMake + Ninja, its
+    # check_include_file probes at configure time), and fmt, whose headers test `__has_include` (core.h's
+    # FMT_HAS_INCLUDE; os.h asks for "winapifamily.h", which is absent here).
+    "leveldb": ("cmake", None, ["-DLEVELDB_BUILD_TESTS=OFF", "-DLEVELDB_BUILD_BENCHMARKS=OFF", "-DLEVELDB_INSTALL=OFF"],
+                {"tiny": ["leveldb"], "quick": ["leveldb"], "full": ["leveldb"]}),
+    "fmt": ("cmake", None, ["-DFMT_TEST=OFF", "-DFMT_DOC=OFF", "-DFMT_INSTALL=OFF", "-DFMT_FUZZ=OFF"],
+            {"tiny": ["fmt"], "quick": ["fmt"], "full": ["fmt"]}),
     # CFLAGS without autoconf's default -g: debug info names the build dir, and each contender builds in its own.
     "xz": ("autotools", None, ["--disable-shared", "--disable-nls", "--disable-doc", "CFLAGS=-O2"],
            {"tiny": ["-C", "src/liblzma"], "quick": [], "full": []}),
@@ -88,7 +96,52 @@ def configure(ctx, style, src, args, c, build):
         run(["./configure", f"CC={cc_for(c)}"] + args, env=c.env(), cwd=build)
 
 
-def build_once(ctx, c, cmd):
+def ninja_log_size(build):
+    try:
+        return os.path.getsize(os.path.join(build, ".ninja_log"))
+    except OSError:
+        return None
+
+
+def union_s(spans):
+    total, end = 0, None
+    for a, b in sorted(spans):
+        if end is None or a > end:
+            total, end = total + (b - a), b
+        elif b > end:
+            total, end = total + (b - end), b
+    return total / 1000
+
+
+def ninja_split(build, offset):
+    """Where a CMake + Ninja build's time went, from the lines it appended to .ninja_log (start and end ms of
+    every edge): the time some compile edge (an object) was running, and the time only other edges (archives,
+    links, `cmake -E`) were. Every contender pays the second part alike; a cache can only shorten the first."""
+    if offset is None:
+        return None
+    try:
+        with open(os.path.join(build, ".ninja_log")) as f:
+            f.seek(offset)
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    compile_spans, all_spans = [], []
+    for line in lines:
+        parts = line.split("\t")
+        if len(parts) != 5 or not parts[0].isdigit():
+            continue
+        span = (int(parts[0]), int(parts[1]))
+        all_spans.append(span)
+        if parts[3].endswith((".o", ".obj")):
+            compile_spans.append(span)
+    if not all_spans:
+        return None
+    return {"compile_s": round(union_s(compile_spans), 4), "edges_s": round(union_s(all_spans), 4),
+            "compile_edges": len(compile_spans), "edges": len(all_spans)}
+
+
+def build_once(ctx, c, cmd, build=None):
+    log_at = ninja_log_size(build) if build else None
     pid = c.server_pid()
     cpu0_server = proc_cpu(pid) if pid else 0.0
     before = c.counters()
@@ -102,6 +155,9 @@ def build_once(ctx, c, cmd):
     after = c.counters()
     row = {"wall_s": round(wall, 4), "cpu_s": round(cpu, 3), "rc": r.returncode, "load1": round(os.getloadavg()[0], 1),
            "counters": {k: after[k] - before.get(k, 0) for k in after}}
+    split = ninja_split(build, log_at) if build else None
+    if split:
+        row["ninja"] = split
     if r.returncode:
         row["error"] = r.stdout.decode(errors="replace")[-2000:]
         log(f"  FAILED: {row['error'][-600:]}")
@@ -143,7 +199,7 @@ def workload_c(ctx, contenders, results):
                     build = builds[c.name]
                     if phase == "warm":
                         run(clean_cmd(style, build))
-                    row = build_once(ctx, c, build_cmd(ctx, style, c, build, targets[mode]))
+                    row = build_once(ctx, c, build_cmd(ctx, style, c, build, targets[mode]), build)
                     if c.name == "plain" and phase == "cold":
                         ref = objects(build)
                     row.update(compare(ref or {}, build))

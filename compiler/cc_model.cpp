@@ -10,6 +10,7 @@
 #include <map>
 
 #include "base/fs.h"
+#include "base/process_facts.h"
 #include "compiler/cc_args.h"
 #include "compiler/cc_probe.h"
 #include "compiler/planner_impl.h"

@@ -2,6 +2,7 @@
 // an action keyed like a Bazel action. See docs/cache-keys.md, "Generic jobs".
 #include <sys/stat.h>
 
+#include "base/process_facts.h"
 #include "compiler/planner_impl.h"
 
 namespace ccpool::compiler {

@@ -15,6 +15,7 @@
 // the clock its front ends read at startup, and refusing what asks the GPU.
 #include <algorithm>
 
+#include "base/process_facts.h"
 #include "compiler/nvcc_args.h"
 #include "compiler/planner_impl.h"
 

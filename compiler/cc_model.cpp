@@ -13,6 +13,9 @@
 #include "base/process_facts.h"
 #include "compiler/cc_args.h"
 #include "compiler/cc_probe.h"
+#include "compiler/key_hash.h"
+#include "compiler/path_names.h"
+#include "compiler/plan_helpers.h"
 #include "compiler/planner_impl.h"
 
 namespace ccpool::compiler {

@@ -3,6 +3,9 @@
 #include <sys/stat.h>
 
 #include "base/process_facts.h"
+#include "compiler/key_hash.h"
+#include "compiler/path_names.h"
+#include "compiler/plan_helpers.h"
 #include "compiler/planner_impl.h"
 
 namespace ccpool::compiler {

@@ -16,8 +16,12 @@
 #include <algorithm>
 
 #include "base/process_facts.h"
+#include "compiler/key_hash.h"
 #include "compiler/nvcc_args.h"
+#include "compiler/path_names.h"
+#include "compiler/plan_helpers.h"
 #include "compiler/planner_impl.h"
+#include "compiler/reason_code.h"
 
 namespace ccpool::compiler {
 namespace {

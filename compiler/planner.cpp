@@ -28,13 +28,17 @@ Plan passthrough_plan(const Request& request, std::string code, std::string reas
   plan.kind = PlanKind::kPassthrough;
   plan.reason = std::move(reason);
   plan.reason_code = std::move(code);
+  run_as_given(plan, request);
+  return plan;
+}
+
+void run_as_given(Plan& plan, const Request& request) {
   plan.tool = base_name(request.program);
   plan.job_class = plan.tool;
   plan.run_program = request.program;
   plan.run_argv = request.argv;
   plan.run_cwd = request.cwd;
   plan.run_env = environment_without_shim(request.env);
-  return plan;
 }
 
 WhyNot verify_plan_inputs(Planner::Impl& impl, const PlanDetail& detail,

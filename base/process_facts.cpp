@@ -9,12 +9,11 @@
 
 namespace ccpool {
 
-std::optional<std::string_view> env_value(const std::vector<std::string>& env,
-                                          std::string_view name) {
+std::optional<std::string> env_value(const std::vector<std::string>& env, std::string_view name) {
   for (const std::string& entry : env) {
     if (entry.size() > name.size() && entry[name.size()] == '=' &&
         entry.compare(0, name.size(), name) == 0) {
-      return std::string_view(entry).substr(name.size() + 1);
+      return entry.substr(name.size() + 1);
     }
   }
   return std::nullopt;

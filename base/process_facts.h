@@ -15,9 +15,9 @@
 namespace ccpool {
 
 // The value of `name` in an environment of "NAME=value" strings (execve's
-// layout); nullopt when unset. The view points into `env`.
-std::optional<std::string_view> env_value(const std::vector<std::string>& env,
-                                          std::string_view name);
+// layout); nullopt when unset. The one lookup of a request's environment
+// (client, compiler models): copied, so it outlives `env`.
+std::optional<std::string> env_value(const std::vector<std::string>& env, std::string_view name);
 
 // This process's own variable `name`; nullopt when unset. Copied, so a later
 // setenv cannot invalidate it.

@@ -63,7 +63,7 @@ Result<std::string> resolve_program(const std::string& program, const std::strin
     return cwd + "/" + program;
   }
   std::string found =
-      search_path(program, env_value(env, "PATH").value_or(kDefaultSearchPath), cwd);
+      search_path(program, env_value(env, "PATH").value_or(std::string(kDefaultSearchPath)), cwd);
   if (!found.empty()) return found;
   return make_error(ErrorCode::kNotFound,
                     "'" + program + "' not found in PATH; give its full path");

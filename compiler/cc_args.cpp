@@ -353,10 +353,32 @@ std::string check_linker_flags(const std::string& arg) {
   return "";
 }
 
-}  // namespace
+// The first refusal wins: later ones keep its reason.
+void refuse(CcArgs& r, std::string code, std::string why) {
+  if (!r.refused.empty()) return;
+  r.refused = std::move(why);
+  r.refused_code = std::move(code);
+}
 
-CcArgs parse_cc_args(const std::vector<std::string>& argv, const std::string& cwd) {
-  CcArgs r;
+// Joined values (-Wp,..., -fplugin=path) are not part of the code.
+std::string option_name(const std::string& arg) {
+  return arg.substr(0, arg.find_first_of("=,"));
+}
+
+// What the walk over the arguments has seen so far besides CcArgs itself.
+struct ArgWalk {
+  bool compile = false, assemble = false, have_source = false;
+  std::string explicit_lang;
+};
+
+// One option split into name and value ("-opt value" / "-optvalue").
+struct SplitOption {
+  std::string name, value;
+  bool separate = false;
+};
+
+// Step 1: argv[1..] into r.args with @files expanded; false when refused.
+bool expand_arguments(const std::vector<std::string>& argv, const std::string& cwd, CcArgs& r) {
   ResponseBudget budget;
   for (size_t i = 1; i < argv.size(); ++i) {
     if (starts_with(argv[i], "@") && argv[i].size() > 1) {
@@ -367,177 +389,228 @@ CcArgs parse_cc_args(const std::vector<std::string>& argv, const std::string& cw
                     std::to_string(kMaxResponseDepth) + ", 1 MiB each, " +
                     std::to_string(kMaxExpandedArgs) + " arguments)";
         r.refused_code = "response_file_unreadable";
-        return r;
+        return false;
       }
     } else {
       r.args.push_back(argv[i]);
     }
   }
-  bool compile = false, assemble = false, have_source = false;
-  std::string explicit_lang;
-  std::vector<std::string>& a = r.args;
-  auto refuse = [&](std::string code, std::string why) {
-    if (!r.refused.empty()) return;
-    r.refused = std::move(why);
-    r.refused_code = std::move(code);
-  };
-  // Joined values (-Wp,..., -fplugin=path) are not part of the code.
-  auto option_name = [](const std::string& arg) { return arg.substr(0, arg.find_first_of("=,")); };
-  for (size_t i = 0; i < a.size() && r.refused.empty(); ++i) {
-    const std::string& arg = a[i];
-    if (arg.empty() || arg[0] != '-' || arg == "-") {
-      if (arg == "-") {
-        refuse("stdin_input", "input from stdin");
-        break;
-      }
-      if (!explicit_lang.empty() || !language_of(arg).empty()) {
-        if (have_source) {
-          refuse("multiple_sources", "several sources");
-          break;
-        }
-        have_source = true;
-        r.source = arg;
-        r.source_index = i;
-        r.language = explicit_lang.empty() ? language_of(arg) : explicit_lang;
-      } else if (is_link_input(arg)) {
-        refuse("link_inputs", "link inputs other than one source ('" + arg + "') are not hashed");
-      } else {
-        refuse("unknown_input_language", "input '" + arg + "' of unknown language");
-      }
-      continue;
-    }
-    if (kRefused.count(arg)) {
-      refuse(reason_code("unsupported_option", arg), "option " + arg);
-      break;
-    }
-    const char* refused_prefix = nullptr;
-    for (const char* p : kRefusedPrefixes) {
-      if (!refused_prefix && starts_with(arg, p)) refused_prefix = p;
-    }
-    if (refused_prefix) {
-      refuse(reason_code("unsupported_option", option_name(arg)), "option " + arg);
-      break;
-    }
-    // Split "-opt value" / "-optvalue" into name and value.
-    std::string name = arg, value;
-    bool separate = kSeparate.count(arg) > 0;
-    if (separate) {
-      if (i + 1 >= a.size()) {
-        refuse(reason_code("option_missing_value", arg), "option " + arg + " lacks its value");
-        break;
-      }
-      value = a[i + 1];
-    } else {
-      for (const char* p : kJoinable) {
-        if (starts_with(arg, p) && arg.size() > std::string_view(p).size()) {
-          // -include and -isystem also start with -i...: take the longest match.
-          if (name == arg || std::string_view(p).size() > name.size()) {
-            name = p;
-            value = arg.substr(name.size());
-          }
-        }
-      }
-    }
-    if (kIncludeShaping.count(name)) {
-      r.include_args.push_back(arg);
-      if (separate) r.include_args.push_back(value);
-    }
-    if (name == "-o") {
-      r.output = value;
-      r.output_index = separate ? i + 1 : i;
-      r.output_joined = !separate;
-      if (value == "-") refuse("output_to_stdout", "output to stdout (-o -)");
-    } else if (name == "-x") {
-      if (value == "c" || value == "c++" || value == "assembler-with-cpp")
-        explicit_lang = value;
-      else if (value == "none")
-        explicit_lang.clear();
-      else
-        refuse(reason_code("unsupported_language", value), "language -x " + value);
-    } else if (name == "-MF") {
-      r.dep_mf = value;
-      r.dep_mf_indices.push_back(i);
-      if (separate) r.dep_mf_indices.push_back(i + 1);
-    } else if (name == "-MT" || name == "-MQ") {
-      r.dep_target = true;
-    } else if (arg == "-MD" || arg == "-MMD") {
-      r.dep_md = true;
-      r.dep_user_only = arg == "-MMD";
-      if (arg == "-MMD") r.dep_mmd_indices.push_back(i);
-    } else if (arg == "-MP") {
-      r.dep_phony = true;
-    } else if (arg == "-c") {
-      compile = true;
-    } else if (arg == "-S") {
-      assemble = true;
-    } else if (starts_with(arg, "-Wl,")) {
-      std::string bad = check_linker_flags(arg);
-      if (!bad.empty()) {
-        refuse(reason_code("linker_option", bad),
-               "linker option '" + bad + "' in " + arg + " not understood");
-      }
-    } else if (starts_with(arg, "-Wa,")) {
-      if (arg != "-Wa,--noexecstack") {
-        refuse(reason_code("assembler_option", arg.substr(4, arg.find_first_of("=,", 4) - 4)),
-               "assembler option " + arg);
-      }
-    } else if (starts_with(arg, "-g")) {
-      r.debug |= arg != "-g0";
-      if (arg == "-g0") r.debug = false;
-      r.split_dwarf |= arg == "-gsplit-dwarf";
-    } else if (arg == "--coverage" || arg == "-fprofile-arcs" || arg == "-ftest-coverage") {
-      r.coverage = true;
-    } else if (arg == "-fstack-usage") {
-      r.stack_usage = true;
-    } else if (starts_with(arg, "-fdebug-prefix-map=") || starts_with(arg, "-ffile-prefix-map=")) {
-      r.prefix_maps.push_back(arg.substr(arg.find('=') + 1));
-    } else if (starts_with(arg, "-frecord-gcc-switches") || starts_with(arg, "-flto") ||
-               starts_with(arg, "-fcoverage-mapping") || starts_with(arg, "-fprofile")) {
-      r.output_sensitive = true;
-    } else if (starts_with(arg, "-march=native") || starts_with(arg, "-mtune=native") ||
-               starts_with(arg, "-mcpu=native")) {
-      r.native = true;
-      r.native_args.push_back(arg);
-    } else if (arg == "-m32" || arg == "-m64" || arg == "-mx32" || starts_with(arg, "-stdlib=") ||
-               arg == "-nostdinc" || arg == "-nostdinc++" || starts_with(arg, "--sysroot=") ||
-               starts_with(arg, "--target=") || starts_with(arg, "--gcc-toolchain=") ||
-               arg == "-I-") {
-      r.include_args.push_back(arg);
-    } else if (starts_with(arg, "-fuse-ld")) {
-      refuse("linker_choice", "option " + arg + " (linker choice not modelled)");
-    }
-    if (!separate && name == arg && !kKnownFlags.count(arg)) {
-      bool known = false;
-      for (const char* p : kKnownPrefixes) known |= starts_with(arg, p);
-      if (!known) refuse(reason_code("unknown_option", option_name(arg)), "unknown option " + arg);
-    }
-    if (separate) ++i;
+  return true;
+}
+
+// A non-option argument (or "-"): the one source, or a refusal.
+void take_input(CcArgs& r, ArgWalk& w, size_t i) {
+  const std::string& arg = r.args[i];
+  if (arg == "-") {
+    refuse(r, "stdin_input", "input from stdin");
+    return;
   }
-  if (!r.refused.empty()) return r;
-  if (!have_source) {
-    refuse("no_source", "no source file (link of objects only, or nothing to compile)");
-    return r;
+  if (!w.explicit_lang.empty() || !language_of(arg).empty()) {
+    if (w.have_source) {
+      refuse(r, "multiple_sources", "several sources");
+      return;
+    }
+    w.have_source = true;
+    r.source = arg;
+    r.source_index = i;
+    r.language = w.explicit_lang.empty() ? language_of(arg) : w.explicit_lang;
+  } else if (is_link_input(arg)) {
+    refuse(r, "link_inputs", "link inputs other than one source ('" + arg + "') are not hashed");
+  } else {
+    refuse(r, "unknown_input_language", "input '" + arg + "' of unknown language");
+  }
+}
+
+// Refuses an option of the refused lists; true when it did.
+bool refuse_listed_option(CcArgs& r, const std::string& arg) {
+  if (kRefused.count(arg)) {
+    refuse(r, reason_code("unsupported_option", arg), "option " + arg);
+    return true;
+  }
+  const char* refused_prefix = nullptr;
+  for (const char* p : kRefusedPrefixes) {
+    if (!refused_prefix && starts_with(arg, p)) refused_prefix = p;
+  }
+  if (refused_prefix) {
+    refuse(r, reason_code("unsupported_option", option_name(arg)), "option " + arg);
+    return true;
+  }
+  return false;
+}
+
+// Splits args[i] into name and value; false (refused) when a separate value
+// is missing.
+bool split_option(CcArgs& r, size_t i, SplitOption& o) {
+  const std::vector<std::string>& a = r.args;
+  const std::string& arg = a[i];
+  o.name = arg;
+  o.separate = kSeparate.count(arg) > 0;
+  if (o.separate) {
+    if (i + 1 >= a.size()) {
+      refuse(r, reason_code("option_missing_value", arg), "option " + arg + " lacks its value");
+      return false;
+    }
+    o.value = a[i + 1];
+  } else {
+    for (const char* p : kJoinable) {
+      if (starts_with(arg, p) && arg.size() > std::string_view(p).size()) {
+        // -include and -isystem also start with -i...: take the longest match.
+        if (o.name == arg || std::string_view(p).size() > o.name.size()) {
+          o.name = p;
+          o.value = arg.substr(o.name.size());
+        }
+      }
+    }
+  }
+  return true;
+}
+
+// The options that name files or the mode (-o, -x, the -M family, -c, -S);
+// false when args[i] is none of them.
+bool apply_file_option(CcArgs& r, ArgWalk& w, size_t i, const SplitOption& o) {
+  const std::string& arg = r.args[i];
+  const std::string& name = o.name;
+  const std::string& value = o.value;
+  if (name == "-o") {
+    r.output = value;
+    r.output_index = o.separate ? i + 1 : i;
+    r.output_joined = !o.separate;
+    if (value == "-") refuse(r, "output_to_stdout", "output to stdout (-o -)");
+  } else if (name == "-x") {
+    if (value == "c" || value == "c++" || value == "assembler-with-cpp")
+      w.explicit_lang = value;
+    else if (value == "none")
+      w.explicit_lang.clear();
+    else
+      refuse(r, reason_code("unsupported_language", value), "language -x " + value);
+  } else if (name == "-MF") {
+    r.dep_mf = value;
+    r.dep_mf_indices.push_back(i);
+    if (o.separate) r.dep_mf_indices.push_back(i + 1);
+  } else if (name == "-MT" || name == "-MQ") {
+    r.dep_target = true;
+  } else if (arg == "-MD" || arg == "-MMD") {
+    r.dep_md = true;
+    r.dep_user_only = arg == "-MMD";
+    if (arg == "-MMD") r.dep_mmd_indices.push_back(i);
+  } else if (arg == "-MP") {
+    r.dep_phony = true;
+  } else if (arg == "-c") {
+    w.compile = true;
+  } else if (arg == "-S") {
+    w.assemble = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The options that shape the code or its side outputs (linker and assembler
+// pass-through, -g, coverage, prefix maps, -march=native, target and
+// include-root flags).
+void apply_code_option(CcArgs& r, const std::string& arg) {
+  if (starts_with(arg, "-Wl,")) {
+    std::string bad = check_linker_flags(arg);
+    if (!bad.empty()) {
+      refuse(r, reason_code("linker_option", bad),
+             "linker option '" + bad + "' in " + arg + " not understood");
+    }
+  } else if (starts_with(arg, "-Wa,")) {
+    if (arg != "-Wa,--noexecstack") {
+      refuse(r, reason_code("assembler_option", arg.substr(4, arg.find_first_of("=,", 4) - 4)),
+             "assembler option " + arg);
+    }
+  } else if (starts_with(arg, "-g")) {
+    r.debug |= arg != "-g0";
+    if (arg == "-g0") r.debug = false;
+    r.split_dwarf |= arg == "-gsplit-dwarf";
+  } else if (arg == "--coverage" || arg == "-fprofile-arcs" || arg == "-ftest-coverage") {
+    r.coverage = true;
+  } else if (arg == "-fstack-usage") {
+    r.stack_usage = true;
+  } else if (starts_with(arg, "-fdebug-prefix-map=") || starts_with(arg, "-ffile-prefix-map=")) {
+    r.prefix_maps.push_back(arg.substr(arg.find('=') + 1));
+  } else if (starts_with(arg, "-frecord-gcc-switches") || starts_with(arg, "-flto") ||
+             starts_with(arg, "-fcoverage-mapping") || starts_with(arg, "-fprofile")) {
+    r.output_sensitive = true;
+  } else if (starts_with(arg, "-march=native") || starts_with(arg, "-mtune=native") ||
+             starts_with(arg, "-mcpu=native")) {
+    r.native = true;
+    r.native_args.push_back(arg);
+  } else if (arg == "-m32" || arg == "-m64" || arg == "-mx32" || starts_with(arg, "-stdlib=") ||
+             arg == "-nostdinc" || arg == "-nostdinc++" || starts_with(arg, "--sysroot=") ||
+             starts_with(arg, "--target=") || starts_with(arg, "--gcc-toolchain=") ||
+             arg == "-I-") {
+    r.include_args.push_back(arg);
+  } else if (starts_with(arg, "-fuse-ld")) {
+    refuse(r, "linker_choice", "option " + arg + " (linker choice not modelled)");
+  }
+}
+
+// Refuses a flag no list knows (separate and joined options are known).
+void refuse_unknown_option(CcArgs& r, const std::string& arg, const SplitOption& o) {
+  if (!o.separate && o.name == arg && !kKnownFlags.count(arg)) {
+    bool known = false;
+    for (const char* p : kKnownPrefixes) known |= starts_with(arg, p);
+    if (!known) refuse(r, reason_code("unknown_option", option_name(arg)), "unknown option " + arg);
+  }
+}
+
+// After the walk: a source is required, and the mode decides which of the
+// dependency, assembly and side-output flags may stand.
+void check_mode(CcArgs& r, const ArgWalk& w) {
+  if (!w.have_source) {
+    refuse(r, "no_source", "no source file (link of objects only, or nothing to compile)");
+    return;
   }
   if (r.language == "cpp-output" || r.language == "c++-cpp-output") {
     r.language = r.language == "cpp-output" ? "c" : "c++";
   }
-  r.mode = compile ? CcMode::kCompile : assemble ? CcMode::kAssemble : CcMode::kLink;
+  r.mode = w.compile ? CcMode::kCompile : w.assemble ? CcMode::kAssemble : CcMode::kLink;
   if (r.language == "assembler-with-cpp") {
     // Only `-c`; and no debug info, whose paths the assembler writes under
     // rules of its own (the prefix maps of -f*-prefix-map are C's).
     if (r.mode != CcMode::kCompile)
-      refuse("assembly_outside_compile", "preprocessed assembly without -c");
-    if (r.debug) refuse("assembly_debug_info", "preprocessed assembly with debug info (-g)");
+      refuse(r, "assembly_outside_compile", "preprocessed assembly without -c");
+    if (r.debug) refuse(r, "assembly_debug_info", "preprocessed assembly with debug info (-g)");
   }
   if (r.dep_md && r.mode != CcMode::kCompile) {
-    refuse("depfile_outside_compile", "-MD/-MMD outside -c compiles");
+    refuse(r, "depfile_outside_compile", "-MD/-MMD outside -c compiles");
   }
   if (!r.dep_md && (!r.dep_mf.empty() || r.dep_target || r.dep_phony)) {
-    refuse("depfile_flags_without_md", "-MF/-MT/-MQ/-MP without -MD or -MMD");
+    refuse(r, "depfile_flags_without_md", "-MF/-MT/-MQ/-MP without -MD or -MMD");
   }
   if ((r.split_dwarf || r.coverage || r.stack_usage) && r.mode != CcMode::kCompile) {
-    refuse("side_outputs_outside_compile", "side outputs (.dwo/.gcno/.su) outside -c compiles");
+    refuse(r, "side_outputs_outside_compile", "side outputs (.dwo/.gcno/.su) outside -c compiles");
   }
+}
+
+}  // namespace
+
+CcArgs parse_cc_args(const std::vector<std::string>& argv, const std::string& cwd) {
+  CcArgs r;
+  if (!expand_arguments(argv, cwd, r)) return r;
+  ArgWalk w;
+  const std::vector<std::string>& a = r.args;
+  for (size_t i = 0; i < a.size() && r.refused.empty(); ++i) {
+    const std::string& arg = a[i];
+    if (arg.empty() || arg[0] != '-' || arg == "-") {
+      take_input(r, w, i);
+      continue;
+    }
+    if (refuse_listed_option(r, arg)) break;
+    SplitOption o;
+    if (!split_option(r, i, o)) break;
+    if (kIncludeShaping.count(o.name)) {
+      r.include_args.push_back(arg);
+      if (o.separate) r.include_args.push_back(o.value);
+    }
+    if (!apply_file_option(r, w, i, o)) apply_code_option(r, arg);
+    refuse_unknown_option(r, arg, o);
+    if (o.separate) ++i;
+  }
+  if (!r.refused.empty()) return r;
+  check_mode(r, w);
   return r;
 }
 

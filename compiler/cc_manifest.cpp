@@ -8,8 +8,11 @@
 #include <set>
 
 #include "base/fs.h"
+#include "compiler/key_hash.h"
 #include "compiler/manifest.h"
 #include "compiler/observed.h"
+#include "compiler/path_names.h"
+#include "compiler/plan_helpers.h"
 #include "compiler/planner_impl.h"
 #include "compiler/trace_record.h"
 

@@ -10,8 +10,12 @@
 #include <map>
 
 #include "base/fs.h"
+#include "base/process_facts.h"
 #include "compiler/cc_args.h"
 #include "compiler/cc_probe.h"
+#include "compiler/key_hash.h"
+#include "compiler/path_names.h"
+#include "compiler/plan_helpers.h"
 #include "compiler/planner_impl.h"
 
 namespace ccpool::compiler {
@@ -369,6 +373,71 @@ std::vector<std::string> run_environment(const Request& request, const std::stri
   return env;
 }
 
+// The paths of one compile: what the requester gets, where the run writes
+// (in the work dir), and the dependency file's target and place.
+struct CcPaths {
+  bool redirect = false;  // redirects_output()
+  std::string out_written, out_abs, run_out;
+  std::string dep_target, dep_env_target, dep_path;
+};
+
+CcPaths cc_paths(const Request& request, const CcArgs& a, bool pch, const std::string& work_dir,
+                 const DepEnv& dep_env) {
+  CcPaths p;
+  p.redirect = redirects_output(a);
+  p.out_written = default_output(a, pch);
+  p.out_abs = absolute_path(p.out_written, request.cwd);
+  p.run_out = work_dir + "/out" +
+              (pch                           ? ".gch"
+               : a.mode == CcMode::kCompile  ? ".o"
+               : a.mode == CcMode::kAssemble ? ".s"
+                                             : "");
+  // The .d target: what gcc's driver itself passes (-MQ <the -o text>).
+  p.dep_target = a.dep_md && !a.dep_target ? p.out_written : "";
+  p.dep_env_target =
+      dep_env.target.empty() ? strip_extension(base_name(a.source)) + ".o" : dep_env.target;
+  p.dep_path = work_dir + "/dep.d";
+  return p;
+}
+
+// The command as given, with -o and -MF pointed into the work dir: the
+// compiler writes exactly the files it would write for the requester. Also
+// the outputs it delivers.
+void add_run_command(Plan& plan, const Request& request, const CcArgs& a, const CcPaths& paths,
+                     const DepEnv& dep_env) {
+  bool redirect = paths.redirect;
+  const std::string& run_out = paths.run_out;
+  const std::string& out_abs = paths.out_abs;
+  const std::string& out_written = paths.out_written;
+  const std::string& dep_path = paths.dep_path;
+  const std::string& dep_target = paths.dep_target;
+  plan.run_argv.push_back(request.argv[0]);
+  for (size_t i = 0; i < a.args.size(); ++i) {
+    if (std::find(a.dep_mf_indices.begin(), a.dep_mf_indices.end(), i) != a.dep_mf_indices.end())
+      continue;
+    if (redirect && !a.output.empty() && i == a.output_index) {
+      plan.run_argv.push_back(a.output_joined ? "-o" + run_out : run_out);
+      continue;
+    }
+    plan.run_argv.push_back(a.args[i]);
+  }
+  if (redirect && a.output.empty()) plan.run_argv.insert(plan.run_argv.end(), {"-o", run_out});
+  plan.outputs.push_back({"out", redirect ? run_out : out_abs, out_abs, false});
+  if (a.dep_md) {
+    plan.run_argv.insert(plan.run_argv.end(), {"-MF", dep_path});
+    if (!dep_target.empty()) plan.run_argv.insert(plan.run_argv.end(), {"-MQ", dep_target});
+    std::string dep_deliver = absolute_path(
+        a.dep_mf.empty() ? strip_extension(out_written) + ".d" : a.dep_mf, request.cwd);
+    plan.outputs.push_back({"dep", dep_path, dep_deliver, false});
+  } else if (dep_env.set) {
+    plan.outputs.push_back({"dep", dep_path, absolute_path(dep_env.file, request.cwd), false});
+  }
+  std::string stem = strip_extension(out_abs);
+  if (a.split_dwarf) plan.outputs.push_back({"dwo", stem + ".dwo", stem + ".dwo", true});
+  if (a.coverage) plan.outputs.push_back({"gcno", stem + ".gcno", stem + ".gcno", true});
+  if (a.stack_usage) plan.outputs.push_back({"su", stem + ".su", stem + ".su", true});
+}
+
 }  // namespace
 
 Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& tool, Family family,
@@ -398,19 +467,7 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   if (!source)
     return passthrough_plan(request, "source_unreadable", "source: " + source.error().message);
 
-  bool redirect = redirects_output(a);
-  std::string out_written = default_output(a, pch);
-  std::string out_abs = absolute_path(out_written, request.cwd);
-  std::string run_out = work_dir + "/out" +
-                        (pch                           ? ".gch"
-                         : a.mode == CcMode::kCompile  ? ".o"
-                         : a.mode == CcMode::kAssemble ? ".s"
-                                                       : "");
-  // The .d target: what gcc's driver itself passes (-MQ <the -o text>).
-  std::string dep_target = a.dep_md && !a.dep_target ? out_written : "";
-  std::string dep_env_target =
-      dep_env.target.empty() ? strip_extension(base_name(a.source)) + ".o" : dep_env.target;
-  std::string dep_path = work_dir + "/dep.d";
+  CcPaths paths = cc_paths(request, a, pch, work_dir, dep_env);
 
   auto detail = std::make_shared<PlanDetail>();
   detail->tools.emplace_back(tool.real_path, tool.stat);
@@ -427,7 +484,7 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   Plan plan;
   plan.kind = PlanKind::kCompiler;
   plan.flight_key =
-      direct_key(request, tool, family, a, pch, dep_target, dep_env, native, source->content);
+      direct_key(request, tool, family, a, pch, paths.dep_target, dep_env, native, source->content);
   plan.direct_mode = true;
   plan.key_mode = KeyMode::kDirect;
   plan.tool = base_name(request.argv[0]);
@@ -435,37 +492,11 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   plan.run_program = request.program;
   plan.run_cwd = request.cwd;
   plan.trace_path = work_dir + "/trace";
-  plan.run_env =
-      run_environment(request, trace_library, plan.trace_path, dep_env, dep_path, dep_env_target);
+  plan.run_env = run_environment(request, trace_library, plan.trace_path, dep_env, paths.dep_path,
+                                 paths.dep_env_target);
   plan.uses_work_dir = true;
   plan.inputs.push_back(source_abs);
-  // The command as given, with -o and -MF pointed into the work dir: the
-  // compiler writes exactly the files it would write for the requester.
-  plan.run_argv.push_back(request.argv[0]);
-  for (size_t i = 0; i < a.args.size(); ++i) {
-    if (std::find(a.dep_mf_indices.begin(), a.dep_mf_indices.end(), i) != a.dep_mf_indices.end())
-      continue;
-    if (redirect && !a.output.empty() && i == a.output_index) {
-      plan.run_argv.push_back(a.output_joined ? "-o" + run_out : run_out);
-      continue;
-    }
-    plan.run_argv.push_back(a.args[i]);
-  }
-  if (redirect && a.output.empty()) plan.run_argv.insert(plan.run_argv.end(), {"-o", run_out});
-  plan.outputs.push_back({"out", redirect ? run_out : out_abs, out_abs, false});
-  if (a.dep_md) {
-    plan.run_argv.insert(plan.run_argv.end(), {"-MF", dep_path});
-    if (!dep_target.empty()) plan.run_argv.insert(plan.run_argv.end(), {"-MQ", dep_target});
-    std::string dep_deliver = absolute_path(
-        a.dep_mf.empty() ? strip_extension(out_written) + ".d" : a.dep_mf, request.cwd);
-    plan.outputs.push_back({"dep", dep_path, dep_deliver, false});
-  } else if (dep_env.set) {
-    plan.outputs.push_back({"dep", dep_path, absolute_path(dep_env.file, request.cwd), false});
-  }
-  std::string stem = strip_extension(out_abs);
-  if (a.split_dwarf) plan.outputs.push_back({"dwo", stem + ".dwo", stem + ".dwo", true});
-  if (a.coverage) plan.outputs.push_back({"gcno", stem + ".gcno", stem + ".gcno", true});
-  if (a.stack_usage) plan.outputs.push_back({"su", stem + ".su", stem + ".su", true});
+  add_run_command(plan, request, a, paths, dep_env);
   detail->cc = std::move(cc);
   plan.detail = std::move(detail);
   return plan;

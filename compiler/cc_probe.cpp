@@ -4,6 +4,8 @@
 
 #include "base/fs.h"
 #include "base/process.h"
+#include "compiler/key_hash.h"
+#include "compiler/planner_impl.h"
 #include "compiler/probe_output.h"
 
 namespace ccpool::compiler {

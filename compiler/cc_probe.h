@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "compiler/cc_args.h"
-#include "compiler/planner_impl.h"
+#include "compiler/planner.h"
+#include "compiler/tool_identity.h"
 
 namespace ccpool::compiler {
 

@@ -2,6 +2,10 @@
 // an action keyed like a Bazel action. See docs/cache-keys.md, "Generic jobs".
 #include <sys/stat.h>
 
+#include "base/process_facts.h"
+#include "compiler/key_hash.h"
+#include "compiler/path_names.h"
+#include "compiler/plan_helpers.h"
 #include "compiler/planner_impl.h"
 
 namespace ccpool::compiler {
@@ -71,12 +75,7 @@ Result<Plan> Planner::Impl::plan_generic(const Request& request, const ToolIdent
   }
   plan.kind = PlanKind::kGeneric;
   plan.flight_key = h.digest();
-  plan.tool = base_name(request.program);
-  plan.job_class = plan.tool;
-  plan.run_program = request.program;
-  plan.run_argv = request.argv;
-  plan.run_cwd = request.cwd;
-  plan.run_env = environment_without_shim(request.env);
+  run_as_given(plan, request);
   plan.detail = std::move(detail);
   return plan;
 }

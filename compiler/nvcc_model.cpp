@@ -15,8 +15,13 @@
 // the clock its front ends read at startup, and refusing what asks the GPU.
 #include <algorithm>
 
+#include "base/process_facts.h"
+#include "compiler/key_hash.h"
 #include "compiler/nvcc_args.h"
+#include "compiler/path_names.h"
+#include "compiler/plan_helpers.h"
 #include "compiler/planner_impl.h"
+#include "compiler/reason_code.h"
 
 namespace ccpool::compiler {
 namespace {

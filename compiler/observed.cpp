@@ -12,6 +12,7 @@
 #include <set>
 
 #include "base/fs.h"
+#include "base/process_facts.h"
 #include "base/shim_env.h"
 #include "compiler/subprocess.h"
 

@@ -1,13 +1,11 @@
-// Dispatch (which model handles a request), tool identity and the helpers the
-// models share.
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <climits>
-#include <cstdlib>
-
+// Dispatch (which model handles a request), tool identity, the memo of
+// helper runs, and the plan helpers every model uses (plan_helpers.h,
+// verify_plan_inputs).
 #include "base/process_facts.h"
 #include "compiler/cc_name.h"
+#include "compiler/key_hash.h"
+#include "compiler/path_names.h"
+#include "compiler/plan_helpers.h"
 #include "compiler/planner_impl.h"
 
 namespace ccpool::compiler {
@@ -25,51 +23,22 @@ int64_t to_ns(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
-std::string base_name(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-std::string absolute_path(const std::string& path, const std::string& cwd) {
-  if (!path.empty() && path[0] == '/') return path;
-  if (cwd.empty() || cwd.back() == '/') return cwd + path;
-  return cwd + "/" + path;
-}
-
-std::string dir_name(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-std::optional<std::string> real_path(const std::string& path) {
-  char buf[PATH_MAX];
-  if (::realpath(path.c_str(), buf) == nullptr) return std::nullopt;
-  return std::string(buf);
-}
-
 Plan passthrough_plan(const Request& request, std::string code, std::string reason) {
   Plan plan;
   plan.kind = PlanKind::kPassthrough;
   plan.reason = std::move(reason);
   plan.reason_code = std::move(code);
+  run_as_given(plan, request);
+  return plan;
+}
+
+void run_as_given(Plan& plan, const Request& request) {
   plan.tool = base_name(request.program);
   plan.job_class = plan.tool;
   plan.run_program = request.program;
   plan.run_argv = request.argv;
   plan.run_cwd = request.cwd;
   plan.run_env = environment_without_shim(request.env);
-  return plan;
-}
-
-void hash_env(Hasher& h, const std::vector<std::string>& env,
-              const std::vector<std::string>& names) {
-  for (const std::string& name : names) {
-    h.add_field(name);
-    std::optional<std::string> value = env_value(env, name);
-    h.add_u64(value ? 1 : 0);
-    if (value) h.add_field(*value);
-  }
 }
 
 WhyNot verify_plan_inputs(Planner::Impl& impl, const PlanDetail& detail,
@@ -98,19 +67,17 @@ WhyNot verify_plan_inputs(Planner::Impl& impl, const PlanDetail& detail,
 }
 
 Result<ToolIdentity> Planner::Impl::tool_identity(const std::string& path) {
-  char resolved[PATH_MAX];
-  if (::realpath(path.c_str(), resolved) == nullptr) {
-    return make_error(ErrorCode::kNotFound, "cannot resolve tool '" + path + "'");
-  }
+  std::optional<std::string> resolved = real_path(path);
+  if (!resolved) return make_error(ErrorCode::kNotFound, "cannot resolve tool '" + path + "'");
   ToolIdentity id;
-  id.real_path = resolved;
+  id.real_path = std::move(*resolved);
   CCPOOL_TRY_ASSIGN(HashedFile file, hasher.hash(id.real_path));
   id.content = file.content;
   id.stat = file.stat;
   Hasher h;
   h.add_field("tool-v1");
   h.add_field(id.real_path);
-  h.update(std::string_view(reinterpret_cast<const char*>(id.content.bytes.data()), 16));
+  hash_digest(h, id.content);
   id.key = h.digest();
   return id;
 }
@@ -177,9 +144,7 @@ std::string find_trace_library(std::string configured) {
   std::string exe_dir = own_executable_dir();
   if (exe_dir.empty()) return "";
   std::string candidate = exe_dir + "/../lib/libccpool-trace.so";
-  char resolved[PATH_MAX];
-  if (::realpath(candidate.c_str(), resolved) == nullptr) return "";
-  return resolved;
+  return real_path(candidate).value_or("");
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // Internals shared by the model files: Planner::Impl (memo tables) and
 // PlanDetail (what plan() hands to lookup()/finish()). Not a public header.
+// The helpers the models share are in headers of their own: path_names.h,
+// key_hash.h, plan_helpers.h; the tool identity in tool_identity.h.
 #pragma once
 
 #include <atomic>
@@ -19,22 +21,13 @@
 #include "compiler/manifest.h"
 #include "compiler/observed.h"
 #include "compiler/planner.h"
-#include "compiler/reason_code.h"
 #include "compiler/source_scan.h"
 #include "compiler/subprocess.h"
+#include "compiler/tool_identity.h"
 #include "compiler/validation_memo.h"
 #include "compiler/why_not.h"
 
 namespace ccpool::compiler {
-
-enum class Family { kUnknown, kGcc, kClang };
-
-struct ToolIdentity {
-  std::string real_path;
-  Digest content;
-  FileStat stat;
-  Digest key;  // H(real_path, content)
-};
 
 // An input whose content went into a key at plan() time. finish() re-hashes
 // it: a change between plan() and the run would otherwise store the new
@@ -81,24 +74,10 @@ struct PlanDetail {
   std::vector<std::string> unkeyed_texts;
 };
 
-// Shared helpers of the models (planner.cpp).
-Plan passthrough_plan(const Request& request, std::string code, std::string reason);
-std::string absolute_path(const std::string& path, const std::string& cwd);  // lexical
-std::string base_name(const std::string& path);
-std::string dir_name(const std::string& path);                  // lexical; "." without a slash
-std::optional<std::string> real_path(const std::string& path);  // realpath(3)
-// Adds NAME=value (or NAME unset) for each name, in the given order.
-void hash_env(Hasher& h, const std::vector<std::string>& env,
-              const std::vector<std::string>& names);
-// Re-verifies tools and plan-time inputs; returns why not to store, or empty.
+// Re-verifies tools and plan-time inputs (planner.cpp); returns why not to
+// store, or empty.
 WhyNot verify_plan_inputs(Planner::Impl& impl, const PlanDetail& detail,
                           std::chrono::system_clock::time_point started);
-inline void hash_digest(Hasher& h, const Digest& d) {
-  h.update(std::string_view(reinterpret_cast<const char*>(d.bytes.data()), d.bytes.size()));
-}
-// Environment names keyed for generic jobs and ptxas (generic_model.cpp).
-const std::vector<std::string>& generic_env_names();
-int64_t to_ns(std::chrono::system_clock::time_point t);
 
 struct Planner::Impl {
   FileHasher hasher;

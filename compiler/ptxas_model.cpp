@@ -15,7 +15,11 @@
 // not stored (Planner::replay_blocker).
 #include <string_view>
 
+#include "compiler/key_hash.h"
+#include "compiler/path_names.h"
+#include "compiler/plan_helpers.h"
 #include "compiler/planner_impl.h"
+#include "compiler/reason_code.h"
 
 namespace ccpool::compiler {
 namespace {

@@ -12,7 +12,6 @@
 
 #include "base/fs.h"
 #include "base/process.h"
-#include "base/process_facts.h"
 
 namespace ccpool::compiler {
 namespace {
@@ -110,11 +109,6 @@ Result<HelperOutput> run_helper(const std::vector<std::string>& argv,
                       "helper '" + argv[0] + "' printed more than 4 MiB; not a known compiler");
   }
   return result;
-}
-
-std::optional<std::string> env_value(const std::vector<std::string>& env, std::string_view name) {
-  std::optional<std::string_view> value = ccpool::env_value(env, name);
-  return value ? std::optional<std::string>(*value) : std::nullopt;
 }
 
 }  // namespace ccpool::compiler

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <chrono>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,8 +29,5 @@ Result<HelperOutput> run_helper(const std::vector<std::string>& argv,
                                 std::chrono::milliseconds timeout = std::chrono::seconds(30),
                                 const std::string& program = "",
                                 size_t max_output = kMaxHelperOutput);
-
-// ccpool::env_value (base/process_facts.h) as an owned string, for the models.
-std::optional<std::string> env_value(const std::vector<std::string>& env, std::string_view name);
 
 }  // namespace ccpool::compiler

@@ -1,0 +1,19 @@
+#include "compiler/key_hash.h"
+
+#include <optional>
+
+#include "base/process_facts.h"
+
+namespace ccpool::compiler {
+
+void hash_env(Hasher& h, const std::vector<std::string>& env,
+              const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    h.add_field(name);
+    std::optional<std::string> value = env_value(env, name);
+    h.add_u64(value ? 1 : 0);
+    if (value) h.add_field(*value);
+  }
+}
+
+}  // namespace ccpool::compiler

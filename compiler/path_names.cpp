@@ -1,0 +1,25 @@
+#include "compiler/path_names.h"
+
+#include <climits>
+#include <cstdlib>
+
+namespace ccpool::compiler {
+
+std::string base_name(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string absolute_path(const std::string& path, const std::string& cwd) {
+  if (!path.empty() && path[0] == '/') return path;
+  if (cwd.empty() || cwd.back() == '/') return cwd + path;
+  return cwd + "/" + path;
+}
+
+std::optional<std::string> real_path(const std::string& path) {
+  char buf[PATH_MAX];
+  if (::realpath(path.c_str(), buf) == nullptr) return std::nullopt;
+  return std::string(buf);
+}
+
+}  // namespace ccpool::compiler

@@ -354,18 +354,10 @@ std::vector<std::string> run_environment(const Request& request, const std::stri
                                          const std::string& trace_path, const DepEnv& dep_env,
                                          const std::string& dep_path,
                                          const std::string& dep_target) {
-  std::vector<std::string> env = environment_without_shim(request.env);
-  std::string preload = trace_library;
-  std::erase_if(env, [&](const std::string& e) {
-    if (e.rfind("LD_PRELOAD=", 0) == 0) {
-      if (e.size() > 11) preload += ":" + e.substr(11);
-      return true;
-    }
-    return e.rfind("CCPOOL_TRACE=", 0) == 0 || e.rfind("DEPENDENCIES_OUTPUT=", 0) == 0 ||
-           e.rfind("SUNPRO_DEPENDENCIES=", 0) == 0;
+  std::vector<std::string> env = traced_environment(request, trace_library, trace_path);
+  std::erase_if(env, [](const std::string& e) {
+    return e.rfind("DEPENDENCIES_OUTPUT=", 0) == 0 || e.rfind("SUNPRO_DEPENDENCIES=", 0) == 0;
   });
-  env.push_back("LD_PRELOAD=" + preload);
-  env.push_back("CCPOOL_TRACE=" + trace_path);
   if (dep_env.set) {
     env.push_back(std::string(dep_env.sunpro ? "SUNPRO_DEPENDENCIES=" : "DEPENDENCIES_OUTPUT=") +
                   dep_path + " " + dep_target);

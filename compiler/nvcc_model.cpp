@@ -54,25 +54,6 @@ const std::vector<std::string> kNvccEnv = {"CPATH",
                                            "NVCC_PREPEND_FLAGS",
                                            "NVCC_APPEND_FLAGS"};
 
-// The requester's environment without the shim, with the recorder preloaded
-// before anything the requester preloads.
-std::vector<std::string> traced_environment(const Request& request,
-                                            const std::string& trace_library,
-                                            const std::string& trace_path) {
-  std::vector<std::string> env = environment_without_shim(request.env);
-  std::string preload = trace_library;
-  std::erase_if(env, [&](const std::string& e) {
-    if (e.rfind("LD_PRELOAD=", 0) == 0) {
-      if (e.size() > 11) preload += ":" + e.substr(11);
-      return true;
-    }
-    return e.rfind("CCPOOL_TRACE=", 0) == 0;
-  });
-  env.push_back("LD_PRELOAD=" + preload);
-  env.push_back("CCPOOL_TRACE=" + trace_path);
-  return env;
-}
-
 }  // namespace
 
 Result<Plan> Planner::Impl::plan_nvcc(const Request& request, const ToolIdentity& tool,

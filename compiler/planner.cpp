@@ -41,6 +41,23 @@ void run_as_given(Plan& plan, const Request& request) {
   plan.run_env = environment_without_shim(request.env);
 }
 
+std::vector<std::string> traced_environment(const Request& request,
+                                            const std::string& trace_library,
+                                            const std::string& trace_path) {
+  std::vector<std::string> env = environment_without_shim(request.env);
+  std::string preload = trace_library;
+  std::erase_if(env, [&](const std::string& e) {
+    if (e.rfind("LD_PRELOAD=", 0) == 0) {
+      if (e.size() > 11) preload += ":" + e.substr(11);
+      return true;
+    }
+    return e.rfind("CCPOOL_TRACE=", 0) == 0;
+  });
+  env.push_back("LD_PRELOAD=" + preload);
+  env.push_back("CCPOOL_TRACE=" + trace_path);
+  return env;
+}
+
 WhyNot verify_plan_inputs(Planner::Impl& impl, const PlanDetail& detail,
                           std::chrono::system_clock::time_point started) {
   int64_t start_ns = to_ns(started);

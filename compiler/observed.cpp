@@ -14,16 +14,11 @@
 #include "base/fs.h"
 #include "base/process_facts.h"
 #include "base/shim_env.h"
+#include "compiler/path_names.h"
 #include "compiler/subprocess.h"
 
 namespace ccpool::compiler {
 namespace {
-
-std::string lexical_absolute(const std::string& path, const std::string& cwd) {
-  if (!path.empty() && path[0] == '/') return path;
-  if (cwd.empty() || cwd.back() == '/') return cwd + path;
-  return cwd + "/" + path;
-}
 
 bool under(const std::string& path, const std::string& dir) {
   return !dir.empty() && path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
@@ -48,11 +43,6 @@ bool not_a_lookup(const std::string& abs) {
          starts_with(abs, "/dev/fd/");
 }
 
-std::string base_of(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 // "/tmp//x/" -> "/tmp/x" (nvcc forms "$TMPDIR/name" whatever TMPDIR ends with).
 std::string squeezed(const std::string& path) {
   std::string out;
@@ -67,13 +57,13 @@ std::string squeezed(const std::string& path) {
 // nvcc's EDG front ends: they read the clock at startup, and expand
 // __DATE__/__TIME__/__TIMESTAMP__ only where their input still holds one.
 bool nvcc_front_end(const std::string& image) {
-  std::string base = base_of(image);
+  std::string base = base_name(image);
   return base == "cudafe++" || base == "cicc";
 }
 
 // What an nvcc run must not do: ask the GPU (its answer is no file's).
 bool asks_gpu(char op, const std::string& abs) {
-  std::string base = base_of(abs);
+  std::string base = base_name(abs);
   if (op == 'S' && base == "__nvcc_device_query") return true;
   if (base.rfind("libcuda.so", 0) == 0 || base.rfind("libnvidia-ml.so", 0) == 0) return true;
   return abs.rfind("/dev/", 0) == 0 && !not_a_lookup(abs);
@@ -268,7 +258,7 @@ struct Builder {
 
   bool add_file(const std::string& path) {
     if (files.count(path)) return true;
-    std::string abs = lexical_absolute(path, run.cwd);
+    std::string abs = absolute_path(path, run.cwd);
     Result<HashedFile> f = hasher.hash(abs);
     if (!f) {
       if (f.error().code == ErrorCode::kUnsupported) {  // a directory or device opened for reading
@@ -327,12 +317,12 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
         if (e.a > 0) pending_spawn.insert(e.a);
         break;
       case 'W':
-        written.insert(lexical_absolute(e.text, run.cwd));
-        if (e.b & O_DIRECTORY) written_dirs.push_back(lexical_absolute(e.text, run.cwd));
+        written.insert(absolute_path(e.text, run.cwd));
+        if (e.b & O_DIRECTORY) written_dirs.push_back(absolute_path(e.text, run.cwd));
         break;
       case 'O':
-        if (e.a == 0 && !written.count(lexical_absolute(e.text, run.cwd))) {
-          read_before_write.insert(lexical_absolute(e.text, run.cwd));
+        if (e.a == 0 && !written.count(absolute_path(e.text, run.cwd))) {
+          read_before_write.insert(absolute_path(e.text, run.cwd));
         }
         break;
       case 'H':
@@ -379,13 +369,13 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
   std::set<std::string> nvcc_temp_dirs;
   if (run.nvcc) {
     for (const std::string& w : written) {
-      if (base_of(w).rfind("tmpxft_", 0) == 0)
+      if (base_name(w).rfind("tmpxft_", 0) == 0)
         nvcc_temp_dirs.insert(squeezed(w.substr(0, w.rfind('/'))));
     }
   }
   std::set<std::string> opened;  // files the run opened (not images or libraries)
   auto skip = [&](const std::string& path) {
-    std::string abs = lexical_absolute(path, run.cwd);
+    std::string abs = absolute_path(path, run.cwd);
     for (const std::string& d : written_dirs) {
       if (under(abs, d)) return true;
     }
@@ -410,13 +400,13 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
       continue;
     }
     if (e.op == 'C' || e.op == 'X' || e.op == 'W' || e.op == 'H' || e.op == '?') continue;
-    if (run.nvcc && asks_gpu(e.op, lexical_absolute(e.text, run.cwd))) {
+    if (run.nvcc && asks_gpu(e.op, absolute_path(e.text, run.cwd))) {
       b.refuse("nvcc_asks_gpu",
                "the run asked the GPU ('" + e.text + "'): no file holds that answer");
       continue;
     }
-    if (run.nvcc && e.op == 'D' && base_of(image_of[e.pid]) == "nvcc" &&
-        nvcc_temp_dirs.count(squeezed(lexical_absolute(e.text, run.cwd))))
+    if (run.nvcc && e.op == 'D' && base_name(image_of[e.pid]) == "nvcc" &&
+        nvcc_temp_dirs.count(squeezed(absolute_path(e.text, run.cwd))))
       continue;
     if (skip(e.text)) continue;
     bool ok = e.a == 0;
@@ -428,14 +418,14 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
       case 'O':
         if (ok && (e.b & O_DIRECTORY))
           b.add_check('t', e.text,
-                      answer_now('t', lexical_absolute(e.text, run.cwd), "", run.cwd, run.env));
+                      answer_now('t', absolute_path(e.text, run.cwd), "", run.cwd, run.env));
         else if (ok) {
           if (b.add_file(e.text)) {
             if (b.files.count(e.text)) opened.insert(e.text);
             std::string name = e.text;
             if (name.size() > 4 && (name.compare(name.size() - 4, 4, ".pch") == 0 ||
                                     name.compare(name.size() - 4, 4, ".gch") == 0)) {
-              Result<std::string> head = read_file(lexical_absolute(name, run.cwd));
+              Result<std::string> head = read_file(absolute_path(name, run.cwd));
               if (head && head->rfind("CPCH", 0) == 0) pcch_readers.insert(e.pid);
             }
           }
@@ -490,7 +480,7 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
         break;
       case 'D':
         if (ok) {
-          std::string abs = lexical_absolute(e.text, run.cwd);
+          std::string abs = absolute_path(e.text, run.cwd);
           std::optional<FileStat> st = stat_path(abs);
           std::optional<Digest> names = listings.names_digest(abs);
           if (!st || !names) {
@@ -516,7 +506,7 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
   // left in its input, which gcc -E made from the files the run opened.
   if (!front_end_clock.empty()) {
     for (const std::string& path : opened) {
-      std::string abs = lexical_absolute(path, run.cwd);
+      std::string abs = absolute_path(path, run.cwd);
       Result<std::string> text = read_file(abs);
       if (!text || hash_bytes(*text) != b.files[path]) {
         b.refuse("input_changed_during_compile", "'" + abs + "' changed after the run");
@@ -536,14 +526,14 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
   // misses and the rerun fails as the real compiler does.
   for (int64_t pid : pcch_readers) {
     for (const TraceEvent* e : stats_by_pid[pid]) {
-      std::string abs = lexical_absolute(e->text, run.cwd);
+      std::string abs = absolute_path(e->text, run.cwd);
       b.add_check('m', e->text, answer_now('m', abs, "", run.cwd, run.env));
     }
   }
   // Every recorded answer must still hold now, after the run: a lookup whose
   // answer changed meanwhile cannot say which answer the run got.
   for (const std::string& path : b.absent) {
-    std::string abs = lexical_absolute(path, run.cwd);
+    std::string abs = absolute_path(path, run.cwd);
     struct stat st {};
     if (::stat(abs.c_str(), &st) == 0 || !absent_errno(errno)) {
       b.refuse("input_changed_during_compile", "'" + abs + "' appeared during the run");
@@ -555,7 +545,7 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
     // A regular file whose content is checked is a regular file: its stat
     // type needs no check of its own.
     if (kind == 't' && answer == std::to_string(S_IFREG >> 12) && b.files.count(path)) continue;
-    std::string abs = is_path_check(kind) ? lexical_absolute(path, run.cwd) : path;
+    std::string abs = is_path_check(kind) ? absolute_path(path, run.cwd) : path;
     std::string now = answer_now(kind, abs, answer, run.cwd, run.env);
     if (now != answer) {
       b.refuse("input_changed_during_compile",
@@ -646,7 +636,7 @@ bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListin
   if (!environment_holds(entry, view)) return false;
   for (const ManifestCheck& c : entry.checks) {
     if (c.kind == 'e' || c.kind == 'g') continue;
-    std::string abs = is_path_check(c.kind) ? lexical_absolute(c.path, view.cwd) : c.path;
+    std::string abs = is_path_check(c.kind) ? absolute_path(c.path, view.cwd) : c.path;
     std::string want = expand_cwd(c.answer, view.cwd);
     bool kept = memo && learn && memoizable_check(c.kind) && !abs.empty() && abs[0] == '/';
     if (kept) {
@@ -661,7 +651,7 @@ bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListin
     if (kept) learn->push_back(check_item(c.kind, abs, c.answer, view.cwd));
   }
   for (const auto& [path, digest] : entry.dirs) {
-    std::optional<Digest> names = listings.names_digest(lexical_absolute(path, view.cwd));
+    std::optional<Digest> names = listings.names_digest(absolute_path(path, view.cwd));
     if (!names || *names != digest) return false;
   }
   return true;

@@ -365,7 +365,11 @@ class ServiceLifecycleTest(ServiceCase):
     def test_fault_kill_first_exec(self):
         """CCPOOL_FAULT=kill_exec=1: the first execution is killed; its waiter
         gets a failure, nothing is cached, and the next request runs again."""
-        self.write("work/tool.sh", DECLARED_TOOL, 0o755)
+        # The fault kills right after spawn; a tool quick enough to exit first
+        # (the service's thread preempted on a loaded machine) is a zombie the
+        # SIGKILL no longer changes, and the run succeeds: the tool waits first.
+        slow_start = DECLARED_TOOL.replace("#!/bin/sh\n", "#!/bin/sh\nsleep 1\n")
+        self.write("work/tool.sh", slow_start, 0o755)
         self.write("work/in.txt", "one")
         self.start_service(fault="kill_exec=1")
         rc, out, _ = self.declared("a")

@@ -39,6 +39,7 @@ struct ServeFlags {
   int metrics_port = -1;
   bool no_resp = false;
   bool validation_memo = false;
+  bool no_validation_memo = false;
   bool foreground = false;
 };
 
@@ -110,7 +111,10 @@ service::ServiceOptions resolve(const ServeFlags& f) {
     o.remote = r;
   }
   o.resp_enabled = !f.no_resp;
-  o.validation_memo = f.validation_memo || env_or("CCPOOL_VALIDATION_MEMO", "0") != "0";
+  // On unless --no-validation-memo or CCPOOL_VALIDATION_MEMO=0; the flags win over the variable.
+  o.validation_memo = f.no_validation_memo ? false
+                      : f.validation_memo  ? true
+                                           : env_or("CCPOOL_VALIDATION_MEMO", "1") != "0";
   if (f.metrics_port > 65535 || f.metrics_port < -1) {
     fail(kExitUsage, "invalid --metrics-port " + std::to_string(f.metrics_port) +
                          "; use 1-65535 (0: any free port)");
@@ -387,10 +391,11 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("--no-resp", flags->no_resp, "Do not start the Redis-protocol front");
   cmd->add_flag("--validation-memo", flags->validation_memo,
                 "Keep the answers of a hit's recorded lookups (file contents, absent paths, types, "
-                "real paths) "
-                "across requests while inotify reports no change to them (also "
-                "CCPOOL_VALIDATION_MEMO=1; uses "
-                "inotify watches of your limit)");
+                "real paths) across requests while inotify reports no change to them (the "
+                "default; uses up to a quarter of your inotify watch limit)");
+  cmd->add_flag("--no-validation-memo", flags->no_validation_memo,
+                "Validate every recorded lookup of every hit with its own system calls (also "
+                "CCPOOL_VALIDATION_MEMO=0)");
   cmd->add_flag("--foreground", flags->foreground,
                 "Do not daemonize; also log to stderr (implied under systemd socket activation)");
   cmd->callback([flags] { throw CLI::RuntimeError(serve(*flags)); });

@@ -185,6 +185,7 @@ Planner::Counters Planner::counters() const {
     c.memo_served = m.served;
     c.memo_learned = m.learned;
     c.memo_refused = m.refused;
+    c.memo_deferred = m.deferred;
     c.memo_probes = m.probes;
     c.memo_resets = m.resets;
     c.memo_watches = m.watches;

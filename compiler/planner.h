@@ -133,7 +133,8 @@ struct PlannerOptions {
   std::string trace_library;
   // Keep the answers of recorded lookups across requests, re-checking only
   // what the kernel reported changed (compiler/validation_memo.h; the
-  // service). Off: every lookup validates every recorded answer.
+  // service turns it on unless told not to). Off: every lookup validates
+  // every recorded answer.
   bool validation_memo = false;
   // Test seam: the memo's events are read and dropped (a filesystem that
   // reports nothing); lookups must then validate in full.
@@ -198,8 +199,9 @@ class Planner {
     uint64_t manifest_parses = 0;
     uint64_t directory_reads = 0;
     // The validation memo (zero without it): answers served without their
-    // own system calls, kept, refused, writer probes, resets, watches held.
-    uint64_t memo_served = 0, memo_learned = 0, memo_refused = 0;
+    // own system calls, kept, refused, not learned yet (first use), writer
+    // probes, resets, watches held.
+    uint64_t memo_served = 0, memo_learned = 0, memo_refused = 0, memo_deferred = 0;
     uint64_t memo_probes = 0, memo_resets = 0, memo_watches = 0;
   };
   Counters counters() const;

@@ -120,7 +120,22 @@ struct ValidationMemo::State {
   std::unordered_map<int, std::unique_ptr<Node>> nodes GUARDED_BY(mutex);  // by watch descriptor
   std::vector<std::unique_ptr<Node>> gone GUARDED_BY(mutex);  // dead nodes facts may still point to
   std::unordered_map<std::string, Fact> facts GUARDED_BY(mutex);
+  // Facts validated in full and not learned yet: how many requests did so.
+  std::unordered_map<std::string, unsigned> uses GUARDED_BY(mutex);
   Counters counters GUARDED_BY(mutex);
+
+  // Whether this request's use of `key` is the one that learns it.
+  bool ripe(const std::string& key) REQUIRES(mutex) {
+    if (options.learn_at_use <= 1) return true;
+    if (uses.size() >= kMaxFacts) uses.clear();  // bounded: forgetting only delays learning
+    unsigned& n = uses[key];
+    if (++n < options.learn_at_use) {
+      ++counters.deferred;
+      return false;
+    }
+    uses.erase(key);
+    return true;
+  }
 
   ~State() {
     if (epoll_fd >= 0) ::close(epoll_fd);
@@ -589,10 +604,12 @@ void ValidationMemo::learn(const std::vector<Item>& items, DirListings& listings
   State::WalkCache cache;
   std::vector<std::pair<std::string, Fact>> learned;
   for (const Item& item : items) {
+    std::string key = key_of(item.kind, item.abs, item.extra);
+    if (!s.ripe(key)) continue;
     Fact fact;
     fact.stamp = stamp;
     if (s.learn_one(item, listings, cache, fact)) {
-      learned.emplace_back(key_of(item.kind, item.abs, item.extra), std::move(fact));
+      learned.emplace_back(std::move(key), std::move(fact));
     } else {
       ++s.counters.refused;
     }

@@ -65,6 +65,12 @@ class ValidationMemo {
     // own fs.inotify.max_user_watches, shared with editors and IDEs); past
     // it nothing new is kept. 0: a quarter of that limit, at most 65536.
     size_t max_watches = 0;
+    // Learning costs a fresh read of every file and new watches, so an answer
+    // is learned only by the n-th request that validated it in full: a fact
+    // used once (a tree's first warm rebuild, one hit per object) costs
+    // nothing extra, and a header every object includes is kept from the
+    // second on. 1: learn on first use.
+    unsigned learn_at_use = 2;
   };
 
   // nullptr when inotify is not available (then every lookup validates).
@@ -107,9 +113,10 @@ class ValidationMemo {
     uint64_t learned = 0;  // facts kept
     uint64_t refused =
         0;  // facts not kept (a change while learning, a writer, an unwatched filesystem)
-    uint64_t probes = 0;   // writer probes of files opened since they were learned
-    uint64_t resets = 0;   // everything forgotten (overflow, mount table)
-    uint64_t watches = 0;  // inotify watches held
+    uint64_t probes = 0;    // writer probes of files opened since they were learned
+    uint64_t deferred = 0;  // facts not learned yet: fewer uses than learn_at_use
+    uint64_t resets = 0;    // everything forgotten (overflow, mount table)
+    uint64_t watches = 0;   // inotify watches held
   };
   Counters counters() const;
 

@@ -409,6 +409,7 @@ nlohmann::json Service::Impl::status() {
                           {"served", pc.memo_served},
                           {"learned", pc.memo_learned},
                           {"refused", pc.memo_refused},
+                          {"deferred", pc.memo_deferred},
                           {"probes", pc.memo_probes},
                           {"resets", pc.memo_resets},
                           {"watches", pc.memo_watches}};

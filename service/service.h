@@ -35,9 +35,9 @@ struct ServiceOptions {
   std::chrono::milliseconds worker_idle_timeout{60'000};  // an idle compile worker exits after this
   // Handed to the store, the runner and the pipeline; not owned, outlives the service.
   FaultInjector* faults = &FaultInjector::none();
-  // Keep lookup answers across requests (compiler/validation_memo.h). Off by
-  // default: it holds inotify watches from the user's own limit.
-  bool validation_memo = false;
+  // Keep lookup answers across requests (compiler/validation_memo.h); it
+  // holds inotify watches from the user's own limit (at most a quarter).
+  bool validation_memo = true;
 };
 
 inline constexpr const char* kVersion = "0.1.0";

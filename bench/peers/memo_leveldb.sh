@@ -6,7 +6,7 @@ B=${BUILD_DIR:-build}/bin; B=$(cd "$B" && pwd); SRC=${CCPOOL_BENCH_SOURCES:-$HOM
 for m in off on; do
   mkdir -p $W/$m/run
   cmake -S $SRC -B $W/$m/bld -G Ninja -DCMAKE_BUILD_TYPE=Release -DLEVELDB_BUILD_TESTS=OFF -DLEVELDB_BUILD_BENCHMARKS=OFF -DLEVELDB_INSTALL=OFF >/dev/null
-  if [ $m = on ]; then export CCPOOL_VALIDATION_MEMO=1; else unset CCPOOL_VALIDATION_MEMO; fi
+  if [ $m = on ]; then export CCPOOL_VALIDATION_MEMO=1; else export CCPOOL_VALIDATION_MEMO=0; fi
   $B/ccpool run --socket $W/$m/run/sock --dir $W/$m/store -- cmake --build $W/$m/bld -j2 --target leveldb >/dev/null
 done
 unset CCPOOL_VALIDATION_MEMO

@@ -25,6 +25,14 @@ void put(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
 }
 
+// Most cases learn on the first use, to keep their steps short; the
+// service's default (the second use) has its own case below.
+ValidationMemo::Options at_once() {
+  ValidationMemo::Options options;
+  options.learn_at_use = 1;
+  return options;
+}
+
 ValidationMemo::Item file_item(const std::string& abs) {
   ValidationMemo::Item item;
   item.abs = abs;
@@ -35,7 +43,7 @@ class ValidationMemoTest : public ::testing::Test {
  protected:
   void SetUp() override {
     m_dir = std::filesystem::canonical(ccpool::testing::scratch_dir()).string();
-    m_memo = ValidationMemo::create({});
+    m_memo = ValidationMemo::create(at_once());
     ASSERT_NE(m_memo, nullptr);
   }
   // What a lookup does: sync, ask, and learn what was not served.
@@ -60,6 +68,27 @@ TEST_F(ValidationMemoTest, ServedUntilWrittenInPlace) {
   EXPECT_EQ(look(h), digest_of("one\n"));
   EXPECT_EQ(m_memo->counters().served, 1u);
   put(h, "two\n");  // same size, same inode
+  EXPECT_EQ(look(h), std::nullopt);
+  EXPECT_EQ(look(h), digest_of("two\n"));
+}
+
+TEST_F(ValidationMemoTest, LearnedOnTheSecondUseByDefault) {
+  m_memo = ValidationMemo::create({});
+  ASSERT_NE(m_memo, nullptr);
+  std::string h = m_dir + "/inc/h.h";
+  std::string once = m_dir + "/inc/once.h";
+  put(h, "one\n");
+  put(once, "once\n");
+  EXPECT_EQ(look(h), std::nullopt);  // first use: counted, not learned
+  EXPECT_EQ(look(once), std::nullopt);
+  EXPECT_EQ(m_memo->counters().learned, 0u);
+  EXPECT_EQ(m_memo->counters().deferred, 2u);
+  EXPECT_EQ(m_memo->counters().watches, 0u);  // nothing read again, nothing watched
+  EXPECT_EQ(look(h), std::nullopt);           // second use: learned
+  EXPECT_EQ(m_memo->counters().learned, 1u);
+  EXPECT_EQ(look(h), digest_of("one\n"));
+  put(h, "two\n");  // an edit forgets the fact; the next use learns it again
+  EXPECT_EQ(look(h), std::nullopt);
   EXPECT_EQ(look(h), std::nullopt);
   EXPECT_EQ(look(h), digest_of("two\n"));
 }
@@ -103,7 +132,7 @@ TEST_F(ValidationMemoTest, WriterThroughSharedMappingIsNeverBelieved) {
 }
 
 TEST_F(ValidationMemoTest, NothingKeptWithoutEvents) {
-  ValidationMemo::Options options;
+  ValidationMemo::Options options = at_once();
   options.drop_events = true;
   m_memo = ValidationMemo::create(std::move(options));
   ASSERT_NE(m_memo, nullptr);
@@ -115,7 +144,7 @@ TEST_F(ValidationMemoTest, NothingKeptWithoutEvents) {
 }
 
 TEST_F(ValidationMemoTest, UnwatchedFilesystemIsNeverKept) {
-  ValidationMemo::Options options;
+  ValidationMemo::Options options = at_once();
   options.reports_events = [](int64_t) { return false; };
   m_memo = ValidationMemo::create(std::move(options));
   ASSERT_NE(m_memo, nullptr);
@@ -131,7 +160,7 @@ TEST_F(ValidationMemoTest, NoWatchesPastTheBound) {
   put(h, "one\n");
   size_t depth =
       std::count(m_dir.begin(), m_dir.end(), '/');  // directories from "/" to m_dir's parent
-  ValidationMemo::Options options;
+  ValidationMemo::Options options = at_once();
   options.max_watches = depth + 1;  // every directory, not the file
   m_memo = ValidationMemo::create(std::move(options));
   ASSERT_NE(m_memo, nullptr);
@@ -139,7 +168,7 @@ TEST_F(ValidationMemoTest, NoWatchesPastTheBound) {
   EXPECT_EQ(look(h), std::nullopt);
   EXPECT_EQ(m_memo->counters().learned, 0u);
   EXPECT_EQ(m_memo->counters().watches, depth + 1);
-  options = {};
+  options = at_once();
   options.max_watches = depth + 2;
   m_memo = ValidationMemo::create(std::move(options));
   EXPECT_EQ(look(h), std::nullopt);

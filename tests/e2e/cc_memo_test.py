@@ -27,17 +27,24 @@ class GccMemoTest(E2ECase):
         self.assertEqual(rc, 0, err)
 
     def warm(self, memo=True, fault=None):
-        """A miss, a hit that teaches the memo, a hit the memo serves."""
-        self.start_service(*(["--validation-memo"] if memo else []), jobs=2, fault=fault)
+        """A miss, a hit whose answers the memo counts (first use), a hit that
+        teaches it (second use), a hit it serves."""
+        self.start_service(*([] if memo else ["--no-validation-memo"]), jobs=2, fault=fault)
         self.put("inc/h.h", HEADER)
         self.put("k.c", SOURCE)
         os.makedirs(self.wpath("inc1"))
         before = self.counters()
         self.via_ok()
         self.via_ok()
+        first = self.memo()
+        self.via_ok()
         learned = self.memo()
         self.via_ok()
-        self.assert_delta(before, misses=1, hits=2, executions=1, not_stored=0)
+        self.assert_delta(before, misses=1, hits=3, executions=1, not_stored=0)
+        if memo and fault is None:
+            # The first hit learns nothing; it only counts its answers.
+            self.assertEqual(first["learned"], 0, first)
+            self.assertGreater(first["deferred"], 0, first)
         return learned
 
     def assert_memo_served(self, learned):
@@ -126,7 +133,7 @@ class GccMemoTest(E2ECase):
         self.assertEqual(self.bytes_of("k.o"), want)
 
     def test_switched_off(self):
-        self.warm(memo=False)  # the default
+        self.warm(memo=False)
         m = self.memo()
         self.assertEqual((m["enabled"], m["learned"], m["served"], m["watches"]), (False, 0, 0, 0), m)
         self.put("inc/h.h", "#define V 7\n")

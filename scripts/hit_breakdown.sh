@@ -51,6 +51,25 @@ for _ in 1 2 3; do
 done
 echo "hits, hit_service_us: $(hit_count)"
 
+# Where the service's part goes (ccpool status: hit_stages_us, the mean per hit), and what is outside it: a
+# hit's wall less /bin/true's and less the service's time is the client's own work, its connect and the two
+# wake-ups no service counter sees (the I/O thread on the connect, the client on the reply).
+"$bin/ccpool" status --socket "$sock" --json | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+st = s["hit_stages_us"]
+print("service stages per hit (us): " + ", ".join(f"{k} {v:.1f}" for k, v in st.items()) +
+      f"; sum {sum(st.values()):.1f} of hit_service_us {s['"'"'hit_service_us'"'"']:.1f}")'
+t0=$(date +%s%N); hits "$n"; t1=$(date +%s%N)
+t2=$(date +%s%N); true_n; t3=$(date +%s%N)
+read -r hits_before service_before < <(hit_count)
+hits "$n"
+read -r hits_after service_after < <(hit_count)
+python3 -c "
+wall = ($t1 - $t0) / $n / 1e3; floor = ($t3 - $t2) / $n / 1e3
+service = ($service_after * $hits_after - $service_before * $hits_before) / ($hits_after - $hits_before)
+print(f'outside the service per hit (us): {wall - floor - service:.1f} (hit wall {wall:.1f} less /bin/true {floor:.1f} less the service {service:.1f})')"
+
 # Service CPU and context switches over N hits.
 perf stat -e task-clock,context-switches,cpu-migrations -p "$service_pid" -o "$tmp/perf.txt" &
 perf_pid=$!

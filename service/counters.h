@@ -1,7 +1,9 @@
 // Service-wide counters shown by `ccpool status` (documented in docs/cli.md).
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -39,6 +41,37 @@ class ReasonCounts {
   std::map<std::string, uint64_t, std::less<>> m_counts GUARDED_BY(m_mutex);
 };
 
+// Where the service's time of a node-store hit goes, summed over the hits in
+// `hit_latency` (status JSON `hit_stages`, ccpool_hit_stage_seconds_total):
+// the hand-off from the I/O thread that decoded the request to the request
+// thread that runs it, planning, the manifest lookup, reading the entry from
+// the store, writing the outputs, and sending the reply. The two wake-ups
+// outside the service (the I/O thread on the client's connect, the client on
+// the reply) are the client's round trip less these (scripts/hit_breakdown.sh).
+enum class HitStage { kHandoff, kPlan, kLookup, kFetch, kDeliver, kReply, kCount };
+constexpr std::array<const char*, static_cast<size_t>(HitStage::kCount)> kHitStageNames = {
+    "handoff", "plan", "lookup", "fetch", "deliver", "reply"};
+
+// One hit's stage times, taken on the thread that serves it and added to the
+// service's sums only if it was a node-store hit.
+class HitTimer {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit HitTimer(Clock::time_point start) : m_last(start) {}
+  // The time since the previous mark (or the start) is `stage`'s.
+  void mark(HitStage stage) {
+    Clock::time_point now = Clock::now();
+    m_ns[static_cast<size_t>(stage)] += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(now - m_last).count());
+    m_last = now;
+  }
+  const std::array<uint64_t, kHitStageNames.size()>& ns() const { return m_ns; }
+
+ private:
+  Clock::time_point m_last;
+  std::array<uint64_t, kHitStageNames.size()> m_ns{};
+};
+
 struct Counters {
   std::atomic<uint64_t> requests{0};  // exec requests received
   std::atomic<uint64_t> hits{0};      // served from the node store
@@ -61,6 +94,11 @@ struct Counters {
   // Cluster-tier hits are not in it, nor joiners served from the store after
   // waiting for a leader: their time is a round trip or a wait, not a hit's.
   Histogram hit_latency;
+  std::array<std::atomic<uint64_t>, kHitStageNames.size()> hit_stage_ns{};
+  void add_hit_stages(const HitTimer& timer) {
+    for (size_t i = 0; i < kHitStageNames.size(); ++i)
+      hit_stage_ns[i].fetch_add(timer.ns()[i], std::memory_order_relaxed);
+  }
   // `passthrough` and `not_stored` split by reason code; each snapshot() is a
   // plain std::map<std::string, uint64_t> (status JSON, metrics exporters).
   ReasonCounts passthrough_reasons;

@@ -194,6 +194,8 @@ void ExecPipeline::fail_request(uint64_t conn_id, const std::string& what) {
 void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request,
                           std::shared_ptr<UniqueFd> stdin_fd,
                           std::chrono::steady_clock::time_point received) {
+  HitTimer timer(received);
+  timer.mark(HitStage::kHandoff);
   compiler::Request creq;
   creq.program = std::move(request.program);
   creq.argv = std::move(request.argv);
@@ -249,10 +251,15 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
     count_reason(m_deps, "passthrough", waiter.plan.reason_code);
     spdlog::debug("pass-through {} {}: {}", waiter.plan.reason_code, waiter.plan.tool,
                   waiter.plan.reason);
-  } else if (Served served = serve_from_store(waiter); served != Served::kNothing) {
+  } else {
+    timer.mark(HitStage::kPlan);
+    Served served = serve_from_store(waiter, false, &timer);
     // Only node-store hits are timed: `hits` counts exactly those.
-    if (served == Served::kNodeHit) m_deps.counters.hit_latency.observe_since(received);
-    return;
+    if (served == Served::kNodeHit) {
+      m_deps.counters.hit_latency.observe_since(received);
+      m_deps.counters.add_hit_stages(timer);
+    }
+    if (served != Served::kNothing) return;
   }
   waiter.fairness_id = fairness_id(request.rank, peer_pid);  // reads /proc: only for misses
   join_or_lead(std::move(waiter), cacheable, cacheable ? nullptr : std::move(stdin_fd));
@@ -261,20 +268,27 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
 // A hit: the waiter's own plan validated against the stored manifest, then
 // the entry from the node store or, through it, the cluster tier.
 // `made_remotely`: the caller knows another node made the entry (a lease wait).
-ExecPipeline::Served ExecPipeline::serve_from_store(const Waiter& waiter, bool made_remotely) {
+ExecPipeline::Served ExecPipeline::serve_from_store(const Waiter& waiter, bool made_remotely,
+                                                    HitTimer* timer) {
+  auto mark = [timer](HitStage stage) {
+    if (timer) timer->mark(stage);
+  };
   InView in_view(waiter.view.get());
   if (!in_view.error().empty()) return Served::kNothing;
   auto key = m_deps.planner.lookup(waiter.plan, manifests());
+  mark(HitStage::kLookup);
   if (!key) {
     spdlog::warn("manifest lookup failed: {}", key.error().message);
     return Served::kNothing;
   }
   if (!*key) return Served::kNothing;
   std::optional<Found> found = m_deps.storage.get(**key);
+  mark(HitStage::kFetch);
   if (!found || found->entry.kind != cache::EntryKind::kCompile) return Served::kNothing;
   bool remote = made_remotely || found->source == Source::kRemote;
   auto delivered =
       deliver(m_deps.planner, waiter.plan, waiter.umask, found->entry, waiter.client_pid);
+  mark(HitStage::kDeliver);
   if (!delivered) {
     ++m_deps.counters.service_errors;
     spdlog::warn("cannot deliver a hit: {}", delivered.error().message);
@@ -284,6 +298,7 @@ ExecPipeline::Served ExecPipeline::serve_from_store(const Waiter& waiter, bool m
   ++(remote ? m_deps.counters.remote_hits : m_deps.counters.hits);
   send(waiter,
        completed(found->entry, remote ? ipc::CacheOutcome::kRemoteHit : ipc::CacheOutcome::kHit));
+  mark(HitStage::kReply);
   return remote ? Served::kRemoteHit : Served::kNodeHit;
 }
 

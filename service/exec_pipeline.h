@@ -85,7 +85,9 @@ class ExecPipeline {
 
   void handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request,
               std::shared_ptr<UniqueFd> stdin_fd, std::chrono::steady_clock::time_point received);
-  Served serve_from_store(const Waiter& waiter, bool made_remotely = false);
+  // `timer`: marks the lookup, fetch, deliver and reply stages (a hit on arrival).
+  Served serve_from_store(const Waiter& waiter, bool made_remotely = false,
+                          HitTimer* timer = nullptr);
   void join_or_lead(Waiter waiter, bool shareable, std::shared_ptr<UniqueFd> stdin_fd);
   void rerun(Waiter waiter);
   void lead(const std::shared_ptr<Flight>& flight);

@@ -130,6 +130,12 @@ void render_requests(Exposition& e, const ServiceStatus& s) {
   e.family("ccpool_hit_duration_seconds", "histogram",
            "Service-side time of a hit, from request decoded to reply queued");
   if (s.hit_latency) histogram_samples(e, "ccpool_hit_duration_seconds", {}, *s.hit_latency);
+  e.family(
+      "ccpool_hit_stage_seconds_total", "counter",
+      "Service-side time of the hits, by stage (handoff, plan, lookup, fetch, deliver, reply)");
+  for (const auto& [stage, seconds] : s.hit_stage_seconds) {
+    e.sample("ccpool_hit_stage_seconds_total", {{"stage", stage}}, format_number(seconds));
+  }
 }
 
 void render_pool(Exposition& e, const ServiceStatus& s) {

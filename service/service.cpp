@@ -337,6 +337,10 @@ ServiceStatus Service::Impl::status_figures(const Readings& r) {
   s.service_errors = counters.service_errors.load();
   s.fallbacks = count_lines(state_dir + "/fallbacks.log");
   s.hit_latency = histogram_figures(r.hit_times);
+  for (size_t i = 0; i < kHitStageNames.size(); ++i) {
+    s.hit_stage_seconds[kHitStageNames[i]] =
+        static_cast<double>(counters.hit_stage_ns[i].load(std::memory_order_relaxed)) / 1e9;
+  }
   auto sched = scheduler->stats();
   s.executions = counters.executions.load();
   s.failures = counters.failures.load();
@@ -397,6 +401,13 @@ nlohmann::json Service::Impl::status() {
   uint64_t timed_hits = r.hit_times.count();
   j["hit_service_us"] =
       timed_hits ? static_cast<double>(r.hit_times.sum_ns) / timed_hits / 1000.0 : 0.0;
+  nlohmann::json stages = nlohmann::json::object();  // the mean per hit of each stage
+  for (size_t i = 0; i < kHitStageNames.size(); ++i) {
+    stages[kHitStageNames[i]] =
+        timed_hits ? static_cast<double>(counters.hit_stage_ns[i].load()) / timed_hits / 1000.0
+                   : 0.0;
+  }
+  j["hit_stages_us"] = stages;
   j["join_reruns"] = counters.join_reruns.load();
   cache::GroupCommitStats commits = storage->commit_stats();  // group commit: puts per transaction
   j["store_commits"] = commits.batches;

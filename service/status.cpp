@@ -85,6 +85,7 @@ void write_status_json(json& j, const ServiceStatus& s) {
   j["service_errors"] = s.service_errors;
   j["fallbacks"] = s.fallbacks;
   if (s.hit_latency) j["hit_latency"] = histogram_json(*s.hit_latency);
+  j["hit_stage_seconds"] = s.hit_stage_seconds;
   j["executions"] = s.executions;
   j["failures"] = s.failures;
   j["cancelled"] = s.cancelled;
@@ -169,6 +170,11 @@ ServiceStatus status_from_json(const json& j) {
   s.service_errors = u64(j, "service_errors");
   s.fallbacks = u64(j, "fallbacks");
   if (auto it = j.find("hit_latency"); it != j.end()) s.hit_latency = histogram_from_json(*it);
+  if (auto it = j.find("hit_stage_seconds"); it != j.end() && it->is_object()) {
+    for (const auto& [stage, seconds] : it->items()) {
+      if (seconds.is_number()) s.hit_stage_seconds[stage] = seconds.get<double>();
+    }
+  }
   s.executions = u64(j, "executions");
   s.failures = u64(j, "failures");
   s.cancelled = u64(j, "cancelled");

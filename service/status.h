@@ -72,6 +72,8 @@ struct ServiceStatus {
   uint64_t passthrough = 0, not_stored = 0, service_errors = 0, fallbacks = 0;
   std::map<std::string, uint64_t> passthrough_reasons, not_stored_reasons;
   std::optional<HistogramFigures> hit_latency;
+  // JSON "hit_stage_seconds": the hits' time summed per stage (service/counters.h HitStage).
+  std::map<std::string, double> hit_stage_seconds;
   // The pool.
   uint64_t executions = 0, failures = 0, cancelled = 0, queued = 0, running = 0, peak_running = 0;
   uint64_t jobs = 0, mem_budget = 0, mem_reserved = 0;

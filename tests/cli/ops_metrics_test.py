@@ -71,6 +71,14 @@ class MetricsTest(ServiceCase):
         self.assertIn('ccpool_requests_total{result="miss"} 1\n', text)
         self.assertIn("ccpool_hit_duration_seconds_count 2\n", text)
         self.assertIn('ccpool_hit_duration_seconds_bucket{le="+Inf"} 2\n', text)
+        # The hits' time by stage: every stage of a served hit is timed, and
+        # the stages are parts of the hit's time, no more.
+        stages = self.status()["hit_stage_seconds"]
+        self.assertEqual(sorted(stages), sorted(["handoff", "plan", "lookup", "fetch", "deliver", "reply"]))
+        for stage in ("plan", "lookup", "deliver", "reply"):
+            self.assertGreater(stages[stage], 0, stages)
+            self.assertIn(f'ccpool_hit_stage_seconds_total{{stage="{stage}"}} ', text)
+        self.assertLessEqual(sum(stages.values()), self.status()["hit_latency"]["sum_s"] + 1e-6, stages)
         # Every request read the node store (manifests, then results); no
         # cluster tier, no cluster series.
         node = [l for l in text.split("\n") if l.startswith('ccpool_tier_lookup_duration_seconds_count{tier="node"}')]

@@ -23,6 +23,7 @@ ServiceStatus distinct_status() {
       {"argv_unknown", 7}};  // fewer than passthrough: the rest is "unspecified"
   s.not_stored_reasons = {{"input_changed", n()}};
   s.hit_latency = HistogramFigures{{0.001, 0.01}, {n(), n(), n()}, 2.5};
+  s.hit_stage_seconds = {{"handoff", 0.5}, {"lookup", 1.25}};
   s.executions = n(), s.failures = n(), s.cancelled = n(), s.queued = n(), s.running = n();
   s.peak_running = n(), s.jobs = n(), s.mem_budget = n(), s.mem_reserved = n();
   s.clients = n(), s.refused_peers = n(), s.protocol_errors = n(), s.store_errors = n();
@@ -64,6 +65,8 @@ TEST(Status, EachMetricHasTheValueOfItsField) {
       line("ccpool_requests_total{result=\"failed\"}", s.service_errors),
       line("ccpool_requests_total{result=\"fallback\"}", s.fallbacks),
       line("ccpool_requests_received_total", s.requests),
+      "ccpool_hit_stage_seconds_total{stage=\"handoff\"} 0.5\n",
+      "ccpool_hit_stage_seconds_total{stage=\"lookup\"} 1.25\n",
       line("ccpool_hit_duration_seconds_bucket{le=\"0.001\"}", s.hit_latency->counts[0]),
       line("ccpool_hit_duration_seconds_count",
            s.hit_latency->counts[0] + s.hit_latency->counts[1] + s.hit_latency->counts[2]),

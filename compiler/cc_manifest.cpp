@@ -68,9 +68,15 @@ std::vector<NegativeGroup> group_by_dir(const std::vector<std::string>& negative
   return groups;
 }
 
-}  // namespace
-
-namespace {
+// The memo's key for one negative group: its names, in order.
+std::string names_key(const NegativeGroup& g) {
+  Hasher h;
+  h.add_u64(g.names.size());
+  for (const std::string& n : g.names) h.add_field(n);
+  h.add_u64(g.absent.size());
+  for (const std::string& a : g.absent) h.add_field(a);
+  return h.digest().hex();
+}
 
 Digest parsed_manifest_key(const Digest& direct, const Digest& content) {
   Hasher h;
@@ -108,6 +114,7 @@ std::shared_ptr<const ParsedManifest> Planner::Impl::parsed_manifest(const Diges
     ParsedEntry pe;
     pe.key_ok = result_key(direct, e) == e.result_key;
     pe.groups = group_by_dir(e.negatives, e.absent);
+    for (NegativeGroup& g : pe.groups) g.memo_key = names_key(g);
     e.negatives.clear();
     e.absent.clear();
     pe.entry = std::move(e);
@@ -155,16 +162,6 @@ Result<std::optional<Digest>> Planner::Impl::lookup_cc(const Plan& plan,
 
 namespace {
 
-// The memo's key for one negative group: its names, in order.
-std::string names_key(const NegativeGroup& g) {
-  Hasher h;
-  h.add_u64(g.names.size());
-  for (const std::string& n : g.names) h.add_field(n);
-  h.add_u64(g.absent.size());
-  for (const std::string& a : g.absent) h.add_field(a);
-  return h.digest().hex();
-}
-
 ValidationMemo::Item negative_item(const std::string& dir, const NegativeGroup& g, std::string key,
                                    DirListings& listings) {
   ValidationMemo::Item item;
@@ -210,10 +207,9 @@ bool Planner::Impl::entry_holds(const ParsedEntry& pe, const ObservedView& view,
   for (const NegativeGroup& g : pe.groups) {
     std::string dir =
         g.dir.empty() ? (view.cwd.empty() ? "." : view.cwd) : absolute_path(g.dir, view.cwd);
-    std::string key = memo ? names_key(g) : std::string();
-    if (memo && memo->answer('n', dir, key) == "1") continue;
+    if (memo && memo->answer('n', dir, g.memo_key) == "1") continue;
     if (!dirs.check(dir, g.names, g.absent)) return false;
-    if (memo) learn->push_back(negative_item(dir, g, std::move(key), listings));
+    if (memo) learn->push_back(negative_item(dir, g, g.memo_key, listings));
   }
   return checks_hold(e, view, listings, &link_stats, memo, learn);
 }

@@ -54,6 +54,7 @@ struct NegativeGroup {
   std::string dir;                  // "" for a bare name (the cwd)
   std::vector<std::string> names;   // no '/'; must not be regular files
   std::vector<std::string> absent;  // no '/'; must not exist (PCH candidates)
+  std::string memo_key;             // the validation memo's key of names and absent (hex)
 };
 struct ParsedEntry {
   ManifestEntry entry;  // negatives and absent paths moved into groups

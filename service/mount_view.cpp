@@ -79,6 +79,17 @@ Result<std::shared_ptr<const MountView>> MountView::of_peer(pid_t pid) {
                       "run the service in the host's PID namespace (docs/deploy.md)");
   }
   std::string proc = "/proc/" + std::to_string(pid);
+  // The common case, a requester in the service's own view, needs no
+  // descriptor: stat(2) follows both links to what fstat(2) of an open one
+  // would show (and decides at one instant, as the opens below do).
+  struct stat ns_now {
+  }, root_now{};
+  if (own.ok && ::stat((proc + "/ns/mnt").c_str(), &ns_now) == 0 &&
+      ::stat((proc + "/root").c_str(), &root_now) == 0 && ns_now.st_ino == own.ns_st.st_ino &&
+      ns_now.st_dev == own.ns_st.st_dev && root_now.st_ino == own.root_st.st_ino &&
+      root_now.st_dev == own.root_st.st_dev) {
+    return std::shared_ptr<const MountView>();
+  }
   UniqueFd ns(::open((proc + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC));
   UniqueFd root(::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   struct stat ns_st {

@@ -18,6 +18,12 @@ constexpr size_t kVerifyChunk = 256 * 1024;
 constexpr int kMaxLevel = 19;
 constexpr int kMaxWindowLog = 23;
 constexpr uint64_t kOneShotMax = 4 << 20;
+// Bodies this small are stored raw. Such a body fits in an LMDB leaf node
+// (the limit is about half of a 4 KiB page), so compressing it saves at most
+// part of one page, while reading a zstd frame back costs a frame setup that
+// dominates a small read (a 1 KiB Redis-front GET spent a fifth of its time in
+// it; BENCHMARKS.md, "Issue 27").
+constexpr size_t kRawMax = 2048;
 
 void put_u64(char* p, uint64_t v) {
   std::memcpy(p, &v, 8);
@@ -60,6 +66,13 @@ void Codec::give_cctx(void* c) {
 }
 
 std::string Codec::encode(std::string_view raw) {
+  if (raw.size() <= kRawMax) {
+    std::string out(kBodyHeaderSize, '\0');
+    out[0] = static_cast<char>(kCodecRaw);
+    put_u64(out.data() + 1, raw.size());
+    out.append(raw);
+    return out;
+  }
   std::string out(kBodyHeaderSize + ZSTD_compressBound(raw.size()), '\0');
   out[0] = static_cast<char>(kCodecZstd);
   put_u64(out.data() + 1, raw.size());

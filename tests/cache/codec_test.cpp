@@ -26,9 +26,25 @@ TEST(CodecTest, RoundTripsAndVerifies) {
   EXPECT_FALSE(codec.verify(stored, hash_bytes("other"), "body", data.size()));
 }
 
+// Up to 2 KiB a body is stored raw, however well it would compress; above
+// that, compressed when that makes it smaller.
+TEST(CodecTest, SmallBodiesAreStoredRaw) {
+  Codec codec(1);
+  for (size_t size : {size_t{0}, size_t{1}, size_t{1024}, size_t{2048}, size_t{2049}}) {
+    std::string data(size, 'x');
+    std::string stored = codec.encode(data);
+    EXPECT_EQ(stored[0], size <= 2048 ? 0 : 1) << size;
+    EXPECT_EQ(stored.size(), size <= 2048 ? 9 + size : stored.size()) << size;
+    auto out = codec.decode(stored, hash_bytes(data), "body", data.size());
+    ASSERT_TRUE(out) << out.error().message;
+    EXPECT_EQ(*out, data);
+    EXPECT_FALSE(codec.decode(stored, hash_bytes(data + "y"), "body", data.size() + 1));
+  }
+}
+
 TEST(CodecTest, DeclaredSizeAboveTheCallersLimitIsRefusedBeforeDecoding) {
   Codec codec(1);
-  std::string data(1000, 'a');
+  std::string data(5000, 'a');  // above the raw limit: a zstd body whose header lies
   std::string stored = body_declaring(data, 1ull << 40);
   for (bool keep : {true, false}) {
     auto r = keep ? codec.decode(stored, hash_bytes(data), "body b1", 64 * kMiB).error()

@@ -189,8 +189,9 @@ bool Planner::Impl::entry_holds(const ParsedEntry& pe, const ObservedView& view,
   // One lstat per file: when it is not a link, that is its stat too, and the
   // real-path checks below reuse it.
   LinkStats link_stats;
+  std::string scratch;
   for (const auto& [path, digest] : e.files) {
-    std::string abs = absolute_path(path, view.cwd);
+    const std::string& abs = absolute_in(path, view.cwd, scratch);
     if (memo) {
       if (std::optional<Digest> content = memo->content(abs)) {
         if (*content != digest) return false;
@@ -207,7 +208,7 @@ bool Planner::Impl::entry_holds(const ParsedEntry& pe, const ObservedView& view,
   for (const NegativeGroup& g : pe.groups) {
     std::string dir =
         g.dir.empty() ? (view.cwd.empty() ? "." : view.cwd) : absolute_path(g.dir, view.cwd);
-    if (memo && memo->answer('n', dir, g.memo_key) == "1") continue;
+    if (memo && memo->answer_is('n', dir, g.memo_key, "1") == true) continue;
     if (!dirs.check(dir, g.names, g.absent)) return false;
     if (memo) learn->push_back(negative_item(dir, g, g.memo_key, listings));
   }

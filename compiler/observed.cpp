@@ -634,15 +634,20 @@ bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListin
                  std::vector<ValidationMemo::Item>* learn) {
   RealPaths real(link_stats);
   if (!environment_holds(entry, view)) return false;
+  std::string abs_scratch, want_scratch;
+  const std::string no_extra;
   for (const ManifestCheck& c : entry.checks) {
     if (c.kind == 'e' || c.kind == 'g') continue;
-    std::string abs = is_path_check(c.kind) ? absolute_path(c.path, view.cwd) : c.path;
-    std::string want = expand_cwd(c.answer, view.cwd);
+    const std::string& abs =
+        is_path_check(c.kind) ? absolute_in(c.path, view.cwd, abs_scratch) : c.path;
+    const std::string& want = c.answer.size() >= 2 && c.answer[0] == '=' && c.answer[1] == kCwdMark
+                                  ? (want_scratch = expand_cwd(c.answer, view.cwd))
+                                  : c.answer;
     bool kept = memo && learn && memoizable_check(c.kind) && !abs.empty() && abs[0] == '/';
     if (kept) {
-      if (std::optional<std::string> answer =
-              memo->answer(c.kind, abs, c.kind == 'a' ? c.answer : std::string())) {
-        if (*answer != want) return false;
+      if (std::optional<bool> same =
+              memo->answer_is(c.kind, abs, c.kind == 'a' ? c.answer : no_extra, want)) {
+        if (!*same) return false;
         continue;
       }
     }

@@ -16,6 +16,15 @@ std::string absolute_path(const std::string& path, const std::string& cwd) {
   return cwd + "/" + path;
 }
 
+const std::string& absolute_in(const std::string& path, const std::string& cwd,
+                               std::string& scratch) {
+  if (!path.empty() && path[0] == '/') return path;
+  scratch.assign(cwd);
+  if (!cwd.empty() && cwd.back() != '/') scratch += '/';
+  scratch += path;
+  return scratch;
+}
+
 std::optional<std::string> real_path(const std::string& path) {
   char buf[PATH_MAX];
   if (::realpath(path.c_str(), buf) == nullptr) return std::nullopt;

@@ -8,6 +8,10 @@
 namespace ccpool::compiler {
 
 std::string absolute_path(const std::string& path, const std::string& cwd);  // lexical
+// The same without a copy: `path` itself when it is absolute, else `scratch`
+// filled with it (for loops over hundreds of recorded paths per lookup).
+const std::string& absolute_in(const std::string& path, const std::string& cwd,
+                               std::string& scratch);
 std::string base_name(const std::string& path);
 std::optional<std::string> real_path(const std::string& path);  // realpath(3)
 

@@ -606,6 +606,13 @@ std::optional<std::string> ValidationMemo::answer(char kind, const std::string& 
   return fact ? std::optional<std::string>(fact->answer) : std::nullopt;
 }
 
+std::optional<bool> ValidationMemo::answer_is(char kind, const std::string& abs,
+                                              const std::string& extra, std::string_view want) {
+  MutexLock lock(&m_state->mutex);
+  const Fact* fact = m_state->find_valid(scratch_key(kind, abs, extra));
+  return fact ? std::optional<bool>(fact->answer == want) : std::nullopt;
+}
+
 void ValidationMemo::learn(const std::vector<Item>& items, DirListings& listings) {
   if (items.empty()) return;
   State& s = *m_state;

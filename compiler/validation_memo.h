@@ -42,6 +42,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/hash.h"
@@ -95,6 +96,10 @@ class ValidationMemo {
   // no entry", 'd' for a directory's names), if kept and still valid.
   std::optional<std::string> answer(char kind, const std::string& abs,
                                     const std::string& extra = "");
+  // Whether the kept answer equals `want`; nullopt when none is kept and
+  // valid. Compares under the lock: nothing is copied.
+  std::optional<bool> answer_is(char kind, const std::string& abs, const std::string& extra,
+                                std::string_view want);
 
   // What to learn, read again after the watches exist. For 'f' the memo
   // reads the file itself; for the others `compute` gives the answer.

@@ -103,7 +103,11 @@ struct Node {
   uint64_t named = 0;         // directories: the last event naming an entry (any of `names`)
   bool open_pending = false;  // files: opened by someone since the last writer probe
   uint32_t own_opens = 0;     // our own opens whose IN_OPEN is still to be read
-  bool echoed = false;        // an event of this watch arrived: nothing depends on it before
+  // files: a read lease was refused as not ours (EACCES/EPERM: another owner,
+  // no CAP_LEASE). That holds until the owner or mode changes (IN_ATTRIB), so
+  // until then learning it is refused without a probe.
+  bool lease_denied = false;
+  bool echoed = false;  // an event of this watch arrived: nothing depends on it before
   std::unordered_map<std::string, uint64_t> names;  // directories: the last event naming each entry
 };
 
@@ -135,10 +139,21 @@ struct ValidationMemo::State {
   std::unordered_map<std::string, Fact> facts GUARDED_BY(mutex);
   // Facts validated in full and not learned yet: how many requests did so.
   std::unordered_map<std::string, unsigned> uses GUARDED_BY(mutex);
+  // Content facts refused because the lease was denied as not ours, by key:
+  // not tried again (no walk, no probe) while that node stays denied.
+  std::unordered_map<std::string, Node*> denied GUARDED_BY(mutex);
+  Node* last_denied GUARDED_BY(mutex) = nullptr;  // set by learn_one()
   Counters counters GUARDED_BY(mutex);
 
   // Whether this request's use of `key` is the one that learns it.
   bool ripe(const std::string& key) REQUIRES(mutex) {
+    if (auto it = denied.find(key); it != denied.end()) {
+      if (!it->second->dead && it->second->lease_denied) {
+        ++counters.refused;
+        return false;
+      }
+      denied.erase(it);
+    }
     if (options.learn_at_use <= 1) return true;
     if (uses.size() >= kMaxFacts) uses.clear();  // bounded: forgetting only delays learning
     unsigned& n = uses[key];
@@ -172,6 +187,7 @@ struct ValidationMemo::State {
     if (inotify_fd >= 0) ::close(inotify_fd);
     inotify_fd = -1;
     facts.clear();
+    denied.clear();  // points into nodes and gone
     nodes.clear();
     gone.clear();
     ++epoch;
@@ -258,6 +274,7 @@ struct ValidationMemo::State {
       }
     }
     if (e.mask & kFileChanges) n.changed = epoch;
+    if (e.mask & IN_ATTRIB) n.lease_denied = false;
   }
 
   // The node of a watch on `path` (an existing real path whose lstat is
@@ -445,8 +462,12 @@ struct ValidationMemo::State {
       ::close(fd);
       return false;
     }
-    bool ok = ::fcntl(fd, F_SETLEASE, F_RDLCK) == 0;
+    int refused = options.read_lease                      ? options.read_lease(fd)
+                  : ::fcntl(fd, F_SETLEASE, F_RDLCK) == 0 ? 0
+                                                          : errno;
+    bool ok = refused == 0;
     if (ok) ::fcntl(fd, F_SETLEASE, F_UNLCK);
+    if (refused == EACCES || refused == EPERM) node->lease_denied = true;
     if (opened_stat) *opened_stat = file_stat(st);
     if (ok && keep_fd) {
       *keep_fd = fd;
@@ -503,7 +524,10 @@ struct ValidationMemo::State {
         if (final_node == nullptr || final_node->dir) return false;
         std::optional<FileStat> st;
         int fd = -1;
-        if (!no_writer(final_node, item.abs, &st, &fd)) return false;
+        if (final_node->lease_denied || !no_writer(final_node, item.abs, &st, &fd)) {
+          if (final_node->lease_denied) last_denied = final_node;
+          return false;
+        }
         final_node->open_pending = false;  // every open reported so far is covered by that probe
         Result<Digest> hashed = hash_descriptor(fd, item.abs);
         ::close(fd);
@@ -628,10 +652,12 @@ void ValidationMemo::learn(const std::vector<Item>& items, DirListings& listings
     if (!s.ripe(key)) continue;
     Fact fact;
     fact.stamp = stamp;
+    s.last_denied = nullptr;
     if (s.learn_one(item, listings, cache, fact)) {
       learned.emplace_back(std::move(key), std::move(fact));
     } else {
       ++s.counters.refused;
+      if (s.last_denied != nullptr && s.denied.size() < kMaxFacts) s.denied[key] = s.last_denied;
     }
   }
   // Whatever was reported while the answers were read refuses them.

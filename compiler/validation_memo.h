@@ -62,6 +62,10 @@ class ValidationMemo {
     // content was read, before the fact is kept.
     bool drop_events = false;
     std::function<void(const std::string& path)> after_read;
+    // Takes a read lease on `fd` (given back at once with F_UNLCK): 0, or
+    // the errno of the refusal; null: fcntl(F_SETLEASE). A seam for the
+    // refusal a service that is not root meets on files it does not own.
+    std::function<int(int fd)> read_lease;
     // The most inotify watches the memo holds (they come out of the user's
     // own fs.inotify.max_user_watches, shared with editors and IDEs); past
     // it nothing new is kept. 0: a quarter of that limit, at most 65536.

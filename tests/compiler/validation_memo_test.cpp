@@ -7,9 +7,11 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 
@@ -153,6 +155,29 @@ TEST_F(ValidationMemoTest, UnwatchedFilesystemIsNeverKept) {
   EXPECT_EQ(look(h), std::nullopt);
   EXPECT_EQ(look(h), std::nullopt);
   EXPECT_EQ(m_memo->counters().learned, 0u);
+}
+
+// A service that is not root cannot take a lease on a file it does not own
+// (a root-owned system header): that file is never kept, and learning it is
+// not tried again, probe and all, until its owner or mode may have changed.
+TEST_F(ValidationMemoTest, ALeaseRefusedAsNotOursIsNotProbedAgainUntilAnAttributeChanges) {
+  int probes = 0;
+  ValidationMemo::Options options = at_once();
+  options.read_lease = [&](int) {
+    ++probes;
+    return EACCES;
+  };
+  m_memo = ValidationMemo::create(std::move(options));
+  ASSERT_NE(m_memo, nullptr);
+  std::string h = m_dir + "/h.h";
+  put(h, "one\n");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(look(h), std::nullopt);
+  EXPECT_EQ(probes, 1);
+  EXPECT_EQ(m_memo->counters().learned, 0u);
+  EXPECT_EQ(m_memo->counters().refused, 3u);
+  ASSERT_EQ(::chmod(h.c_str(), 0640), 0);  // IN_ATTRIB: the owner or mode may have changed
+  EXPECT_EQ(look(h), std::nullopt);
+  EXPECT_EQ(probes, 2);
 }
 
 TEST_F(ValidationMemoTest, NoWatchesPastTheBound) {

@@ -54,6 +54,8 @@ Result<void> check_resp_port(const ServiceSettings& settings) {
                         "' so it restarts with --resp-port, or use its port");
 }
 
+constexpr int kStartAttempts = 3;
+
 // True while some process holds the socket's instance lock (running or starting).
 bool lock_held(const std::string& socket) {
   std::string path = state_dir_for_socket(socket) + "/serve.lock";
@@ -78,33 +80,44 @@ Result<void> ensure_service(const ServiceSettings& settings) {
   if (settings.resp_port > 0)
     args.insert(args.end(), {"--resp-port", std::to_string(settings.resp_port)});
   std::vector<char*> argv = c_string_array(args);
-  // `serve` daemonizes (setsid + double fork) and exits once the socket
-  // listens, or at once when another instance holds the lock.
-  // Its "serving on ..." line must not land in the output of the job we launch.
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   std::vector<std::string> env_storage;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) env_storage.emplace_back(*e);
   env_storage = environment_without_shim(env_storage);
   std::vector<char*> envp = c_string_array(env_storage);
-  pid_t pid;
-  int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    return make_error(ErrorCode::kIo, "cannot start '" + args[0] + " serve': " + std::strerror(rc));
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  // `serve` daemonizes (setsid + double fork) and exits once the socket
+  // listens, or at once when another instance holds the lock. Its
+  // "serving on ..." line must not land in the output of the job we launch.
+  auto start_serve = [&]() -> Result<int> {  // its exit status
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) {
+      return make_error(ErrorCode::kIo,
+                        "cannot start '" + args[0] + " serve': " + std::strerror(rc));
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return status;
+  };
   std::string log = state_dir_for_socket(settings.socket) + "/ccpool.log";
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-  while (std::chrono::steady_clock::now() < until) {
-    CCPOOL_TRY_ASSIGN(bool now_up, answers(settings.socket));
-    if (now_up) return check_resp_port(settings);
-    // Our serve failed and no other instance is starting (the lock is free):
-    // waiting longer cannot help.
-    if (status != 0 && !lock_held(settings.socket)) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // If the instance whose lock made our serve exit dies without ever
+  // answering (killed while it started or stopped), nothing is left to wait
+  // for: start ours again, a few times.
+  for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
+    CCPOOL_TRY_ASSIGN(int status, start_serve());
+    bool lock_freed = false;
+    while (!lock_freed && std::chrono::steady_clock::now() < until) {
+      CCPOOL_TRY_ASSIGN(bool now_up, answers(settings.socket));
+      if (now_up) return check_resp_port(settings);
+      // Our serve failed and no other instance is starting (the lock is free).
+      lock_freed = status != 0 && !lock_held(settings.socket);
+      if (!lock_freed) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (!lock_freed) break;  // the deadline passed
   }
   return make_error(ErrorCode::kUnreachable,
                     "the ccpool service did not come up on '" + settings.socket + "'; see " + log +

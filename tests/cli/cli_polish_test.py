@@ -6,6 +6,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "service", "support"))
 from harness import BIN, CCPOOL, ServiceCase, main, serve_pids, wait_until  # noqa: E402
@@ -116,6 +117,29 @@ class CliPolishTest(ServiceCase):
         self.assertIn(f"the ccpool service did not come up on '{self.sock}'; see {log}", err)
         self.assertIn(not_a_dir, open(log).read(), "the log says why")
         self.assertEqual(serve_pids(self.sock), [])
+
+    def test_run_outlives_a_dying_lock_holder(self):
+        """Issue 27's soak race: `ccpool run` found no service and started one,
+        which refused because another instance still held the lock (a service
+        being killed, or one killed as it started); that instance then died
+        without ever answering. `run` must start a service again, not fail
+        the job."""
+        import fcntl
+        os.makedirs(self.run_dir, mode=0o700, exist_ok=True)
+        lock = os.open(os.path.join(self.run_dir, "serve.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the dying instance
+        run = subprocess.Popen([CCPOOL, "run", "--socket", self.sock, "--dir", self.store, "--", "true"],
+                               env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            time.sleep(0.5)  # its serve refused: the lock is held
+            os.close(lock)  # it dies: the lock is free, and nothing answers on the socket
+            _, err = run.communicate(timeout=60)
+            self.assertEqual(run.returncode, 0, err.decode())
+            self.assertIsNotNone(self.try_status(self.sock))
+        finally:
+            if run.poll() is None:
+                run.kill()
+            self.cli("stop", "--socket", self.sock)
 
     def test_status_does_not_count_itself_as_a_client(self):
         self.start_service()

@@ -154,7 +154,7 @@ Result<std::optional<Digest>> Planner::Impl::lookup_cc(const Plan& plan,
     const ManifestEntry& e = pe.entry;
     std::vector<ValidationMemo::Item> learn;
     if (!pe.key_ok || !entry_holds(pe, view, dirs, kept, &learn)) continue;
-    if (kept) kept->learn(learn, listings);
+    if (kept) kept->learn(learn, listings, e.result_key.hex());  // one use: this entry
     return std::optional<Digest>(e.result_key);
   }
   return std::optional<Digest>();

@@ -137,7 +137,8 @@ struct ValidationMemo::State {
   std::unordered_map<int, std::unique_ptr<Node>> nodes GUARDED_BY(mutex);  // by watch descriptor
   std::vector<std::unique_ptr<Node>> gone GUARDED_BY(mutex);  // dead nodes facts may still point to
   std::unordered_map<std::string, Fact> facts GUARDED_BY(mutex);
-  // Facts validated in full and not learned yet: how many requests did so.
+  // Uses (manifest entries) whose facts are not learned yet: how many
+  // requests validated them in full.
   std::unordered_map<std::string, unsigned> uses GUARDED_BY(mutex);
   // Content facts refused because the lease was denied as not ours, by key:
   // not tried again (no walk, no probe) while that node stays denied.
@@ -145,23 +146,25 @@ struct ValidationMemo::State {
   Node* last_denied GUARDED_BY(mutex) = nullptr;  // set by learn_one()
   Counters counters GUARDED_BY(mutex);
 
-  // Whether this request's use of `key` is the one that learns it.
-  bool ripe(const std::string& key) REQUIRES(mutex) {
-    if (auto it = denied.find(key); it != denied.end()) {
-      if (!it->second->dead && it->second->lease_denied) {
-        ++counters.refused;
-        return false;
-      }
-      denied.erase(it);
+  // Whether a kept refusal says not to try `key` again yet.
+  bool denied_now(const std::string& key) REQUIRES(mutex) {
+    auto it = denied.find(key);
+    if (it == denied.end()) return false;
+    if (!it->second->dead && it->second->lease_denied) {
+      ++counters.refused;
+      return true;
     }
+    denied.erase(it);
+    return false;
+  }
+
+  // Whether this time of `use` is the one that learns its facts.
+  bool ripe(const std::string& use) REQUIRES(mutex) {
     if (options.learn_at_use <= 1) return true;
     if (uses.size() >= kMaxFacts) uses.clear();  // bounded: forgetting only delays learning
-    unsigned& n = uses[key];
-    if (++n < options.learn_at_use) {
-      ++counters.deferred;
-      return false;
-    }
-    uses.erase(key);
+    unsigned& n = uses[use];
+    if (++n < options.learn_at_use) return false;
+    uses.erase(use);
     return true;
   }
 
@@ -637,10 +640,15 @@ std::optional<bool> ValidationMemo::answer_is(char kind, const std::string& abs,
   return fact ? std::optional<bool>(fact->answer == want) : std::nullopt;
 }
 
-void ValidationMemo::learn(const std::vector<Item>& items, DirListings& listings) {
+void ValidationMemo::learn(const std::vector<Item>& items, DirListings& listings,
+                           const std::string& use) {
   if (items.empty()) return;
   State& s = *m_state;
   MutexLock lock(&s.mutex);
+  if (!s.ripe(use)) {
+    s.counters.deferred += items.size();
+    return;
+  }
   s.sync();
   if (s.inotify_fd < 0) return;
   uint64_t stamp = s.epoch;
@@ -649,7 +657,7 @@ void ValidationMemo::learn(const std::vector<Item>& items, DirListings& listings
   std::vector<std::pair<std::string, Fact>> learned;
   for (const Item& item : items) {
     std::string key = key_of(item.kind, item.abs, item.extra);
-    if (!s.ripe(key)) continue;
+    if (s.denied_now(key)) continue;
     Fact fact;
     fact.stamp = stamp;
     s.last_denied = nullptr;

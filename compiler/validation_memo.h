@@ -70,11 +70,12 @@ class ValidationMemo {
     // own fs.inotify.max_user_watches, shared with editors and IDEs); past
     // it nothing new is kept. 0: a quarter of that limit, at most 65536.
     size_t max_watches = 0;
-    // Learning costs a fresh read of every file and new watches, so an answer
-    // is learned only by the n-th request that validated it in full: a fact
-    // used once (a tree's first warm rebuild, one hit per object) costs
-    // nothing extra, and a header every object includes is kept from the
-    // second on. 1: learn on first use.
+    // Learning costs a fresh read of every file and new watches, so what one
+    // use (a manifest entry) validated in full is learned only when that use
+    // comes for the n-th time: a tree's warm rebuild, one hit per object,
+    // learns nothing and pays nothing; a result hit again (ranks compiling
+    // the same kernel, a rebuild after `make clean`) is learned on its
+    // second hit. 1: learn on first use.
     unsigned learn_at_use = 2;
   };
 
@@ -115,7 +116,9 @@ class ValidationMemo {
     std::vector<std::string> names;        // 'n': the names that must not be regular files or exist
     std::function<std::string()> compute;  // not 'f'
   };
-  void learn(const std::vector<Item>& items, DirListings& listings);
+  // `use`: what these items were validated for (the caller's manifest
+  // entry); they are learned on its learn_at_use-th time.
+  void learn(const std::vector<Item>& items, DirListings& listings, const std::string& use);
 
   struct Counters {
     uint64_t served = 0;   // facts served without a system call of their own
@@ -123,7 +126,7 @@ class ValidationMemo {
     uint64_t refused =
         0;  // facts not kept (a change while learning, a writer, an unwatched filesystem)
     uint64_t probes = 0;    // writer probes of files opened since they were learned
-    uint64_t deferred = 0;  // facts not learned yet: fewer uses than learn_at_use
+    uint64_t deferred = 0;  // facts not learned yet: their use came fewer times than learn_at_use
     uint64_t resets = 0;    // everything forgotten (overflow, mount table)
     uint64_t watches = 0;   // inotify watches held
   };

@@ -52,7 +52,7 @@ class ValidationMemoTest : public ::testing::Test {
   std::optional<Digest> look(const std::string& abs) {
     m_memo->sync();
     std::optional<Digest> kept = m_memo->content(abs);
-    if (!kept) m_memo->learn({file_item(abs)}, m_listings);
+    if (!kept) m_memo->learn({file_item(abs)}, m_listings, abs);  // one use per path
     return kept;
   }
   Digest digest_of(const std::string& text) { return hash_bytes(text); }
@@ -93,6 +93,24 @@ TEST_F(ValidationMemoTest, LearnedOnTheSecondUseByDefault) {
   EXPECT_EQ(look(h), std::nullopt);
   EXPECT_EQ(look(h), std::nullopt);
   EXPECT_EQ(look(h), digest_of("two\n"));
+}
+
+// A header that two objects include, each hit once (a tree's warm rebuild):
+// two uses of it, but each use came once, so nothing is learned; the
+// second hit of one object learns it.
+TEST_F(ValidationMemoTest, AFactSharedByUsesThatCameOnceIsNotLearned) {
+  m_memo = ValidationMemo::create({});
+  ASSERT_NE(m_memo, nullptr);
+  std::string h = m_dir + "/inc/h.h";
+  put(h, "one\n");
+  m_memo->learn({file_item(h)}, m_listings, "object a");
+  m_memo->learn({file_item(h)}, m_listings, "object b");
+  EXPECT_EQ(m_memo->counters().learned, 0u);
+  EXPECT_EQ(m_memo->counters().watches, 0u);
+  m_memo->learn({file_item(h)}, m_listings, "object a");
+  EXPECT_EQ(m_memo->counters().learned, 1u);
+  m_memo->sync();
+  EXPECT_EQ(m_memo->content(h), digest_of("one\n"));
 }
 
 TEST_F(ValidationMemoTest, HardLinkAndRenameAreSeen) {
@@ -215,7 +233,7 @@ TEST_F(ValidationMemoTest, NegativeAnswerForgottenWhenTheNameAppears) {
       item.compute = [&] {
         return m_listings.check(dir, {"h.h"}, {}) ? std::string("1") : std::string("0");
       };
-      m_memo->learn({item}, m_listings);
+      m_memo->learn({item}, m_listings, dir);
     }
     return kept;
   };

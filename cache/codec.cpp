@@ -22,7 +22,7 @@ constexpr uint64_t kOneShotMax = 4 << 20;
 // (the limit is about half of a 4 KiB page), so compressing it saves at most
 // part of one page, while reading a zstd frame back costs a frame setup that
 // dominates a small read (a 1 KiB Redis-front GET spent a fifth of its time in
-// it; BENCHMARKS.md, "Issue 27").
+// it; BENCHMARKS.md, "Issue 27, second pass").
 constexpr size_t kRawMax = 2048;
 
 void put_u64(char* p, uint64_t v) {

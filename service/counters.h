@@ -42,10 +42,11 @@ class ReasonCounts {
 };
 
 // Where the service's time of a node-store hit goes, summed over the hits in
-// `hit_latency` (status JSON `hit_stages`, ccpool_hit_stage_seconds_total):
-// the hand-off from the I/O thread that decoded the request to the request
-// thread that runs it, planning, the manifest lookup, reading the entry from
-// the store, writing the outputs, and sending the reply. The two wake-ups
+// `hit_latency` (status JSON `hit_stages_us` and `hit_stage_seconds`,
+// ccpool_hit_stage_seconds_total): the hand-off from the I/O thread that
+// decoded the request to the request thread that runs it, planning, the
+// manifest lookup, reading the entry from the store, writing the outputs,
+// and sending the reply. The two wake-ups
 // outside the service (the I/O thread on the client's connect, the client on
 // the reply) are the client's round trip less these (scripts/hit_breakdown.sh).
 enum class HitStage { kHandoff, kPlan, kLookup, kFetch, kDeliver, kReply, kCount };

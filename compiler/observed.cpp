@@ -232,12 +232,16 @@ std::string mark_cwd(const std::string& answer, const std::string& cwd) {
   return out;
 }
 
-std::string expand_cwd(const std::string& answer, const std::string& cwd) {
+// `answer` with its cwd mark replaced by `cwd`: `answer` itself when it has
+// none (no copy: validation asks this for every recorded check), else
+// `scratch` filled.
+const std::string& expand_cwd(const std::string& answer, const std::string& cwd,
+                              std::string& scratch) {
   if (answer.size() < 2 || answer[0] != '=' || answer[1] != kCwdMark) return answer;
-  std::string out = "=";
-  out += cwd;
-  out.append(answer, 2, std::string::npos);
-  return out;
+  scratch = "=";
+  scratch += cwd;
+  scratch.append(answer, 2, std::string::npos);
+  return scratch;
 }
 
 struct Builder {
@@ -587,9 +591,11 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
 }
 
 bool environment_holds(const ManifestEntry& entry, const ObservedView& view) {
+  std::string scratch;
   for (const ManifestCheck& c : entry.checks) {
     if (c.kind != 'e' && c.kind != 'g') continue;
-    if (answer_now(c.kind, c.path, c.answer, view.cwd, view.env) != expand_cwd(c.answer, view.cwd))
+    if (answer_now(c.kind, c.path, c.answer, view.cwd, view.env) !=
+        expand_cwd(c.answer, view.cwd, scratch))
       return false;
   }
   return true;
@@ -640,9 +646,7 @@ bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListin
     if (c.kind == 'e' || c.kind == 'g') continue;
     const std::string& abs =
         is_path_check(c.kind) ? absolute_in(c.path, view.cwd, abs_scratch) : c.path;
-    const std::string& want = c.answer.size() >= 2 && c.answer[0] == '=' && c.answer[1] == kCwdMark
-                                  ? (want_scratch = expand_cwd(c.answer, view.cwd))
-                                  : c.answer;
+    const std::string& want = expand_cwd(c.answer, view.cwd, want_scratch);
     bool kept = memo && learn && memoizable_check(c.kind) && !abs.empty() && abs[0] == '/';
     if (kept) {
       if (std::optional<bool> same =

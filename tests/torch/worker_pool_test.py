@@ -47,9 +47,10 @@ class WorkerPoolCase(TorchCase):
         except FileNotFoundError:
             return 0
 
-    def torchrun(self, ranks, out, flags=(), env=None):
+    def torchrun(self, ranks, out, flags=(), env=None, script_args=()):
         return self.ccpool_run(VENV_PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-                               str(ranks), RANKS_SCRIPT, "--out-dir", out, jobs=JOBS, flags=flags, env=env)
+                               str(ranks), RANKS_SCRIPT, "--out-dir", out, *script_args, jobs=JOBS, flags=flags,
+                               env=env)
 
     def one_rank(self, rank, out, env=None):
         return self.ccpool_run(VENV_PY, RANKS_SCRIPT, "--out-dir", out, jobs=JOBS,
@@ -132,11 +133,23 @@ class WorkerPoolTest(WorkerPoolCase):
         """The control (`--no-python-hooks`: each rank keeps Inductor's own
         sidecar and workers, capped by the shim): 2 ranks compile 2 x 4
         cubins (the PTX names the rank's kernel file, so even the service's
-        ptxas cache misses) in more than jobs + 1 Python compile processes."""
+        ptxas cache misses) in more than jobs + 1 Python compile processes.
+        Each rank holds its pool (sidecar and workers) after submitting until
+        the watch has seen more than jobs + 1 of them, or 300 s have passed:
+        on a loaded machine one rank could otherwise finish before the other
+        starts its pool, and the peak would be one rank's (a CI run saw 3)."""
         ranks = 2
         out = self.wpath("out")
-        job = self.torchrun(ranks, out, flags=("--no-python-hooks",))
+        hold = self.path("hold")
+        job = self.torchrun(ranks, out, flags=("--no-python-hooks",), script_args=("--hold-file", hold))
         self.watch_job(job)
+        try:
+            wait_until(lambda: self.watch.peak_python_workers > JOBS + 1 or job.poll() is not None,
+                       "both ranks' Python compile processes", timeout=300)
+        except AssertionError:
+            pass  # the assertion below names the peak that was seen
+        with open(hold, "w"):
+            pass
         self.run_ok(job)
         self.watch.stop()
         for r, result in self.results(out, range(ranks)).items():

@@ -86,6 +86,17 @@ Digest parsed_manifest_key(const Digest& direct, const Digest& content) {
   return h.digest();
 }
 
+ParsedEntry parse_entry(const Digest& direct, ManifestEntry e) {
+  ParsedEntry pe;
+  pe.key_ok = result_key(direct, e) == e.result_key;
+  pe.groups = group_by_dir(e.negatives, e.absent);
+  for (NegativeGroup& g : pe.groups) g.memo_key = names_key(g);
+  e.negatives.clear();
+  e.absent.clear();
+  pe.entry = std::move(e);
+  return pe;
+}
+
 }  // namespace
 
 std::shared_ptr<const ParsedManifest> Planner::Impl::memoized_manifest(const Digest& direct,
@@ -110,16 +121,7 @@ std::shared_ptr<const ParsedManifest> Planner::Impl::parsed_manifest(const Diges
   std::optional<Manifest> manifest = parse_manifest(blob);
   if (!manifest) return nullptr;
   auto parsed = std::make_shared<ParsedManifest>();
-  for (ManifestEntry& e : manifest->entries) {
-    ParsedEntry pe;
-    pe.key_ok = result_key(direct, e) == e.result_key;
-    pe.groups = group_by_dir(e.negatives, e.absent);
-    for (NegativeGroup& g : pe.groups) g.memo_key = names_key(g);
-    e.negatives.clear();
-    e.absent.clear();
-    pe.entry = std::move(e);
-    parsed->entries.push_back(std::move(pe));
-  }
+  for (ManifestEntry& e : manifest->entries) parsed->entries.push_back(parse_entry(direct, std::move(e)));
   MutexLock lock(&mutex);
   if (parsed_manifests.size() >= kMaxParsedManifests) parsed_manifests.clear();
   parsed_manifests.emplace(key, parsed);
@@ -150,11 +152,16 @@ Result<std::optional<Digest>> Planner::Impl::lookup_cc(const Plan& plan,
   // what the kernel reported since the last lookup is read first.
   ValidationMemo* kept = memo && memo->in_own_view() ? memo.get() : nullptr;
   if (kept) kept->sync();
+  std::vector<ValidationMemo::Item> learn;
   for (const ParsedEntry& pe : manifest->entries) {
     const ManifestEntry& e = pe.entry;
-    std::vector<ValidationMemo::Item> learn;
-    if (!pe.key_ok || !entry_holds(pe, view, dirs, kept, &learn)) continue;
-    if (kept) kept->learn(learn, listings, e.result_key.hex());  // one use: this entry
+    if (!pe.key_ok) continue;
+    std::string use = kept ? e.result_key.hex() : std::string();  // one use: this entry
+    // What is validated in full is collected only when this hit will learn it.
+    bool collect = kept && kept->learns_next(use);
+    learn.clear();
+    if (!entry_holds(pe, view, dirs, kept, collect ? &learn : nullptr)) continue;
+    if (kept) kept->learn(learn, listings, use);
     return std::optional<Digest>(e.result_key);
   }
   return std::optional<Digest>();
@@ -197,9 +204,7 @@ bool Planner::Impl::entry_holds(const ParsedEntry& pe, const ObservedView& view,
         if (*content != digest) return false;
         continue;
       }
-      ValidationMemo::Item item;
-      item.abs = abs;
-      learn->push_back(std::move(item));
+      if (learn) learn->emplace_back().abs = abs;
     }
     const std::optional<FileStat>& st = link_stats.of(abs);
     Result<HashedFile> f = st && !S_ISLNK(st->mode) ? hasher.hash(abs, *st) : hasher.hash(abs);
@@ -210,9 +215,21 @@ bool Planner::Impl::entry_holds(const ParsedEntry& pe, const ObservedView& view,
         g.dir.empty() ? (view.cwd.empty() ? "." : view.cwd) : absolute_path(g.dir, view.cwd);
     if (memo && memo->answer_is('n', dir, g.memo_key, "1") == true) continue;
     if (!dirs.check(dir, g.names, g.absent)) return false;
-    if (memo) learn->push_back(negative_item(dir, g, g.memo_key, listings));
+    if (learn) learn->push_back(negative_item(dir, g, g.memo_key, listings));
   }
   return checks_hold(e, view, listings, &link_stats, memo, learn);
+}
+
+void Planner::Impl::learn_record(const Plan& plan, const ParsedEntry& pe) {
+  ValidationMemo* kept = memo && memo->in_own_view() ? memo.get() : nullptr;
+  if (!kept) return;
+  kept->sync();
+  DirListings::Scope dirs(listings);
+  ObservedView view{plan.detail->cc->cwd, plan.run_env};
+  std::vector<ValidationMemo::Item> learn;
+  // Validated like a hit first: a file changed since the compiler read it is
+  // not learned (and its entry will miss anyway).
+  if (entry_holds(pe, view, dirs, kept, &learn)) kept->learn_now(learn, listings);
 }
 
 Result<Finished> Planner::Impl::finish_cc(const Plan& plan, const RunFacts& run,
@@ -263,7 +280,12 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, const RunFacts& run,
     if (e.result_key != entry.result_key) kept.push_back(std::move(e));
   }
   manifest.entries = std::move(kept);
-  if (manifests.save) manifests.save(plan.flight_key, serialize_manifest(manifest));
+  std::string blob = serialize_manifest(manifest);
+  if (manifests.save) manifests.save(plan.flight_key, blob);
+  // Parsed now, beside the compile, so that the first hit neither reads nor
+  // parses it; the memo learns from the same parse.
+  std::shared_ptr<const ParsedManifest> parsed = parsed_manifest(plan.flight_key, blob);
+  if (parsed && !parsed->entries.empty()) learn_record(plan, parsed->entries.front());
   done.store = true;
   done.mode = KeyMode::kDirect;
   done.result_key = entry.result_key;

@@ -647,7 +647,7 @@ bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListin
     const std::string& abs =
         is_path_check(c.kind) ? absolute_in(c.path, view.cwd, abs_scratch) : c.path;
     const std::string& want = expand_cwd(c.answer, view.cwd, want_scratch);
-    bool kept = memo && learn && memoizable_check(c.kind) && !abs.empty() && abs[0] == '/';
+    bool kept = memo && memoizable_check(c.kind) && !abs.empty() && abs[0] == '/';
     if (kept) {
       if (std::optional<bool> same =
               memo->answer_is(c.kind, abs, c.kind == 'a' ? c.answer : no_extra, want)) {
@@ -657,7 +657,7 @@ bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListin
     }
     if (answer_now(c.kind, abs, c.answer, view.cwd, view.env, &real, link_stats) != want)
       return false;
-    if (kept) learn->push_back(check_item(c.kind, abs, c.answer, view.cwd));
+    if (kept && learn) learn->push_back(check_item(c.kind, abs, c.answer, view.cwd));
   }
   for (const auto& [path, digest] : entry.dirs) {
     std::optional<Digest> names = listings.names_digest(absolute_path(path, view.cwd));

@@ -90,7 +90,7 @@ class LinkStats {
 // True when every check of `entry` other than its files and absent paths
 // (validated by the caller, memoized) gives the recorded answer for `view`.
 // With `memo`: a type, link, real-path or access answer the memo still
-// vouches for is not asked again, and what was asked is added to `learn`.
+// vouches for is not asked again, and, with `learn`, what was asked is added to it.
 bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListings& listings,
                  LinkStats* link_stats = nullptr, ValidationMemo* memo = nullptr,
                  std::vector<ValidationMemo::Item>* learn = nullptr);

@@ -106,13 +106,16 @@ struct Planner::Impl {
   Result<std::optional<Digest>> lookup_cc(const Plan& plan, const ManifestStorage& manifests);
   // Whether every recorded lookup of `pe` gives the same answer for `view`.
   // With `memo`: files and absent paths the memo still vouches for are not
-  // checked again, and what was checked is added to `learn` (to be kept once
-  // the whole entry held).
+  // checked again, and, with `learn`, what was checked is added to it (to be
+  // kept once the whole entry held).
   bool entry_holds(const ParsedEntry& pe, const ObservedView& view, DirListings::Scope& dirs,
                    ValidationMemo* memo = nullptr,
                    std::vector<ValidationMemo::Item>* learn = nullptr);
   Result<Finished> finish_cc(const Plan& plan, const RunFacts& run,
                              const ManifestStorage& manifests);
+  // Keeps what a miss just recorded in the validation memo (in the service's
+  // own view only), so that the first hit of `pe` is served from it.
+  void learn_record(const Plan& plan, const ParsedEntry& pe);
 
   // Scan flags and include spellings of a file's content, memoized by
   // content digest.

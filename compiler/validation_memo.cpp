@@ -516,6 +516,43 @@ struct ValidationMemo::State {
     return &it->second;
   }
 
+  // Reads every item afresh (watches first, then the answer) and keeps the
+  // ones nothing was reported about meanwhile.
+  void keep(const std::vector<Item>& items, DirListings& listings) REQUIRES(mutex) {
+    if (items.empty()) return;
+    sync();
+    if (inotify_fd < 0) return;
+    uint64_t stamp = epoch;
+    uint64_t resets_before = resets;
+    WalkCache cache;
+    std::vector<std::pair<std::string, Fact>> learned;
+    for (const Item& item : items) {
+      std::string key = key_of(item.kind, item.abs, item.extra);
+      if (denied_now(key)) continue;
+      Fact fact;
+      fact.stamp = stamp;
+      last_denied = nullptr;
+      if (learn_one(item, listings, cache, fact)) {
+        learned.emplace_back(std::move(key), std::move(fact));
+      } else {
+        ++counters.refused;
+        if (last_denied != nullptr && denied.size() < kMaxFacts) denied[key] = last_denied;
+      }
+    }
+    // Whatever was reported while the answers were read refuses them.
+    sync();
+    if (resets != resets_before) return;
+    for (auto& [key, fact] : learned) {
+      if (!quiet(fact, stamp)) {
+        ++counters.refused;
+        continue;
+      }
+      fact.verified = 0;
+      facts[key] = std::move(fact);
+      ++counters.learned;
+    }
+  }
+
   // Learns one item into `fact` (deps and answer); false: not kept.
   bool learn_one(const Item& item, DirListings& listings, WalkCache& cache, Fact& fact)
       REQUIRES(mutex) {
@@ -640,46 +677,29 @@ std::optional<bool> ValidationMemo::answer_is(char kind, const std::string& abs,
   return fact ? std::optional<bool>(fact->answer == want) : std::nullopt;
 }
 
+bool ValidationMemo::learns_next(const std::string& use) const {
+  State& s = *m_state;
+  MutexLock lock(&s.mutex);
+  if (s.options.learn_at_use <= 1) return true;
+  auto it = s.uses.find(use);
+  return (it == s.uses.end() ? 0 : it->second) + 1 >= s.options.learn_at_use;
+}
+
 void ValidationMemo::learn(const std::vector<Item>& items, DirListings& listings,
                            const std::string& use) {
-  if (items.empty()) return;
   State& s = *m_state;
   MutexLock lock(&s.mutex);
   if (!s.ripe(use)) {
-    s.counters.deferred += items.size();
+    ++s.counters.deferred;
     return;
   }
-  s.sync();
-  if (s.inotify_fd < 0) return;
-  uint64_t stamp = s.epoch;
-  uint64_t resets = s.resets;
-  State::WalkCache cache;
-  std::vector<std::pair<std::string, Fact>> learned;
-  for (const Item& item : items) {
-    std::string key = key_of(item.kind, item.abs, item.extra);
-    if (s.denied_now(key)) continue;
-    Fact fact;
-    fact.stamp = stamp;
-    s.last_denied = nullptr;
-    if (s.learn_one(item, listings, cache, fact)) {
-      learned.emplace_back(std::move(key), std::move(fact));
-    } else {
-      ++s.counters.refused;
-      if (s.last_denied != nullptr && s.denied.size() < kMaxFacts) s.denied[key] = s.last_denied;
-    }
-  }
-  // Whatever was reported while the answers were read refuses them.
-  s.sync();
-  if (s.resets != resets) return;
-  for (auto& [key, fact] : learned) {
-    if (!State::quiet(fact, stamp)) {
-      ++s.counters.refused;
-      continue;
-    }
-    fact.verified = 0;
-    s.facts[key] = std::move(fact);
-    ++s.counters.learned;
-  }
+  s.keep(items, listings);
+}
+
+void ValidationMemo::learn_now(const std::vector<Item>& items, DirListings& listings) {
+  State& s = *m_state;
+  MutexLock lock(&s.mutex);
+  s.keep(items, listings);
 }
 
 ValidationMemo::Counters ValidationMemo::counters() const {

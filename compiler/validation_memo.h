@@ -71,11 +71,12 @@ class ValidationMemo {
     // it nothing new is kept. 0: a quarter of that limit, at most 65536.
     size_t max_watches = 0;
     // Learning costs a fresh read of every file and new watches, so what one
-    // use (a manifest entry) validated in full is learned only when that use
-    // comes for the n-th time: a tree's warm rebuild, one hit per object,
-    // learns nothing and pays nothing; a result hit again (ranks compiling
-    // the same kernel, a rebuild after `make clean`) is learned on its
-    // second hit. 1: learn on first use.
+    // use (a manifest entry) validated in full on a hit is learned only when
+    // that use comes for the n-th time: the first warm rebuild after a
+    // service restart, one hit per object, learns nothing and pays nothing;
+    // a result hit again (ranks compiling the same kernel, a rebuild after
+    // `make clean`) is learned on its second hit. 1: learn on first use.
+    // A miss's own record is kept at once (learn_now).
     unsigned learn_at_use = 2;
   };
 
@@ -117,8 +118,16 @@ class ValidationMemo {
     std::function<std::string()> compute;  // not 'f'
   };
   // `use`: what these items were validated for (the caller's manifest
-  // entry); they are learned on its learn_at_use-th time.
+  // entry); they are learned on its learn_at_use-th time. Every call counts
+  // one time of `use`, with or without items.
   void learn(const std::vector<Item>& items, DirListings& listings, const std::string& use);
+  // Whether the next learn() for `use` keeps its items: a caller collects
+  // them only then (building the list costs a copy of every path).
+  bool learns_next(const std::string& use) const;
+  // Keeps the items now, whatever their use: what a compile just recorded
+  // (a miss), whose run costs far more than reading its inputs once more,
+  // so that the tree's first warm rebuild is served from the memo.
+  void learn_now(const std::vector<Item>& items, DirListings& listings);
 
   struct Counters {
     uint64_t served = 0;   // facts served without a system call of their own
@@ -126,7 +135,7 @@ class ValidationMemo {
     uint64_t refused =
         0;  // facts not kept (a change while learning, a writer, an unwatched filesystem)
     uint64_t probes = 0;    // writer probes of files opened since they were learned
-    uint64_t deferred = 0;  // facts not learned yet: their use came fewer times than learn_at_use
+    uint64_t deferred = 0;  // times of a use that learned nothing: fewer than learn_at_use
     uint64_t resets = 0;    // everything forgotten (overflow, mount table)
     uint64_t watches = 0;   // inotify watches held
   };

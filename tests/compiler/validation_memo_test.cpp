@@ -95,6 +95,42 @@ TEST_F(ValidationMemoTest, LearnedOnTheSecondUseByDefault) {
   EXPECT_EQ(look(h), digest_of("two\n"));
 }
 
+// A caller collects items only for the use that keeps them (learns_next),
+// and a call without items still counts a time of its use.
+TEST_F(ValidationMemoTest, LearnsNextNamesTheUseThatKeeps) {
+  m_memo = ValidationMemo::create({});
+  ASSERT_NE(m_memo, nullptr);
+  std::string h = m_dir + "/inc/h.h";
+  put(h, "one\n");
+  EXPECT_FALSE(m_memo->learns_next("object a"));
+  m_memo->learn({}, m_listings, "object a");  // its first hit: nothing collected
+  EXPECT_EQ(m_memo->counters().deferred, 1u);
+  EXPECT_TRUE(m_memo->learns_next("object a"));
+  EXPECT_FALSE(m_memo->learns_next("object b"));
+  m_memo->learn({file_item(h)}, m_listings, "object a");
+  EXPECT_EQ(m_memo->counters().learned, 1u);
+  EXPECT_FALSE(m_memo->learns_next("object a"));  // counted afresh from here
+  m_memo->sync();
+  EXPECT_EQ(m_memo->content(h), digest_of("one\n"));
+}
+
+// What a miss recorded is kept at once, whatever the use count; an edit
+// still forgets it.
+TEST_F(ValidationMemoTest, LearnNowKeepsAMissRecordAtOnce) {
+  m_memo = ValidationMemo::create({});
+  ASSERT_NE(m_memo, nullptr);
+  std::string h = m_dir + "/inc/h.h";
+  put(h, "one\n");
+  m_memo->learn_now({file_item(h)}, m_listings);
+  EXPECT_EQ(m_memo->counters().learned, 1u);
+  EXPECT_EQ(m_memo->counters().deferred, 0u);
+  m_memo->sync();
+  EXPECT_EQ(m_memo->content(h), digest_of("one\n"));
+  put(h, "two\n");
+  m_memo->sync();
+  EXPECT_EQ(m_memo->content(h), std::nullopt);
+}
+
 // A header that two objects include, each hit once (a tree's warm rebuild):
 // two uses of it, but each use came once, so nothing is learned; the
 // second hit of one object learns it.

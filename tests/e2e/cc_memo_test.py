@@ -27,24 +27,24 @@ class GccMemoTest(E2ECase):
         self.assertEqual(rc, 0, err)
 
     def warm(self, memo=True, fault=None):
-        """A miss, a hit whose answers the memo counts (first use), a hit that
-        teaches it (second use), a hit it serves."""
+        """A miss, whose record the memo keeps at once, and three hits it
+        serves."""
         self.start_service(*([] if memo else ["--no-validation-memo"]), jobs=2, fault=fault)
         self.put("inc/h.h", HEADER)
         self.put("k.c", SOURCE)
         os.makedirs(self.wpath("inc1"))
         before = self.counters()
         self.via_ok()
+        learned = self.memo()
         self.via_ok()
         first = self.memo()
         self.via_ok()
-        learned = self.memo()
         self.via_ok()
         self.assert_delta(before, misses=1, hits=3, executions=1, not_stored=0)
         if memo and fault is None:
-            # The first hit learns nothing; it only counts its answers.
-            self.assertEqual(first["learned"], 0, first)
-            self.assertGreater(first["deferred"], 0, first)
+            # The miss taught it; its first hit is served.
+            self.assertGreater(learned["learned"], 0, learned)
+            self.assertGreater(first["served"], learned["served"], first)
         return learned
 
     def assert_memo_served(self, learned):
@@ -137,6 +137,27 @@ class GccMemoTest(E2ECase):
         m = self.memo()
         self.assertEqual((m["enabled"], m["learned"], m["served"], m["watches"]), (False, 0, 0, 0), m)
         self.put("inc/h.h", "#define V 7\n")
+        self.assert_fresh()
+
+    def test_after_a_restart_learned_on_the_second_hit(self):
+        """A service that did not see the miss (restarted, the store kept)
+        learns an entry on its second hit, not its first; what it learned
+        is then served, and an edit still misses."""
+        self.warm()
+        self.server.stop()
+        self.start_service(jobs=2)
+        before = self.counters()
+        self.via_ok()
+        first = self.memo()
+        self.assertEqual((first["learned"], first["served"], first["deferred"]), (0, 0, 1), first)
+        self.via_ok()
+        second = self.memo()
+        self.assertGreater(second["learned"], 0, second)
+        self.assertEqual(second["served"], 0, second)
+        self.via_ok()
+        self.assert_delta(before, misses=0, hits=3, executions=0)
+        self.assertGreater(self.memo()["served"], 0)
+        self.put("inc/h.h", "#define V 8\n")
         self.assert_fresh()
 
     def test_header_appearing_in_a_searched_directory(self):

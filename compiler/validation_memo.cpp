@@ -240,19 +240,25 @@ struct ValidationMemo::State {
     auto it = nodes.find(e.wd);
     if (it == nodes.end()) return;
     Node& n = *it->second;
-    ++epoch;
     n.echoed = true;
+    if ((e.mask & ~IN_ISDIR) == IN_OPEN) {
+      // An open changes no answer, so it does not move the epoch (every
+      // fact would be checked in full again after each reader's open). A
+      // file's open makes its next use probe for a writer (valid()); a
+      // directory's, or a file's in it, changes nothing.
+      if (n.dir && e.len > 0 && e.name[0] != '\0') return;
+      if (n.own_opens > 0) {
+        --n.own_opens;
+      } else if (!n.dir) {
+        n.open_pending = true;
+      }
+      return;
+    }
+    ++epoch;
     if (e.mask & IN_IGNORED) {
       n.dead = true;
       gone.push_back(std::move(it->second));
       nodes.erase(it);
-      return;
-    }
-    if (n.dir && (e.mask & IN_OPEN)) {
-      // Opening a directory, or a file in it, changes nothing.
-      if (e.len == 0 || e.name[0] == '\0') {
-        if (n.own_opens > 0) --n.own_opens;
-      }
       return;
     }
     if (n.dir) {
@@ -269,13 +275,7 @@ struct ValidationMemo::State {
       }
       return;
     }
-    if (e.mask & IN_OPEN) {
-      if (n.own_opens > 0) {
-        --n.own_opens;
-      } else {
-        n.open_pending = true;
-      }
-    }
+    if (e.mask & IN_OPEN) n.open_pending = true;  // not alone: taken as someone else's
     if (e.mask & kFileChanges) n.changed = epoch;
     if (e.mask & IN_ATTRIB) n.lease_denied = false;
   }
@@ -481,7 +481,8 @@ struct ValidationMemo::State {
   }
 
   bool valid(Fact& fact) REQUIRES(mutex) {
-    if (fact.verified == epoch) return true;  // nothing at all was reported since
+    // Nothing but opens was reported since, and not of this file.
+    if (fact.verified == epoch && !(fact.content && fact.content->open_pending)) return true;
     if (!quiet(fact, fact.stamp)) return false;
     if (fact.content && fact.content->open_pending) {
       // Opened by someone since it was read: believed again only if nobody

@@ -187,6 +187,45 @@ TEST_F(ValidationMemoTest, WriterThroughSharedMappingIsNeverBelieved) {
   EXPECT_EQ(look(h), digest_of("One\n"));
 }
 
+// An open alone does not move the memo's epoch (readers' opens would make
+// every fact be checked in full again), so a fact found valid just before a
+// writer opened the file must still see that open: the writer here has not
+// closed it, and its write through the mapping reports nothing.
+TEST_F(ValidationMemoTest, AWriterOpenedAfterAServedUseIsProbed) {
+  std::string h = m_dir + "/h.h";
+  put(h, "one\n");
+  look(h);
+  ASSERT_EQ(look(h), digest_of("one\n"));
+  ASSERT_EQ(look(h), digest_of("one\n"));  // found valid at the current epoch
+  int fd = ::open(h.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  void* map = ::mmap(nullptr, 4, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  static_cast<char*>(map)[0] = 'O';
+  uint64_t probes = m_memo->counters().probes;
+  EXPECT_EQ(look(h), std::nullopt);
+  EXPECT_EQ(m_memo->counters().probes, probes + 1);
+  ::munmap(map, 4);
+  ::close(fd);
+  EXPECT_EQ(look(h), std::nullopt);
+  EXPECT_EQ(look(h), digest_of("One\n"));
+}
+
+// A reader's open costs one writer probe at the next use, and nothing after.
+TEST_F(ValidationMemoTest, AReadersOpenCostsOneProbe) {
+  std::string h = m_dir + "/h.h";
+  put(h, "one\n");
+  look(h);
+  ASSERT_EQ(look(h), digest_of("one\n"));
+  int fd = ::open(h.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  uint64_t probes = m_memo->counters().probes;
+  EXPECT_EQ(look(h), digest_of("one\n"));
+  EXPECT_EQ(look(h), digest_of("one\n"));
+  EXPECT_EQ(m_memo->counters().probes, probes + 1);
+}
+
 TEST_F(ValidationMemoTest, NothingKeptWithoutEvents) {
   ValidationMemo::Options options = at_once();
   options.drop_events = true;

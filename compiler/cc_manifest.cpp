@@ -121,7 +121,8 @@ std::shared_ptr<const ParsedManifest> Planner::Impl::parsed_manifest(const Diges
   std::optional<Manifest> manifest = parse_manifest(blob);
   if (!manifest) return nullptr;
   auto parsed = std::make_shared<ParsedManifest>();
-  for (ManifestEntry& e : manifest->entries) parsed->entries.push_back(parse_entry(direct, std::move(e)));
+  for (ManifestEntry& e : manifest->entries)
+    parsed->entries.push_back(parse_entry(direct, std::move(e)));
   MutexLock lock(&mutex);
   if (parsed_manifests.size() >= kMaxParsedManifests) parsed_manifests.clear();
   parsed_manifests.emplace(key, parsed);

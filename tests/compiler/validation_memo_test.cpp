@@ -35,6 +35,22 @@ ValidationMemo::Options at_once() {
   return options;
 }
 
+// Opens `path` read-write, maps its first 4 bytes shared and writes 'O'
+// through the mapping, which no event reports. The descriptor is left open
+// in *keep_fd, or closed when keep_fd is null. MAP_FAILED: it could not.
+void* write_through_mapping(const std::string& path, int* keep_fd) {
+  int fd = ::open(path.c_str(), O_RDWR);
+  if (fd < 0) return MAP_FAILED;
+  void* map = ::mmap(nullptr, 4, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (map != MAP_FAILED) static_cast<char*>(map)[0] = 'O';
+  if (keep_fd && map != MAP_FAILED) {
+    *keep_fd = fd;
+  } else {
+    ::close(fd);
+  }
+  return map;
+}
+
 ValidationMemo::Item file_item(const std::string& abs) {
   ValidationMemo::Item item;
   item.abs = abs;
@@ -172,12 +188,8 @@ TEST_F(ValidationMemoTest, WriterThroughSharedMappingIsNeverBelieved) {
   put(h, "one\n");
   look(h);
   ASSERT_EQ(look(h), digest_of("one\n"));
-  int fd = ::open(h.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0);
-  void* map = ::mmap(nullptr, 4, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* map = write_through_mapping(h, nullptr);
   ASSERT_NE(map, MAP_FAILED);
-  ::close(fd);
-  static_cast<char*>(map)[0] = 'O';  // no event for this write
   uint64_t probes = m_memo->counters().probes;
   EXPECT_EQ(look(h), std::nullopt);  // opened since: probed, a writer holds it
   EXPECT_EQ(m_memo->counters().probes, probes + 1);
@@ -197,11 +209,9 @@ TEST_F(ValidationMemoTest, AWriterOpenedAfterAServedUseIsProbed) {
   look(h);
   ASSERT_EQ(look(h), digest_of("one\n"));
   ASSERT_EQ(look(h), digest_of("one\n"));  // found valid at the current epoch
-  int fd = ::open(h.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0);
-  void* map = ::mmap(nullptr, 4, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int fd = -1;
+  void* map = write_through_mapping(h, &fd);
   ASSERT_NE(map, MAP_FAILED);
-  static_cast<char*>(map)[0] = 'O';
   uint64_t probes = m_memo->counters().probes;
   EXPECT_EQ(look(h), std::nullopt);
   EXPECT_EQ(m_memo->counters().probes, probes + 1);

@@ -202,7 +202,10 @@ class WorkerPoolTest(WorkerPoolCase):
         self.assertEqual(left, [], "processes of the job left after Ctrl-C")
         for pid in busy_workers:
             wait_until(lambda: pid_gone(pid), f"worker {pid} running a job of the interrupted job", timeout=60)
-        self.wait_status(lambda s: s["worker_pool"]["busy"] == 0, "the pool to be idle")
+        try:
+            self.wait_status(lambda s: s["worker_pool"]["busy"] == 0, "the pool to be idle")
+        except AssertionError as e:  # seen once under load: name what is still busy
+            raise AssertionError(f"{e}; worker pool: {self.pool_status()}") from e
 
     def test_fallback_without_service(self):
         """The hooks are on but no service answers: Inductor's own pool

@@ -11,9 +11,8 @@ std::string base_name(const std::string& path) {
 }
 
 std::string absolute_path(const std::string& path, const std::string& cwd) {
-  if (!path.empty() && path[0] == '/') return path;
-  if (cwd.empty() || cwd.back() == '/') return cwd + path;
-  return cwd + "/" + path;
+  std::string scratch;
+  return absolute_in(path, cwd, scratch);
 }
 
 const std::string& absolute_in(const std::string& path, const std::string& cwd,

@@ -6,7 +6,8 @@
 # repository root:
 #   bench/peers/warm_stages.sh [TREE...]      TREE: leveldb (default), googletest, fmt, or a CMake source dir
 # Environment: BUILD_DIR (default build), ROUNDS (default 3), MEMO (default "on off"),
-# CCPOOL_BENCH_SOURCES (scripts/fetch-bench-sources.sh's directory).
+# CCPOOL_BENCH_SOURCES (scripts/fetch-bench-sources.sh's directory), READERS=1 (before each rebuild, another
+# process reads every file of /usr/include and of the tree, as other compiles on a node would).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=$(cd "${BUILD_DIR:-build}/bin" && pwd)
@@ -68,6 +69,7 @@ for tree in "${trees[@]}"; do
     echo "  cold build $(( ($(date +%s%N) - start) / 1000000 )) ms"
     for round in $(seq "$rounds"); do
       cmake --build "$dir/build" --target clean >/dev/null
+      if [[ ${READERS:-0} == 1 ]]; then find /usr/include "$src" -type f -exec cat {} + >/dev/null; fi
       before=$(snapshot)
       start=$(date +%s%N)
       "$bin/ccpool" run --socket "$sock" -- cmake --build "$dir/build" -j "$(nproc)" >/dev/null

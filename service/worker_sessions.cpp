@@ -121,9 +121,16 @@ void WorkerSessions::on_disconnect(uint64_t conn) {
     }
     m_sessions.erase(it);
   }
-  if (!pool_ids.empty())
-    spdlog::info("pool session closed with {} job(s) in flight: cancelled", pool_ids.size());
-  for (uint64_t id : pool_ids) m_pool.cancel(id);
+  if (pool_ids.empty()) return;
+  // Each job and what it was doing: a worker that stays busy after its
+  // session closed is then named in the log (torch.workers.ctrl_c).
+  std::string what;
+  for (uint64_t id : pool_ids) {
+    what += (what.empty() ? "" : "; ") + std::string("job ") + std::to_string(id) + " " +
+            m_pool.cancel(id);
+  }
+  spdlog::info("pool session {} closed with {} job(s) in flight, cancelled: {}", conn,
+               pool_ids.size(), what);
 }
 
 size_t WorkerSessions::sessions() const {

@@ -293,6 +293,10 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
       failure = run_one_locked(w);
     }
     uint64_t job_id = w.job;
+    // It takes no job from now on: a worker still kStarting with no job (one
+    // that failed to greet) would otherwise be handed one while it is reaped
+    // below, and that job would never end.
+    if (w.phase != Worker::Phase::kBusy) w.phase = Worker::Phase::kRetiring;
     lock.unlock();
     if (!failure) {  // retired: ask it to exit, and wait for its channel to close
       [[maybe_unused]] auto sent =
@@ -477,6 +481,38 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
     jobs.erase(job.id);
   }
 
+  // What a job is doing, for the log (WorkerPool::cancel).
+  std::string describe_locked(const Job& job) const REQUIRES(mutex) {
+    switch (job.phase) {
+      case Job::Phase::kQueued:
+        return "queued";
+      case Job::Phase::kFollowing:
+        for (const auto& [key, leader] : flights) {
+          auto it = jobs.find(leader);
+          if (it == jobs.end()) continue;
+          const auto& f = it->second->followers;
+          if (std::find(f.begin(), f.end(), job.id) != f.end())
+            return "following job " + std::to_string(leader);
+        }
+        return "following";
+      case Job::Phase::kWaitingForWorker:
+        return "waiting for a worker";
+      case Job::Phase::kAwaitingReady:
+        return "awaiting readiness";
+      case Job::Phase::kAssigned:
+        break;
+    }
+    for (const auto& w : workers) {
+      if (w->job != job.id || w->phase == Worker::Phase::kDead) continue;
+      const char* doing = w->phase == Worker::Phase::kBusy       ? "running"
+                          : w->phase == Worker::Phase::kStarting ? "starting"
+                                                                 : "exiting";
+      return std::string(doing) + " in worker pid " + std::to_string(w->process->pid()) +
+             " (killed)";
+    }
+    return "assigned to no live worker";
+  }
+
   void fail_job(uint64_t job_id, const std::string& why) {
     Effects fx;
     {
@@ -565,17 +601,19 @@ uint64_t WorkerPool::await_ready(std::shared_ptr<const Environment> env, Done do
   return id;
 }
 
-void WorkerPool::cancel(uint64_t job_id) {
+std::string WorkerPool::cancel(uint64_t job_id) {
   State& s = *m_state;
   Effects fx;
   pool::JobId queued = 0;
+  std::string what;
   {
     MutexLock lock(&s.mutex);
     auto it = s.jobs.find(job_id);
-    if (it == s.jobs.end()) return;
+    if (it == s.jobs.end()) return "ended";
     Job& job = *it->second;
     job.cancelled = true;
     job.done = nullptr;
+    what = s.describe_locked(job);
     switch (job.phase) {
       case Job::Phase::kFollowing:
         for (auto& [key, leader] : s.flights) {
@@ -615,6 +653,7 @@ void WorkerPool::cancel(uint64_t job_id) {
     if (it != s.jobs.end()) s.end_job_locked(*it->second, std::nullopt, fx);
   }
   s.run(fx);
+  return what;
 }
 
 void WorkerPool::warm(std::shared_ptr<const Environment> env) {

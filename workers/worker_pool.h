@@ -95,8 +95,10 @@ class WorkerPool {
   // when none of `env` is alive and the bound has room; otherwise nothing.
   void warm(std::shared_ptr<const Environment> env);
   // The requester is gone: the job leaves the queue, or its worker is killed.
-  // Its `done` never runs after this returns.
-  void cancel(uint64_t job_id);
+  // Its `done` never runs after this returns. Returns what the job was doing,
+  // for the log: "queued", "following job 7", "waiting for a worker",
+  // "awaiting readiness", "running in worker pid 123 (killed)", "ended".
+  std::string cancel(uint64_t job_id);
   // Retires workers idle longer than idle_timeout and joins finished threads.
   void tick();
   WorkerPoolStats stats() const;

@@ -201,11 +201,19 @@ class WorkerPoolTest(WorkerPoolCase):
                 if not pid_gone(p) and p not in service and "ccpool._worker" not in " ".join(cmdline(p))]
         self.assertEqual(left, [], "processes of the job left after Ctrl-C")
         for pid in busy_workers:
-            wait_until(lambda: pid_gone(pid), f"worker {pid} running a job of the interrupted job", timeout=60)
+            # Reaped, not only dead: the service's thread of a worker reaps it once
+            # it has seen the worker's channel close (a zombie child of the
+            # service is not gone; a thread stuck before the reap shows here).
+            wait_until(lambda: all(pid_gone(pid, s) for s in service),
+                       f"worker {pid} running a job of the interrupted job to be killed and reaped", timeout=60)
         try:
             self.wait_status(lambda s: s["worker_pool"]["busy"] == 0, "the pool to be idle")
         except AssertionError as e:  # seen once under load: name what is still busy
-            raise AssertionError(f"{e}; worker pool: {self.pool_status()}") from e
+            # The service logs each closed session's jobs and what each was doing
+            # (running in which worker pid, queued, following which job).
+            sessions = [line for line in self.service_log().splitlines() if "pool session" in line]
+            raise AssertionError(f"{e}; busy workers {busy_workers}; worker pool: {self.pool_status()}; "
+                                 f"service log:\n" + "\n".join(sessions[-20:])) from e
 
     def test_fallback_without_service(self):
         """The hooks are on but no service answers: Inductor's own pool

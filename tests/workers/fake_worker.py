@@ -9,7 +9,9 @@ commands instead of pickles, so the tests need no torch.
   exit:N         exits with status N without answering
   garbage        sends a frame header declaring 2**31 bytes
 Every answer is "<TEXT>@<pid>"; the result's stats count one "jobs" and
-report the worker's peak RSS. FAKE_WORKER_HELLO=0 makes it exit before hello.
+report the worker's peak RSS. FAKE_WORKER_HELLO=0 makes it exit before hello;
+FAKE_WORKER_HELLO=close:FILE makes it close its channel without a hello, create
+FILE, and exit 1.5 s later (a worker that failed to start, still exiting).
 """
 import json
 import os
@@ -23,7 +25,13 @@ HEADER = struct.Struct("<B3xQI")
 
 
 def main():
-    if os.environ.get("FAKE_WORKER_HELLO") == "0":
+    hello = os.environ.get("FAKE_WORKER_HELLO", "")
+    if hello == "0":
+        return 3
+    if hello.startswith("close:"):
+        os.close(3)
+        open(hello.split(":", 1)[1], "w").close()
+        time.sleep(1.5)
         return 3
     chan = socket.socket(fileno=3)
     if os.environ.get("FAKE_WORKER_RECORD"):

@@ -41,9 +41,9 @@ class Results {
       m_cv.notify_all();
     };
   }
-  JobResult wait(const std::string& name) {
+  JobResult wait(const std::string& name, std::chrono::seconds bound = 60s) {
     std::unique_lock lock(m_mutex);
-    bool got = m_cv.wait_for(lock, 60s, [&] { return m_results.count(name) > 0; });
+    bool got = m_cv.wait_for(lock, bound, [&] { return m_results.count(name) > 0; });
     EXPECT_TRUE(got) << "no result for " << name;
     return got ? m_results[name] : JobResult{JobStatus::kFailed, false, {}, "no result"};
   }
@@ -214,7 +214,7 @@ TEST_F(WorkerPoolTest, CancellingARunningJobKillsItsWorkerAndNeverAnswers) {
   submit("follower", "echo:follower", "k", e);
   pid_t worker = wait_for_running(gate);
   ASSERT_NE(worker, 0);
-  m_pool->cancel(id);
+  EXPECT_EQ(m_pool->cancel(id), "running in worker pid " + std::to_string(worker) + " (killed)");
   EXPECT_TRUE(pid_gone(worker)) << "the cancelled job's worker " << worker << " still runs";
   JobResult f = m_results.wait("follower");  // the lead passed on
   EXPECT_EQ(f.status, JobStatus::kDone);
@@ -230,12 +230,12 @@ TEST_F(WorkerPoolTest, CancellingAQueuedOrFollowingJobLeavesTheOthersAlone) {
   std::string gate = m_dir + "/gate";
   std::filesystem::create_directories(gate);
   auto e = env();
-  submit("running", "gate:" + gate + ":running", "k", e);
+  uint64_t running = submit("running", "gate:" + gate + ":running", "k", e);
   uint64_t follower = submit("follower", "echo:follower", "k", e);
   uint64_t queued = submit("queued", "echo:queued", "", e);
   submit("last", "echo:last", "", e);
-  m_pool->cancel(follower);
-  m_pool->cancel(queued);
+  EXPECT_EQ(m_pool->cancel(follower), "following job " + std::to_string(running));
+  EXPECT_EQ(m_pool->cancel(queued), "queued");  // the only slot is the running job's
   std::ofstream(gate + "/go").close();
   EXPECT_EQ(m_results.wait("running").status, JobStatus::kDone);
   EXPECT_EQ(m_results.wait("last").status, JobStatus::kDone);
@@ -333,6 +333,24 @@ TEST_F(WorkerPoolTest, AWorkerThatNeverGreetsOrLiesFailsItsJobOnly) {
   EXPECT_NE(g.message.find("over the bound"), std::string::npos) << g.message;
   submit("fine", "echo:fine");  // the pool goes on
   EXPECT_EQ(m_results.wait("fine").status, JobStatus::kDone);
+}
+
+// A warmed worker that closed its channel without a hello is still exiting
+// (reaped with a grace) when a job of its environment arrives: the job must
+// not be handed to it (it was, and was never answered nor could be cancelled).
+TEST_F(WorkerPoolTest, AJobNeverGoesToAWorkerThatFailedToStart) {
+  start(2);
+  std::string closed = m_dir + "/closed";
+  auto e = env({"FAKE_WORKER_HELLO=close:" + closed});
+  m_pool->warm(e);
+  for (int i = 0; i < 1000 && !std::filesystem::exists(closed); ++i)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(std::filesystem::exists(closed));
+  std::this_thread::sleep_for(200ms);  // the pool has seen the channel close; the worker lingers
+  submit("j", "echo:j", "", e);
+  JobResult r = m_results.wait("j", 20s);
+  EXPECT_EQ(r.status, JobStatus::kFailed);
+  EXPECT_NE(r.message.find("did not start"), std::string::npos) << r.message;
 }
 
 TEST_F(WorkerPoolTest, AJobPastTheTimeoutFailsAndItsWorkerIsKilled) {

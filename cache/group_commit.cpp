@@ -64,6 +64,43 @@ Result<void> GroupCommitter::put(const Digest& key, const Entry& entry) {
   return result.get();
 }
 
+std::vector<Result<void>> GroupCommitter::put_all(const std::vector<PutRef>& puts) {
+  std::vector<Result<void>> results(puts.size(), ok());
+  // Completions run in submission order on the writer thread, so the last
+  // queued one runs after every other: it alone wakes this thread.
+  std::promise<void> all_done;
+  std::future<void> finished = all_done.get_future();
+  std::vector<Pending> pending;
+  pending.reserve(puts.size());
+  for (size_t i = 0; i < puts.size(); ++i) {
+    Result<PreparedPut> prepared = m_store.prepare_put(puts[i].key, puts[i].entry);
+    if (!prepared) {
+      results[i] = tl::unexpected(std::move(prepared.error()));
+      continue;
+    }
+    pending.push_back(Pending{std::move(*prepared),
+                              [&results, i](const Result<void>& r) { results[i] = r; },
+                              raw_bytes(puts[i].entry)});
+  }
+  if (pending.empty()) return results;
+  Done last = std::move(pending.back().done);
+  pending.back().done = [&all_done, last = std::move(last)](const Result<void>& r) {
+    last(r);
+    all_done.set_value();
+  };
+  {
+    MutexLock lock(&m_mutex);
+    for (Pending& p : pending) {
+      m_queued_bytes += p.bytes;
+      m_queue.push_back(std::move(p));
+    }
+    m_commit_now = true;  // the group is complete: nothing to wait for
+  }
+  m_wake.signal();
+  finished.get();
+  return results;
+}
+
 void GroupCommitter::commit_queued() {
   {
     MutexLock lock(&m_mutex);

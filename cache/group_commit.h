@@ -71,6 +71,16 @@ class GroupCommitter {
   void submit(const Digest& key, const Entry& entry, Done done);
   // submit() and wait for the batch holding it. Never call from a completion.
   Result<void> put(const Digest& key, const Entry& entry);
+  // Puts that belong together (a result and the manifest naming it), queued
+  // next to each other and committed at once, without waiting out max_delay:
+  // one transaction unless max_entries, max_bytes or a full map splits them,
+  // and then in order. Waits for all; one result per put, in order. A put that
+  // cannot be prepared fails alone, as in submit(). Never call from a completion.
+  struct PutRef {
+    const Digest& key;
+    const Entry& entry;
+  };
+  std::vector<Result<void>> put_all(const std::vector<PutRef>& puts);
   // What is queued now commits without waiting out max_delay: a submitter
   // that knows it has nothing more to add for a while (the Redis front's loop
   // after a pass over its sockets) says so.

@@ -53,25 +53,43 @@ enum class HitStage { kHandoff, kPlan, kLookup, kFetch, kDeliver, kReply, kCount
 constexpr std::array<const char*, static_cast<size_t>(HitStage::kCount)> kHitStageNames = {
     "handoff", "plan", "lookup", "fetch", "deliver", "reply"};
 
-// One hit's stage times, taken on the thread that serves it and added to the
-// service's sums only if it was a node-store hit.
-class HitTimer {
+// Where a miss's service-side time goes, for a flight that ran its tool and
+// stored the result (status JSON `miss_stages_us`, `timed_misses`): `start`
+// (the leader's request to the tool's spawn: planning, the manifest lookup,
+// the pool's admission, the work dir), `run` (the tool, traced), `handoff`
+// (its exit to the request thread that concludes it), `collect` (reading the
+// outputs and the record, hashing what the tool read, learning the entry's
+// facts), `store` (the result and its manifest committed), `deliver` (writing
+// every waiter's outputs and replying). Everything but `run` is ccpool's
+// overhead on a cold build.
+enum class MissStage { kStart, kRun, kHandoff, kCollect, kStore, kDeliver, kCount };
+constexpr std::array<const char*, static_cast<size_t>(MissStage::kCount)> kMissStageNames = {
+    "start", "run", "handoff", "collect", "store", "deliver"};
+
+// One request's stage times, taken on the threads that serve it and added to
+// the service's sums only when it counts (a node-store hit; a stored miss).
+template <typename Stage>
+class StageTimer {
  public:
   using Clock = std::chrono::steady_clock;
-  explicit HitTimer(Clock::time_point start) : m_last(start) {}
+  explicit StageTimer(Clock::time_point start) : m_last(start) {}
   // The time since the previous mark (or the start) is `stage`'s.
-  void mark(HitStage stage) {
-    Clock::time_point now = Clock::now();
+  void mark(Stage stage) { mark_at(stage, Clock::now()); }
+  // The same, for a stage that ended at `at` (on another thread).
+  void mark_at(Stage stage, Clock::time_point at) {
+    if (at < m_last) at = m_last;
     m_ns[static_cast<size_t>(stage)] += static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(now - m_last).count());
-    m_last = now;
+        std::chrono::duration_cast<std::chrono::nanoseconds>(at - m_last).count());
+    m_last = at;
   }
-  const std::array<uint64_t, kHitStageNames.size()>& ns() const { return m_ns; }
+  const std::array<uint64_t, static_cast<size_t>(Stage::kCount)>& ns() const { return m_ns; }
 
  private:
   Clock::time_point m_last;
-  std::array<uint64_t, kHitStageNames.size()> m_ns{};
+  std::array<uint64_t, static_cast<size_t>(Stage::kCount)> m_ns{};
 };
+using HitTimer = StageTimer<HitStage>;
+using MissTimer = StageTimer<MissStage>;
 
 struct Counters {
   std::atomic<uint64_t> requests{0};  // exec requests received
@@ -99,6 +117,13 @@ struct Counters {
   void add_hit_stages(const HitTimer& timer) {
     for (size_t i = 0; i < kHitStageNames.size(); ++i)
       hit_stage_ns[i].fetch_add(timer.ns()[i], std::memory_order_relaxed);
+  }
+  std::atomic<uint64_t> timed_misses{0};  // the misses in miss_stage_ns
+  std::array<std::atomic<uint64_t>, kMissStageNames.size()> miss_stage_ns{};
+  void add_miss_stages(const MissTimer& timer) {
+    for (size_t i = 0; i < kMissStageNames.size(); ++i)
+      miss_stage_ns[i].fetch_add(timer.ns()[i], std::memory_order_relaxed);
+    timed_misses.fetch_add(1, std::memory_order_relaxed);
   }
   // `passthrough` and `not_stored` split by reason code; each snapshot() is a
   // plain std::map<std::string, uint64_t> (status JSON, metrics exporters).

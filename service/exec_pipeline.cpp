@@ -245,6 +245,7 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   waiter.work_dir = std::move(work_dir);
   waiter.argv = std::move(creq.argv);
   waiter.view = std::move(*view);
+  waiter.received = received;
   bool cacheable = waiter.plan.kind != compiler::PlanKind::kPassthrough;
   if (!cacheable) {
     ++m_deps.counters.passthrough;
@@ -314,6 +315,7 @@ std::shared_ptr<Flight> flight_for(const Waiter& waiter) {
   flight->view = waiter.view;
   flight->waiters_argv = waiter.argv;
   flight->fairness_id = waiter.fairness_id;
+  flight->received = waiter.received;
   return flight;
 }
 
@@ -467,7 +469,9 @@ void ExecPipeline::start(const std::shared_ptr<Flight>& flight, pool::JobId job)
     }
     if (failure.empty()) {
       flight->started = std::chrono::system_clock::now();
+      flight->spawned = std::chrono::steady_clock::now();
       pid = m_deps.runner.spawn(spec, flight->id, [this, flight, job](pool::ProcessResult result) {
+        flight->exited = std::chrono::steady_clock::now();
         m_deps.scheduler.finish(job, result.max_rss_kb);
         auto post = [this, flight, result = std::move(result)]() mutable {
           m_deps.scheduler.run_in_arena(
@@ -538,14 +542,25 @@ void ExecPipeline::finish_flight(const std::shared_ptr<Flight>& flight,
     retire(*flight);
     return;
   }
+  MissTimer timer(flight->received);
+  timer.mark_at(MissStage::kStart, flight->spawned);
+  timer.mark_at(MissStage::kRun, flight->exited);
+  timer.mark(MissStage::kHandoff);
   RunOutcome run;
   {
     InView in_view(flight->view.get());  // the outputs and the record are in the leader's view
     run = collect(*flight, std::move(result));
   }
-  if (run.success && run.conclusion.finished.store) store(*flight, run);
+  timer.mark(MissStage::kCollect);
+  bool stored = run.success && run.conclusion.finished.store && store(*flight, run);
+  timer.mark(MissStage::kStore);
   deliver_run(*flight, run, m_flights.complete(flight));
+  timer.mark(MissStage::kDeliver);
   retire(*flight);
+  // Only flights that ran from a request of their own (not a lease wait's
+  // adoption, not a cancelled run) and stored what they made.
+  if (stored && flight->received != std::chrono::steady_clock::time_point{})
+    m_deps.counters.add_miss_stages(timer);
 }
 
 ExecPipeline::RunOutcome ExecPipeline::collect(const Flight& flight, pool::ProcessResult result) {
@@ -615,18 +630,33 @@ bool ExecPipeline::store(const Flight& flight, const RunOutcome& run) {
     ++m_deps.counters.store_errors;
     return false;
   }
-  if (auto put = m_deps.storage.put(run.conclusion.finished.result_key, run.entry); !put) {
-    spdlog::warn("cannot store a result (carrying on without caching): {}", put.error().message);
-    ++m_deps.counters.store_errors;
-    return false;
+  const Digest& result_key = run.conclusion.finished.result_key;
+  if (!run.conclusion.manifest) {
+    if (auto put = m_deps.storage.put(result_key, run.entry); !put) {
+      spdlog::warn("cannot store a result (carrying on without caching): {}", put.error().message);
+      ++m_deps.counters.store_errors;
+      return false;
+    }
+    return true;
   }
-  if (!run.conclusion.manifest) return true;
+  // The result and the manifest naming it, in one commit (a miss pays one
+  // fsync, and no reader sees one without the other).
   cache::Entry blob;
   blob.kind = cache::EntryKind::kBlob;
   blob.label = "manifest";
   blob.outputs.push_back(cache::Output{"manifest", 0644, 0, {}, *run.conclusion.manifest});
-  if (auto put = m_deps.storage.put(flight.key, blob); !put) {
-    spdlog::warn("cannot store a manifest: {}", put.error().message);
+  std::vector<Result<void>> put =
+      m_deps.storage.put_all({{result_key, run.entry}, {flight.key, blob}});
+  if (!put[0]) {
+    spdlog::warn("cannot store a result (carrying on without caching): {}", put[0].error().message);
+    ++m_deps.counters.store_errors;
+    // A full map can split the pair and commit the manifest alone: one that
+    // names no result only misses, but it is not left behind.
+    if (put[1]) (void)m_deps.storage.local().remove(flight.key);
+    return false;
+  }
+  if (!put[1]) {
+    spdlog::warn("cannot store a manifest: {}", put[1].error().message);
     ++m_deps.counters.store_errors;
   }
   return true;

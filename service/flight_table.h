@@ -42,6 +42,7 @@ struct Waiter {
   // The requester's filesystem view when it is not the service's (null):
   // its plan, lookup and delivery run inside it (service/mount_view.h).
   std::shared_ptr<const MountView> view;
+  std::chrono::steady_clock::time_point received;  // its request decoded (miss stages)
 };
 
 // The flight table's lock: it guards the table's maps and the GUARDED_BY
@@ -70,6 +71,10 @@ struct Flight {
   std::atomic<bool> lease_held{false};            // cross-node lease taken by this node
   std::atomic<bool> retired{false};               // work dir removed and lease released (once)
   std::chrono::system_clock::time_point started;  // set when the tool is spawned
+  // The miss stages' marks (service/counters.h MissStage): the leader's
+  // request decoded, the tool spawned, its exit seen (each written before the
+  // step that reads it is posted).
+  std::chrono::steady_clock::time_point received, spawned, exited;
 
   State state GUARDED_BY(g_flight_mutex) = State::kQueued;
   std::vector<Waiter> waiters GUARDED_BY(g_flight_mutex);

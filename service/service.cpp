@@ -408,6 +408,15 @@ nlohmann::json Service::Impl::status() {
                    : 0.0;
   }
   j["hit_stages_us"] = stages;
+  uint64_t timed_misses = counters.timed_misses.load();
+  nlohmann::json miss_stages = nlohmann::json::object();  // the mean per stored miss
+  for (size_t i = 0; i < kMissStageNames.size(); ++i) {
+    miss_stages[kMissStageNames[i]] =
+        timed_misses ? static_cast<double>(counters.miss_stage_ns[i].load()) / timed_misses / 1000.0
+                     : 0.0;
+  }
+  j["timed_misses"] = timed_misses;
+  j["miss_stages_us"] = miss_stages;
   j["join_reruns"] = counters.join_reruns.load();
   cache::GroupCommitStats commits = storage->commit_stats();  // group commit: puts per transaction
   j["store_commits"] = commits.batches;

@@ -70,6 +70,14 @@ Result<void> Storage::put(const Digest& key, const cache::Entry& entry) {
   return ok();
 }
 
+std::vector<Result<void>> Storage::put_all(const std::vector<cache::GroupCommitter::PutRef>& puts) {
+  std::vector<Result<void>> results = m_commit->put_all(puts);
+  // In order, up to the first that failed: the tier never holds a put whose
+  // predecessor (the result a manifest names) it lacks.
+  for (size_t i = 0; i < puts.size() && results[i]; ++i) write_behind(puts[i].key);
+  return results;
+}
+
 void Storage::put_async(const Digest& key, const cache::Entry& entry, PutDone done) {
   m_commit->submit(key, entry, [this, key, done = std::move(done)](const Result<void>& r) {
     if (done) done(r);  // the reply does not wait for the tier

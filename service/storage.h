@@ -69,6 +69,10 @@ class Storage {
   // Node store, then write-behind to the tier. False when the node store
   // refused the write (logged); the tier is then not written either.
   Result<void> put(const Digest& key, const cache::Entry& entry);
+  // put() of puts that belong together, in one commit where they fit
+  // (cache::GroupCommitter::put_all); written behind to the tier in order, up
+  // to the first that failed. One result per put, in order.
+  std::vector<Result<void>> put_all(const std::vector<cache::GroupCommitter::PutRef>& puts);
   // put() without waiting: `done` runs once, on the committer's thread, after
   // the batch holding this put committed (or failed); keep it short.
   using PutDone = std::function<void(const Result<void>&)>;

@@ -200,6 +200,50 @@ TEST(GroupCommitTest, CommitQueuedEndsTheBatchDelay) {
   EXPECT_EQ(value_of(*store, test_key(4)), "d");
 }
 
+// A result and its manifest: one transaction, committed at once even when the
+// committer would wait for company (the batch before had two members).
+TEST(GroupCommitTest, PutAllCommitsItsPutsTogetherWithoutWaitingForCompany) {
+  auto store = open_store();
+  GatedWriter gate(*store);
+  GroupCommitOptions options;
+  options.max_delay = std::chrono::hours(1);
+  GroupCommitter committer(*store, gate.writer(), options);
+  gate.release();
+  Entry first = blob("first"), second = blob("second");
+  std::vector<Result<void>> put = committer.put_all({{test_key(0), first}, {test_key(1), second}});
+  ASSERT_EQ(put.size(), 2u);
+  EXPECT_TRUE(put[0] && put[1]);
+  // The last batch had two members; a second put_all must not wait an hour.
+  auto again = std::async(std::launch::async, [&] {
+    return committer.put_all({{test_key(2), first}, {test_key(3), second}});
+  });
+  std::future_status waited = again.wait_for(std::chrono::seconds(60));
+  if (waited != std::future_status::ready) committer.commit_queued();  // end it, then fail
+  EXPECT_EQ(waited, std::future_status::ready) << "put_all waited out max_delay";
+  EXPECT_TRUE(again.get()[1]);
+  EXPECT_EQ(gate.sizes(), (std::vector<size_t>{2, 2}));
+  EXPECT_EQ(value_of(*store, test_key(1)), "second");
+  EXPECT_EQ(value_of(*store, test_key(3)), "second");
+}
+
+TEST(GroupCommitTest, PutAllFailsAPutThatCannotBePreparedAlone) {
+  StoreOptions options = testing::options();
+  options.max_size = 64 * 1024;
+  auto store = open_store(options);
+  GroupCommitter committer(*store);
+  Entry huge = make_entry("huge", 200 * 1024, 2), small = make_entry("small", 1000, 1);
+  std::vector<Result<void>> put = committer.put_all({{test_key(1), small}, {test_key(2), huge}});
+  ASSERT_EQ(put.size(), 2u);
+  EXPECT_TRUE(put[0]);
+  ASSERT_FALSE(put[1]);
+  EXPECT_EQ(put[1].error().code, ErrorCode::kFull);
+  EXPECT_EQ(store->stats()->entries, 1u);
+  // Nothing preparable: nothing queued, nothing waited for.
+  std::vector<Result<void>> none = committer.put_all({{test_key(3), huge}});
+  ASSERT_FALSE(none[0]);
+  EXPECT_EQ(committer.stats().batches, 1u);
+}
+
 // A superseded put is not "stored" unless the put that superseded it was.
 TEST(GroupCommitTest, ASupersededPutFailsWithThePutThatSupersededIt) {
   auto store = open_store();

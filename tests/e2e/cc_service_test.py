@@ -166,6 +166,32 @@ class CcServiceBase(E2ECase):
         self.assert_delta(before, misses=1)
         self.assertEqual(self.bytes_of("p.o"), want)
 
+    def test_a_miss_is_one_commit_and_its_stages_are_timed(self):
+        """A direct-mode miss stores its result and the manifest naming it in
+        one transaction (one fsync per miss), and `ccpool status` says where
+        each stored miss's time went; a hit commits nothing."""
+        self.start_service(jobs=2)
+        self.compile_warmup("-c")
+        self.put("inc/h.h", HEADER)
+        before = self.status()
+        for i in range(3):
+            self.put(f"m{i}.cpp", WARN_SRC + f"int m{i}() {{ return {i}; }}\n")
+            args = [self.CXX, "-O2", "-DVALUE=5", "-c", f"m{i}.cpp", "-o", f"m{i}.o"]
+            self.assertEqual(self.via(args), self.direct(args))
+        self.assertEqual(self.via(args), self.direct(args))  # a hit
+        after = self.status()
+        self.assertEqual(after["misses"] - before["misses"], 3)
+        self.assertEqual(after["hits"] - before["hits"], 1)
+        self.assertEqual(after["store_committed_puts"] - before["store_committed_puts"], 6,
+                         "a result and a manifest per miss")
+        self.assertEqual(after["store_commits"] - before["store_commits"], 3, "one commit per miss")
+        self.assertEqual(after["timed_misses"] - before["timed_misses"], 3)
+        stages = after["miss_stages_us"]
+        self.assertEqual(sorted(stages), sorted(["start", "run", "handoff", "collect", "store",
+                                                 "deliver"]))
+        self.assertGreater(stages["run"], 0)
+        self.assertGreater(stages["store"], 0)
+
     def test_mmd_depfiles_are_cached(self):
         """make's -MMD -MP auto-dependencies through the service: miss then hit,
         object and .d byte-identical to the direct compile (system headers

@@ -18,6 +18,16 @@ void register_service_commands(CLI::App& app);  // serve, status, stop, exec
 void register_launch_commands(CLI::App& app);   // run, env
 void register_explain_command(CLI::App& app);   // explain
 
+// The top-level description, shared by ccpool-cli and the static front door
+// (cli/dispatch.cpp), which serves `run` and `env` with the same commands.
+inline constexpr const char* kAppDescription =
+    "ccpool: one bounded, deduplicating compile pool per node";
+
+// Parses argv with `app` (its commands registered) and runs the chosen
+// command; returns the exit code. An unknown command word is a usage error
+// naming it. Implemented in cli/app_common.cpp.
+int run_app(CLI::App& app, int argc, char** argv);
+
 // Prints "ccpool: <message>" to stderr and throws CLI::RuntimeError(code).
 [[noreturn]] void fail(int code, const std::string& message);
 

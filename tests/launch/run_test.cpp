@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <sys/prctl.h>
 
+#include <climits>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "launch/supervisor.h"
@@ -177,6 +179,25 @@ TEST_F(RunTest, JobEnvironmentHasFairShareAndKeepsUserValues) {
                  "--nproc-per-node", "4"},
                 user, m_dir);
   EXPECT_EQ(r.output, "32 2 libccpool-shim.so\n");
+}
+
+// `run` and `env` are served by the static front door itself (cli/dispatch.cpp),
+// not by exec'ing the dynamically linked ccpool-cli: the job's parent, the
+// supervisor, is the `ccpool` binary; and both binaries print the same help.
+TEST_F(RunTest, TheFrontDoorServesRunWithoutTheFullCli) {
+  ChildOutput r =
+      run_child({build_binary("ccpool"), "run", "--", "/bin/sh", "-c", "readlink /proc/$PPID/exe"},
+                env(), m_dir);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  char real[PATH_MAX];
+  ASSERT_NE(::realpath(build_binary("ccpool").c_str(), real), nullptr);
+  EXPECT_EQ(r.output, std::string(real) + "\n");
+  for (std::string command : {"run", "env"}) {
+    ChildOutput front = run_child({build_binary("ccpool"), command, "--help"}, env(), m_dir);
+    ChildOutput full = run_child({build_binary("ccpool-cli"), command, "--help"}, env(), m_dir);
+    EXPECT_EQ(front.exit_code, 0) << front.output;
+    EXPECT_EQ(front.output, full.output) << command;
+  }
 }
 
 TEST_F(RunTest, EnvJsonParses) {

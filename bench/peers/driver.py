@@ -21,6 +21,25 @@ class Ctx:
     pass
 
 
+def settle(quiet_runnable=2, quiet_for=5, bound_s=180):
+    """Waits until the machine is quiet before a workload: the runnable
+    threads (/proc/loadavg's 4th field, this process included) at most
+    `quiet_runnable` in `quiet_for` consecutive 1 s samples, for at most
+    `bound_s` seconds. Workload a's R = 8 rows leave a burst of compilers
+    behind them that would otherwise land on workload b's latencies. Returns
+    what it waited and the load it found, for meta.json."""
+    start, quiet = time.monotonic(), 0
+    load_before = os.getloadavg()[0]
+    while quiet < quiet_for and time.monotonic() - start < bound_s:
+        with open("/proc/loadavg") as f:
+            runnable = int(f.read().split()[3].split("/")[0])
+        quiet = quiet + 1 if runnable <= quiet_runnable else 0
+        time.sleep(1)
+    waited = round(time.monotonic() - start, 1)
+    return {"waited_s": waited, "quiet": quiet >= quiet_for, "load1_before": load_before,
+            "load1_after": os.getloadavg()[0]}
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build", required=True, help="build dir with bin/ccpool, bin/ccpool-client, lib/libccpool-shim.so")
@@ -62,9 +81,12 @@ def main():
     contenders = cmod.make_all(ctx, set(a.contenders.split(",")))
     t_start = time.monotonic()
     try:
+        meta["settle"] = {}
         for key, fn in (("a", workload_a), ("b", workload_b), ("c", workload_c), ("d", workload_d)):
             if key in only:
-                log(f"== workload {key}")
+                waited = meta["settle"][key] = settle()
+                log(f"== workload {key} (waited {waited['waited_s']} s for a quiet machine: "
+                    f"{'quiet' if waited['quiet'] else 'still busy'}, load {waited['load1_after']:.1f})")
                 fn(ctx, contenders, results)
     finally:
         for c in contenders:

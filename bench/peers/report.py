@@ -388,7 +388,12 @@ def section_machine(meta):
         f"ninja {meta['ninja']}",
         f"- command: `{meta['command']}`",
     ] + ([f"- `/proc/loadavg` recorded by `scripts/bench.sh` (`when date 1-min 5-min 15-min runnable/threads last-pid`): "
-          + "; ".join(f"`{line}`" for line in meta["loadavg"])] if meta.get("loadavg") else []))
+          + "; ".join(f"`{line}`" for line in meta["loadavg"])] if meta.get("loadavg") else [])
+      + ([f"- before each workload the driver waited for a quiet machine (at most 2 runnable threads for 5 s, "
+          f"bounded by 180 s): "
+          + "; ".join(f"{k}: {v['waited_s']:.0f} s, {'quiet' if v['quiet'] else 'still busy'}, load "
+                      f"{v['load1_before']:.1f} → {v['load1_after']:.1f}" for k, v in meta["settle"].items())]
+         if meta.get("settle") else []))
 
 
 def section_targets(rows, meta):

@@ -630,32 +630,27 @@ bool ExecPipeline::store(const Flight& flight, const RunOutcome& run) {
     ++m_deps.counters.store_errors;
     return false;
   }
-  const Digest& result_key = run.conclusion.finished.result_key;
-  if (!run.conclusion.manifest) {
-    if (auto put = m_deps.storage.put(result_key, run.entry); !put) {
-      spdlog::warn("cannot store a result (carrying on without caching): {}", put.error().message);
-      ++m_deps.counters.store_errors;
-      return false;
-    }
-    return true;
-  }
   // The result and the manifest naming it, in one commit (a miss pays one
   // fsync, and no reader sees one without the other).
+  std::vector<cache::GroupCommitter::PutRef> puts{{run.conclusion.finished.result_key, run.entry}};
   cache::Entry blob;
-  blob.kind = cache::EntryKind::kBlob;
-  blob.label = "manifest";
-  blob.outputs.push_back(cache::Output{"manifest", 0644, 0, {}, *run.conclusion.manifest});
-  std::vector<Result<void>> put =
-      m_deps.storage.put_all({{result_key, run.entry}, {flight.key, blob}});
+  if (run.conclusion.manifest) {
+    blob.kind = cache::EntryKind::kBlob;
+    blob.label = "manifest";
+    blob.outputs.push_back(cache::Output{"manifest", 0644, 0, {}, *run.conclusion.manifest});
+    puts.push_back({flight.key, blob});
+  }
+  std::vector<Result<void>> put = m_deps.storage.put_all(puts);
+  bool manifest_stored = put.size() > 1 && put[1];
   if (!put[0]) {
     spdlog::warn("cannot store a result (carrying on without caching): {}", put[0].error().message);
     ++m_deps.counters.store_errors;
     // A full map can split the pair and commit the manifest alone: one that
     // names no result only misses, but it is not left behind.
-    if (put[1]) (void)m_deps.storage.local().remove(flight.key);
+    if (manifest_stored) (void)m_deps.storage.local().remove(flight.key);
     return false;
   }
-  if (!put[1]) {
+  if (put.size() > 1 && !manifest_stored) {
     spdlog::warn("cannot store a manifest: {}", put[1].error().message);
     ++m_deps.counters.store_errors;
   }

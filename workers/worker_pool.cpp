@@ -34,7 +34,8 @@ struct Worker {
   CondVar wake;  // bound to State::mutex
   // Guarded by State::mutex:
   Phase phase = Phase::kStarting;
-  uint64_t job = 0;  // the job it runs (or will, once started); 0: none
+  uint64_t job = 0;     // the job it runs (or will, once started); 0: none
+  bool killed = false;  // cancel() killed its process: it must not take another job
   Clock::time_point idle_since = Clock::now();
 };
 
@@ -358,8 +359,12 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
               }
               return split_result(std::move(frame.payload));
             });
+    if (result && options.result_arrived_for_test) options.result_arrived_for_test(job_id);
     Effects fx;
     mutex.lock();
+    if (w.killed) {  // cancelled while its result was on the way: the process is dead
+      return Error(ErrorCode::kUnreachable, "its job was cancelled and the worker killed");
+    }
     if (!result) {
       if (result.error().code == ErrorCode::kTimeout) {
         return Error(ErrorCode::kTimeout, "the job ran past the job timeout (--job-timeout)");
@@ -641,6 +646,7 @@ std::string WorkerPool::cancel(uint64_t job_id) {
         for (auto& w : s.workers) {
           if (w->job == job_id && w->phase != Worker::Phase::kDead) {
             ++s.stats.killed;
+            w->killed = true;
             w->process->kill();  // its thread sees the channel close and ends the job
           }
         }

@@ -53,6 +53,10 @@ struct WorkerPoolOptions {
       0};                                // 0: none; a job past it fails and its worker is killed
   std::vector<std::string> worker_argv;  // after the interpreter: e.g. {"-m", "ccpool._worker"}
   int output_fd = 2;                     // workers' stdout and stderr
+  // Tests only: runs on a worker's thread, without the pool's lock, when a
+  // job's result has arrived and before the pool takes it (a cancel() there
+  // is the race between a result and a kill).
+  std::function<void(uint64_t job_id)> result_arrived_for_test;
 };
 
 enum class JobStatus : uint8_t { kDone = 0, kFailed = 1 };

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -223,6 +224,47 @@ TEST_F(WorkerPoolTest, CancellingARunningJobKillsItsWorkerAndNeverAnswers) {
   EXPECT_EQ(s.cancelled, 1u);
   EXPECT_EQ(s.killed, 1u);
   EXPECT_EQ(s.busy, 0u);
+}
+
+// A cancel between a job's result arriving and the pool taking it kills the
+// worker after it answered: that worker must be reaped, never handed the next
+// job (which then failed "killed by signal 9").
+TEST_F(WorkerPoolTest, AWorkerKilledAsItsResultArrivesTakesNoOtherJob) {
+  pool::SchedulerOptions so;
+  so.jobs = 1;
+  so.mem_budget = 64ull << 30;
+  m_scheduler = std::make_unique<pool::Scheduler>(so);
+  std::atomic<bool> armed{true};
+  std::mutex cancelled_mutex;
+  std::string cancelled;
+  WorkerPoolOptions wo;
+  wo.max_workers = 1;
+  wo.worker_argv = {kFakeWorker};
+  wo.result_arrived_for_test = [&](uint64_t job_id) {
+    if (!armed.exchange(false)) return;
+    std::string what = m_pool->cancel(job_id);
+    std::lock_guard lock(cancelled_mutex);
+    cancelled = what;
+  };
+  m_pool = std::make_unique<WorkerPool>(wo, *m_scheduler);
+  auto e = env();
+  submit("victim", "echo:victim", "", e);
+  for (int i = 0; i < 3000 && m_pool->stats().cancelled == 0; ++i)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(m_pool->stats().cancelled, 1u);
+  {
+    std::lock_guard lock(cancelled_mutex);
+    EXPECT_NE(cancelled.find("(killed)"), std::string::npos) << cancelled;
+  }
+  submit("next", "echo:next", "", e);
+  JobResult next = m_results.wait("next");
+  EXPECT_EQ(next.status, JobStatus::kDone) << next.message;
+  EXPECT_EQ(next.payload.substr(0, 5), "next@") << next.payload;
+  EXPECT_FALSE(m_results.has("victim"));
+  WorkerPoolStats s = m_pool->stats();
+  EXPECT_EQ(s.killed, 1u);
+  EXPECT_EQ(s.jobs_failed, 0u);
+  EXPECT_EQ(s.spawned, 2u);  // the killed worker was replaced, not reused
 }
 
 TEST_F(WorkerPoolTest, CancellingAQueuedOrFollowingJobLeavesTheOthersAlone) {

@@ -184,3 +184,23 @@ def fresh_dir(path):
     shutil.rmtree(path, ignore_errors=True)
     os.makedirs(path)
     return path
+
+
+def settle(quiet_runnable=2, quiet_for=5, bound_s=180):
+    """Waits until the machine is quiet (before each workload, and before
+    workload a's warm rows): the runnable
+    threads (/proc/loadavg's 4th field, this process included) at most
+    `quiet_runnable` in `quiet_for` consecutive 1 s samples, for at most
+    `bound_s` seconds. Workload a's R = 8 cold rows leave a burst of compilers
+    behind them that would otherwise land on its warm rows and on workload
+    b's latencies. Returns what it waited and the load it found."""
+    start, quiet = time.monotonic(), 0
+    load_before = os.getloadavg()[0]
+    while quiet < quiet_for and time.monotonic() - start < bound_s:
+        with open("/proc/loadavg") as f:
+            runnable = int(f.read().split()[3].split("/")[0])
+        quiet = quiet + 1 if runnable <= quiet_runnable else 0
+        time.sleep(1)
+    waited = round(time.monotonic() - start, 1)
+    return {"waited_s": waited, "quiet": quiet >= quiet_for, "load1_before": load_before,
+            "load1_after": os.getloadavg()[0]}

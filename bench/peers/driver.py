@@ -10,7 +10,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import log, machine_info, write_json  # noqa: E402
+from common import log, machine_info, settle, write_json  # noqa: E402
 import contenders as cmod  # noqa: E402
 from wl_a import workload_a  # noqa: E402
 from wl_b import workload_b  # noqa: E402
@@ -19,25 +19,6 @@ from wl_cd import workload_c, workload_d  # noqa: E402
 
 class Ctx:
     pass
-
-
-def settle(quiet_runnable=2, quiet_for=5, bound_s=180):
-    """Waits until the machine is quiet before a workload: the runnable
-    threads (/proc/loadavg's 4th field, this process included) at most
-    `quiet_runnable` in `quiet_for` consecutive 1 s samples, for at most
-    `bound_s` seconds. Workload a's R = 8 rows leave a burst of compilers
-    behind them that would otherwise land on workload b's latencies. Returns
-    what it waited and the load it found, for meta.json."""
-    start, quiet = time.monotonic(), 0
-    load_before = os.getloadavg()[0]
-    while quiet < quiet_for and time.monotonic() - start < bound_s:
-        with open("/proc/loadavg") as f:
-            runnable = int(f.read().split()[3].split("/")[0])
-        quiet = quiet + 1 if runnable <= quiet_runnable else 0
-        time.sleep(1)
-    waited = round(time.monotonic() - start, 1)
-    return {"waited_s": waited, "quiet": quiet >= quiet_for, "load1_before": load_before,
-            "load1_after": os.getloadavg()[0]}
 
 
 def main():
@@ -49,6 +30,8 @@ def main():
     p.add_argument("--only", default="a,b,c,d")
     p.add_argument("--contenders", default=",".join(c.name for c in cmod.ALL))
     p.add_argument("--reps", type=int, default=1)
+    p.add_argument("--cold-pairs", type=int, default=2,
+                   help="workload c: more cold builds of plain and ccpool, in pairs of alternating order (0 with --tiny)")
     p.add_argument("--work", default="")
     p.add_argument("--projects", default="", help="workload c: only these trees (comma-separated)")
     p.add_argument("--sources", default="", help="third-party trees for workload c (scripts/fetch-bench-sources.sh)")
@@ -57,6 +40,7 @@ def main():
 
     ctx = Ctx()
     ctx.quick, ctx.reps, ctx.tiny = a.quick or a.tiny, a.reps, a.tiny
+    ctx.cold_pairs = 0 if a.tiny else max(0, a.cold_pairs)
     ctx.cores = len(os.sched_getaffinity(0))
     ctx.ccpool = os.path.join(a.build, "bin", "ccpool")
     ctx.client = os.path.join(a.build, "bin", "ccpool-client")
@@ -69,7 +53,7 @@ def main():
     raw_path = os.path.join(a.out, "raw.json")
     ctx.save = lambda: write_json(raw_path, {"rows": results})
     meta = machine_info(ctx.ccpool)
-    meta.update({"quick": a.quick, "reps": a.reps, "command": a.command or " ".join(sys.argv),
+    meta.update({"quick": a.quick, "reps": a.reps, "cold_pairs": ctx.cold_pairs, "command": a.command or " ".join(sys.argv),
                  "workloads": sorted(only)})
     write_json(os.path.join(a.out, "meta.json"), meta)
     log(f"work dir {ctx.work}; {ctx.cores} cores; workloads {sorted(only)}")

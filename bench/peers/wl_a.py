@@ -7,7 +7,7 @@ import os
 import shutil
 import time
 
-from common import PY, ROOT, Sampler, children_cpu, fresh_dir, log, proc_cpu, run
+from common import PY, ROOT, Sampler, children_cpu, fresh_dir, log, proc_cpu, run, settle
 
 GEN = os.path.join(ROOT, "scripts", "lib", "gen_kernels.py")
 LAUNCH = os.path.join(ROOT, "bench", "peers", "launch_ranks.py")
@@ -113,6 +113,10 @@ def workload_a(ctx, contenders, results):
                 results.append({"workload": "a", "rep": rep, "variant": variant, "K": k, "R": r,
                                 "contender": "unique", "phase": "cold", "load1": round(os.getloadavg()[0], 1), **u})
                 for phase in ("cold", "warm"):
+                    if phase == "warm":  # the cold rows' compilers gone: the warm rows time hits, not their tail
+                        waited = settle(bound_s=60)
+                        log(f"a {variant} K={k} R={r} warm: waited {waited['waited_s']} s for a quiet machine "
+                            f"({'quiet' if waited['quiet'] else 'still busy'}, load {waited['load1_after']:.1f})")
                     for c in contenders:
                         if phase == "cold":
                             c.reset()

@@ -164,6 +164,27 @@ def build_once(ctx, c, cmd, build=None):
     return row
 
 
+def cold_pairs(ctx, cs, builds, style, targets, ref, results, tags):
+    """The cold goal (5 %) is inside this machine's run-to-run spread, and its speed drifts over minutes: after
+    the first cold round, ctx.cold_pairs more cold builds of plain and of ccpool (cleaned tree, empty store),
+    one right after the other and in alternating order, so the report can take the median of paired ratios
+    with the drift on neither side."""
+    pair = [c for c in cs if c.name in ("plain", "ccpool")]
+    if len(pair) != 2:
+        return
+    for i in range(ctx.cold_pairs):
+        for c in (pair[::-1] if i % 2 == 0 else pair):  # ccpool first, then plain first, ...
+            c.reset()
+            run(clean_cmd(style, builds[c.name]))
+            row = build_once(ctx, c, build_cmd(ctx, style, c, builds[c.name], targets), builds[c.name])
+            row.update(compare(ref or {}, builds[c.name]))
+            row.update({**tags, "contender": c.name, "pair": i + 1})
+            results.append(row)
+            log(f"c {tags['project']} cold pair {i + 1} {c.name:8} {row['wall_s']:7.2f}s cpu {row['cpu_s']:6.1f}s "
+                f"identical {row['identical']}/{row['objects']}")
+            ctx.save()
+
+
 def workload_c(ctx, contenders, results):
     cs = [c for c in contenders if c.name != "capped"]  # a make -jN build has no per-rank pool to cap
     mode = "tiny" if ctx.tiny else "quick" if ctx.quick else "full"
@@ -231,6 +252,9 @@ def workload_c(ctx, contenders, results):
                 results.append({"workload": "e", "rep": rep, "project": proj, "contender": name, "bytes": b,
                                 "objects": len(ref or {})})
             log(f"e {proj}: " + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in sizes.items()))
+            cold_pairs(ctx, cs, builds, style, targets[mode], ref, results,
+                       {"workload": "c", "rep": rep, "project": proj, "phase": "cold", "style": style,
+                        "version": version})
             for c in cs:
                 c.stop()
             ctx.save()

@@ -14,6 +14,7 @@
 #include "base/fs.h"
 #include "base/process_facts.h"
 #include "base/shim_env.h"
+#include "compiler/dir_listing.h"
 #include "compiler/path_names.h"
 #include "compiler/subprocess.h"
 
@@ -535,13 +536,37 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
     }
   }
   // Every recorded answer must still hold now, after the run: a lookup whose
-  // answer changed meanwhile cannot say which answer the run got.
+  // answer changed meanwhile cannot say which answer the run got. The absent
+  // paths are checked one parent directory at a time, as a hit checks them
+  // (DirListings: one stat of each directory and its memoized listing, a
+  // stat(2) only for a name it lists): a TU with a dozen -I directories looks
+  // up thousands of absent paths in a few dozen directories.
+  std::map<std::string, std::vector<std::string>> absent_by_dir;
   for (const std::string& path : b.absent) {
     std::string abs = absolute_path(path, run.cwd);
-    struct stat st {};
-    if (::stat(abs.c_str(), &st) == 0 || !absent_errno(errno)) {
-      b.refuse("input_changed_during_compile", "'" + abs + "' appeared during the run");
+    size_t slash = abs.rfind('/');
+    if (slash == std::string::npos) {  // not absolute: cannot be listed
+      struct stat st {};
+      if (::stat(abs.c_str(), &st) == 0 || !absent_errno(errno))
+        b.refuse("input_changed_during_compile", "'" + abs + "' appeared during the run");
+      continue;
     }
+    absent_by_dir[slash == 0 ? "/" : abs.substr(0, slash)].push_back(abs.substr(slash + 1));
+  }
+  DirListings::Scope scope(listings);
+  for (const auto& [dir, names] : absent_by_dir) {
+    if (scope.check(dir, {}, names)) continue;
+    std::string appeared = dir + "/...";  // named below unless it went away again
+    for (const std::string& name : names) {
+      std::string abs = (dir == "/" ? "" : dir) + "/" + name;
+      struct stat st {};
+      if (::stat(abs.c_str(), &st) == 0 || !absent_errno(errno)) {
+        appeared = abs;
+        break;
+      }
+    }
+    b.refuse("input_changed_during_compile", "'" + appeared + "' appeared during the run");
+    break;  // the first refusal is the one reported
   }
   std::map<std::pair<char, std::string>, std::string> final_checks;
   for (const auto& [key, answer] : b.checks) {

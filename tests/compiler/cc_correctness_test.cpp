@@ -2,6 +2,7 @@
 // every hit is byte-identical to a direct compile, and every change a direct
 // compile would see produces a miss.
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -677,6 +678,31 @@ TEST_P(CcCorrectness, EditsDuringTheCompileAreNotStored) {
   EXPECT_EQ(src.why_not_code, "input_changed_during_compile");
   EXPECT_EQ(hdr.why_not_code, "input_changed_during_compile");
   EXPECT_EQ(store.results.size(), 0u);
+}
+
+// A header that shadows the one the compile found (it appears, during the
+// run, in a search directory searched first) leaves the run unstored: the run
+// saw it absent, the next would see it. The directory's listing is memoized
+// by the first run (the directory is older than the memo's racy window), so a
+// stale listing would miss the new name.
+TEST_P(CcCorrectness, AHeaderAppearingInAnEarlierSearchDirDuringTheCompileIsNotStored) {
+  write_text(dir + "/b/h.h", "#define V 1\n");
+  std::filesystem::create_directories(dir + "/a");
+  write_text(dir + "/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");
+  struct timespec old[2] = {{::time(nullptr) - 60, 0}, {::time(nullptr) - 60, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (dir + "/a").c_str(), old, 0), 0);
+  Outcome first = execute(planner, store, request({"-c", "k.cpp", "-Ia", "-Ib", "-o", "k.o"}));
+  ASSERT_TRUE(first.stored) << first.why_not;
+  size_t stored = store.results.size();
+  Outcome second =
+      execute(planner, store, request({"-c", "k.cpp", "-DW=2", "-Ia", "-Ib", "-o", "k.o"}),
+              [&] { write_text(dir + "/a/h.h", "#define V 2\n"); });
+  EXPECT_FALSE(second.hit);
+  EXPECT_FALSE(second.stored);
+  EXPECT_EQ(second.why_not_code, "input_changed_during_compile") << second.why_not;
+  EXPECT_NE(second.why_not.find("/a/h.h' appeared during the run"), std::string::npos)
+      << second.why_not;
+  EXPECT_EQ(store.results.size(), stored);
 }
 
 INSTANTIATE_TEST_SUITE_P(Compilers, CcCorrectness, ::testing::Values("g++", "clang++"),

@@ -4,7 +4,7 @@
 # on workloads a-e, then f: the Redis front against redis-server
 # (bench/resp_vs_redis.sh). Writes bench/results/{raw,meta}.json, resp_vs_redis.csv
 # and PNG plots, then rewrites the marked sections of BENCHMARKS.md.
-#   scripts/bench.sh --quick            ≤ 20 min on an idle 2-core machine
+#   scripts/bench.sh --quick            about 25 min on an idle 2-core machine
 #   scripts/bench.sh                    the full run (R up to 16, K up to 64; long)
 #   scripts/bench.sh --only a,b --reps 3 --keep-work
 #   scripts/bench.sh --report-only      regenerate BENCHMARKS.md from bench/results

@@ -188,10 +188,9 @@ def fresh_dir(path):
 
 def settle(quiet_runnable=2, quiet_for=5, bound_s=180):
     """Waits until the machine is quiet (before each workload, and before
-    workload a's warm rows): the runnable
-    threads (/proc/loadavg's 4th field, this process included) at most
-    `quiet_runnable` in `quiet_for` consecutive 1 s samples, for at most
-    `bound_s` seconds. Workload a's R = 8 cold rows leave a burst of compilers
+    workload a's warm rows): the runnable threads (/proc/loadavg's 4th field,
+    this process included) at most `quiet_runnable` in `quiet_for`
+    consecutive 1 s samples, for at most `bound_s` seconds. Workload a's R = 8 cold rows leave a burst of compilers
     behind them that would otherwise land on its warm rows and on workload
     b's latencies. Returns what it waited and the load it found."""
     start, quiet = time.monotonic(), 0

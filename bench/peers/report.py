@@ -29,7 +29,7 @@ def paired_ratios(rows, proj, phase, num, den):
 
 
 def cold_overhead_cell(rows, proj):
-    """'+x.x%' (one pair) or '+x.x% (median of N pairs, each against its own plain build: ...)'."""
+    """'+x.x%' (one pair) or '+x.x% (median of N pairs, each against the plain build next to it: ...)'."""
     ratios = paired_ratios(rows, proj, "cold", "ccpool", "plain")
     if not ratios:
         return None, None

@@ -28,13 +28,14 @@ def paired_ratios(rows, proj, phase, num, den):
     return [v[num] / v[den] for _, v in sorted(by_rep.items()) if num in v and den in v and v[den] > 0]
 
 
-def cold_overhead_cell(rows, proj):
-    """'+x.x%' (one pair) or '+x.x% (median of N pairs, each against the plain build next to it: ...)'."""
+def cold_overhead_cell(rows, proj, as_ratio=False):
+    """'+x.x%' (as_ratio: 'x.xx×') for one pair; with more, followed by
+    ' (median of N pairs, each against the plain build next to it: ...)'."""
     ratios = paired_ratios(rows, proj, "cold", "ccpool", "plain")
     if not ratios:
         return None, None
     ov = med(ratios) - 1
-    text = f"{ov * 100:+.1f}%"
+    text = f"{1 + ov:.2f}×" if as_ratio else f"{ov * 100:+.1f}%"
     if len(ratios) > 1:
         text += (f" (median of {len(ratios)} pairs, each against the plain build next to it: "
                  + ", ".join(f"{(x - 1) * 100:+.0f}%" for x in ratios) + ")")
@@ -333,9 +334,9 @@ def section_c_goals(rows):
                          + (f" ({a / b:.2f}×)" if b > 0 else ""))
             body.append([proj, "warm rebuild ≤ 0.8× ccache's", f"{x:.2f}× ({fmt_s(w('warm', 'ccpool'))} vs "
                          f"{fmt_s(w('warm', 'ccache'))}{above}){compile_note(rows, proj)}", "met" if x <= 0.8 else "missed"])
-        ov, text = cold_overhead_cell(rs, proj)
+        ov, text = cold_overhead_cell(rs, proj, as_ratio=True)
         if ov is not None:
-            body.append([proj, "cold ≤ 1.05× plain", f"{1 + ov:.2f}× ({text})", "met" if ov <= 0.05 else "missed"])
+            body.append([proj, "cold ≤ 1.05× plain", text, "met" if ov <= 0.05 else "missed"])
         warm = first("warm", "ccpool")
         if warm:
             objs = warm["objects"]

@@ -267,7 +267,8 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, const RunFacts& run,
   Observation seen = conclude_observed(hasher, listings, observed, *events);
   if (!seen.why.empty()) return refuse(std::move(seen.why.code), std::move(seen.why.text));
   ManifestEntry entry = std::move(seen.entry);
-  entry.result_key = result_key(plan.flight_key, entry);
+  const Digest key = result_key(plan.flight_key, entry);
+  entry.result_key = key;
 
   Manifest manifest;
   if (manifests.load) {
@@ -275,10 +276,11 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, const RunFacts& run,
       if (std::optional<Manifest> old = parse_manifest(*blob)) manifest = std::move(*old);
     }
   }
-  std::vector<ManifestEntry> kept = {entry};
+  std::vector<ManifestEntry> kept;
+  kept.push_back(std::move(entry));
   for (ManifestEntry& e : manifest.entries) {
     if (kept.size() >= kMaxManifestEntries) break;
-    if (e.result_key != entry.result_key) kept.push_back(std::move(e));
+    if (e.result_key != key) kept.push_back(std::move(e));
   }
   manifest.entries = std::move(kept);
   std::string blob = serialize_manifest(manifest);
@@ -289,7 +291,7 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, const RunFacts& run,
   if (parsed && !parsed->entries.empty()) learn_record(plan, parsed->entries.front());
   done.store = true;
   done.mode = KeyMode::kDirect;
-  done.result_key = entry.result_key;
+  done.result_key = key;
   return done;
 }
 

@@ -250,7 +250,7 @@ struct Builder {
   DirListings& listings;
   const ObservedRun& run;
   std::map<std::string, Digest> files;
-  std::set<std::string> absent;
+  std::vector<std::string> absent;  // as recorded: sorted and made unique once the record is read
   std::map<std::string, Digest> dirs;
   std::map<std::pair<char, std::string>, std::string> checks;  // (kind, path as recorded) -> answer
   std::map<std::string, std::string> recorded_paths;  // abs -> as recorded (first spelling)
@@ -261,9 +261,8 @@ struct Builder {
     return false;
   }
 
-  bool add_file(const std::string& path) {
+  bool add_file(const std::string& path, const std::string& abs) {
     if (files.count(path)) return true;
-    std::string abs = absolute_path(path, run.cwd);
     Result<HashedFile> f = hasher.hash(abs);
     if (!f) {
       if (f.error().code == ErrorCode::kUnsupported) {  // a directory or device opened for reading
@@ -302,6 +301,15 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
   bool started = false;
   std::map<int64_t, std::string> image_of;  // pid -> its image (the last it exec'd)
   std::string front_end_clock;              // nvcc: a front end's clock read (its function)
+  std::string scratch;                      // an event's absolute path (absolute_in)
+
+  // Every path the run writes, first: an open for reading matters to the
+  // read-then-written rule only when its path is among them (a handful; a
+  // compile opens hundreds of files for reading).
+  std::set<std::string> ever_written;
+  for (const TraceEvent& e : events) {
+    if (e.op == 'W') ever_written.insert(absolute_path(e.text, run.cwd));
+  }
 
   // Pass 1: processes, writes, refusals.
   for (const TraceEvent& e : events) {
@@ -326,8 +334,9 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
         if (e.b & O_DIRECTORY) written_dirs.push_back(absolute_path(e.text, run.cwd));
         break;
       case 'O':
-        if (e.a == 0 && !written.count(absolute_path(e.text, run.cwd))) {
-          read_before_write.insert(absolute_path(e.text, run.cwd));
+        if (e.a == 0 && !ever_written.empty()) {
+          const std::string& abs = absolute_in(e.text, run.cwd, scratch);
+          if (ever_written.count(abs) && !written.count(abs)) read_before_write.insert(abs);
         }
         break;
       case 'H':
@@ -378,9 +387,8 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
         nvcc_temp_dirs.insert(squeezed(w.substr(0, w.rfind('/'))));
     }
   }
-  std::set<std::string> opened;  // files the run opened (not images or libraries)
-  auto skip = [&](const std::string& path) {
-    std::string abs = absolute_path(path, run.cwd);
+  std::set<std::string> opened;  // nvcc: files the run opened (not images or libraries)
+  auto skip = [&](const std::string& path, const std::string& abs) {
     for (const std::string& d : written_dirs) {
       if (under(abs, d)) return true;
     }
@@ -405,37 +413,37 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
       continue;
     }
     if (e.op == 'C' || e.op == 'X' || e.op == 'W' || e.op == 'H' || e.op == '?') continue;
-    if (run.nvcc && asks_gpu(e.op, absolute_path(e.text, run.cwd))) {
+    const std::string& abs = absolute_in(e.text, run.cwd, scratch);
+    if (run.nvcc && asks_gpu(e.op, abs)) {
       b.refuse("nvcc_asks_gpu",
                "the run asked the GPU ('" + e.text + "'): no file holds that answer");
       continue;
     }
     if (run.nvcc && e.op == 'D' && base_name(image_of[e.pid]) == "nvcc" &&
-        nvcc_temp_dirs.count(squeezed(absolute_path(e.text, run.cwd))))
+        nvcc_temp_dirs.count(squeezed(abs)))
       continue;
-    if (skip(e.text)) continue;
+    if (skip(e.text, abs)) continue;
     bool ok = e.a == 0;
     switch (e.op) {
       case 'S':
       case 'L':
-        b.add_file(e.text);
+        b.add_file(e.text, abs);
         break;
       case 'O':
         if (ok && (e.b & O_DIRECTORY))
-          b.add_check('t', e.text,
-                      answer_now('t', absolute_path(e.text, run.cwd), "", run.cwd, run.env));
+          b.add_check('t', e.text, answer_now('t', abs, "", run.cwd, run.env));
         else if (ok) {
-          if (b.add_file(e.text)) {
-            if (b.files.count(e.text)) opened.insert(e.text);
+          if (b.add_file(e.text, abs)) {
+            if (run.nvcc && b.files.count(e.text)) opened.insert(e.text);
             std::string name = e.text;
             if (name.size() > 4 && (name.compare(name.size() - 4, 4, ".pch") == 0 ||
                                     name.compare(name.size() - 4, 4, ".gch") == 0)) {
-              Result<std::string> head = read_file(absolute_path(name, run.cwd));
+              Result<std::string> head = read_file(abs);
               if (head && head->rfind("CPCH", 0) == 0) pcch_readers.insert(e.pid);
             }
           }
         } else if (absent_errno(e.a)) {
-          b.absent.insert(e.text);  // a failed open: checked by its directory's listing
+          b.absent.push_back(e.text);  // a failed open: checked by its directory's listing
         } else {
           b.add_check('o', e.text, err(static_cast<int>(e.a)));
         }
@@ -446,7 +454,7 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
           b.add_check(nofollow ? 'l' : 't', e.text, std::to_string(e.b & 15));
           if ((e.b & 15) == (S_IFREG >> 12)) stats_by_pid[e.pid].push_back(&e);
         } else if (absent_errno(e.a) && !nofollow) {
-          b.absent.insert(e.text);
+          b.absent.push_back(e.text);
         } else {
           b.add_check(nofollow ? 'l' : 't', e.text, err(static_cast<int>(e.a)));
         }
@@ -454,20 +462,20 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
       }
       case 'A':
         if (absent_errno(e.a))
-          b.absent.insert(e.text);
+          b.absent.push_back(e.text);
         else
           b.add_check('a', e.text, std::to_string(e.b) + ":" + std::to_string(e.a));
         break;
       case 'x':
         if (absent_errno(e.a))
-          b.absent.insert(e.text);
+          b.absent.push_back(e.text);
         else
           b.add_check('a', e.text, std::to_string(X_OK) + ":" + std::to_string(e.a));
         break;
       case 'P':
         if (e.b != 0) {
           if (absent_errno(e.b))
-            b.absent.insert(e.text);
+            b.absent.push_back(e.text);
           else
             b.add_check('a', e.text, std::to_string(X_OK) + ":" + std::to_string(e.b));
         }
@@ -479,13 +487,12 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
         // realpath fails with ENOENT/ENOTDIR exactly when stat does: an
         // absent path (checked by directory listing, not a realpath each).
         if (absent_errno(e.a))
-          b.absent.insert(e.text);
+          b.absent.push_back(e.text);
         else
           b.add_check('k', e.text, ok ? "=" + e.text2 : err(static_cast<int>(e.a)));
         break;
       case 'D':
         if (ok) {
-          std::string abs = absolute_path(e.text, run.cwd);
           std::optional<FileStat> st = stat_path(abs);
           std::optional<Digest> names = listings.names_digest(abs);
           if (!st || !names) {
@@ -498,7 +505,7 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
             b.dirs.emplace(e.text, *names);
           }
         } else if (absent_errno(e.a)) {
-          b.absent.insert(e.text);
+          b.absent.push_back(e.text);
         } else {
           b.add_check('o', e.text, err(static_cast<int>(e.a)));
         }
@@ -541,9 +548,14 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
   // (DirListings: one stat of each directory and its memoized listing, a
   // stat(2) only for a name it lists): a TU with a dozen -I directories looks
   // up thousands of absent paths in a few dozen directories.
+  std::sort(b.absent.begin(), b.absent.end());
+  b.absent.erase(std::unique(b.absent.begin(), b.absent.end()), b.absent.end());
   std::map<std::string, std::vector<std::string>> absent_by_dir;
+  std::vector<std::string>* names_in =
+      nullptr;  // the last path's directory (sorted: often the next's)
+  std::string dir;
   for (const std::string& path : b.absent) {
-    std::string abs = absolute_path(path, run.cwd);
+    const std::string& abs = absolute_in(path, run.cwd, scratch);
     size_t slash = abs.rfind('/');
     if (slash == std::string::npos) {  // not absolute: cannot be listed
       struct stat st {};
@@ -551,7 +563,12 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
         b.refuse("input_changed_during_compile", "'" + abs + "' appeared during the run");
       continue;
     }
-    absent_by_dir[slash == 0 ? "/" : abs.substr(0, slash)].push_back(abs.substr(slash + 1));
+    size_t dir_size = slash == 0 ? 1 : slash;
+    if (names_in == nullptr || dir.size() != dir_size || abs.compare(0, dir_size, dir) != 0) {
+      dir.assign(abs, 0, dir_size);
+      names_in = &absent_by_dir[dir];
+    }
+    names_in->emplace_back(abs, slash + 1);
   }
   DirListings::Scope scope(listings);
   for (const auto& [dir, names] : absent_by_dir) {
@@ -568,19 +585,27 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
     b.refuse("input_changed_during_compile", "'" + appeared + "' appeared during the run");
     break;  // the first refusal is the one reported
   }
-  std::map<std::pair<char, std::string>, std::string> final_checks;
-  for (const auto& [key, answer] : b.checks) {
-    const auto& [kind, path] = key;
+  // The checks are asked as a hit asks them: one lstat per path and one
+  // resolution per path prefix, shared by this conclusion's checks.
+  LinkStats link_stats;
+  RealPaths real(&link_stats);
+  const std::string regular = std::to_string(S_IFREG >> 12);
+  std::map<std::pair<char, std::string>, std::string>& final_checks = b.checks;
+  for (auto it = final_checks.begin(); it != final_checks.end();) {
+    const auto& [kind, path] = it->first;
+    const std::string& answer = it->second;
     // A regular file whose content is checked is a regular file: its stat
     // type needs no check of its own.
-    if (kind == 't' && answer == std::to_string(S_IFREG >> 12) && b.files.count(path)) continue;
-    std::string abs = is_path_check(kind) ? absolute_path(path, run.cwd) : path;
-    std::string now = answer_now(kind, abs, answer, run.cwd, run.env);
-    if (now != answer) {
+    if (kind == 't' && answer == regular && b.files.count(path)) {
+      it = final_checks.erase(it);
+      continue;
+    }
+    const std::string& abs = is_path_check(kind) ? absolute_in(path, run.cwd, scratch) : path;
+    if (answer_now(kind, abs, answer, run.cwd, run.env, &real, &link_stats) != answer) {
       b.refuse("input_changed_during_compile",
                std::string("the answer for '") + path + "' (" + kind + ") changed during the run");
     }
-    final_checks.emplace(key, answer);
+    ++it;
   }
   if (std::optional<std::string> pwd = env_value(run.env, "PWD");
       pwd && final_checks.count({'e', "PWD"}) && final_checks[{'e', "PWD"}] != "0") {
@@ -597,7 +622,7 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
   }
   ManifestEntry& entry = out.entry;
   for (auto& [path, digest] : b.files) entry.files.emplace_back(path, digest);
-  entry.absent.assign(b.absent.begin(), b.absent.end());
+  entry.absent = std::move(b.absent);
   for (auto& [path, digest] : b.dirs) entry.dirs.emplace_back(path, digest);
   for (auto& [key, answer] : final_checks) {
     std::string a = cwd_free && (key.first == 'k' || key.first == 'g' || key.first == 'e')

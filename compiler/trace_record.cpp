@@ -1,5 +1,6 @@
 #include "compiler/trace_record.h"
 
+#include <algorithm>
 #include <charconv>
 
 namespace ccpool::compiler {
@@ -46,6 +47,9 @@ class LineReader {
 
 std::optional<std::vector<TraceEvent>> parse_trace(std::string_view text, size_t max_events) {
   std::vector<TraceEvent> events;
+  // One event per line: sized once (a compile's record holds thousands).
+  events.reserve(std::min<size_t>(max_events,
+                                  static_cast<size_t>(std::count(text.begin(), text.end(), '\n'))));
   LineReader r(text);
   while (!r.done()) {
     if (events.size() >= max_events) return std::nullopt;

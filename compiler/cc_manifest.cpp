@@ -221,12 +221,13 @@ bool Planner::Impl::entry_holds(const ParsedEntry& pe, const ObservedView& view,
   return checks_hold(e, view, listings, &link_stats, memo, learn);
 }
 
-void Planner::Impl::learn_record(const Plan& plan, const ParsedEntry& pe) {
+void Planner::Impl::learn_record(const std::string& cwd, const std::vector<std::string>& env,
+                                 const ParsedEntry& pe) {
   ValidationMemo* kept = memo && memo->in_own_view() ? memo.get() : nullptr;
   if (!kept) return;
   kept->sync();
   DirListings::Scope dirs(listings);
-  ObservedView view{plan.detail->cc->cwd, plan.run_env};
+  ObservedView view{cwd, env};
   std::vector<ValidationMemo::Item> learn;
   // Validated like a hit first: a file changed since the compiler read it is
   // not learned (and its entry will miss anyway).
@@ -285,10 +286,22 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, const RunFacts& run,
   manifest.entries = std::move(kept);
   std::string blob = serialize_manifest(manifest);
   if (manifests.save) manifests.save(plan.flight_key, blob);
-  // Parsed now, beside the compile, so that the first hit neither reads nor
-  // parses it; the memo learns from the same parse.
-  std::shared_ptr<const ParsedManifest> parsed = parsed_manifest(plan.flight_key, blob);
-  if (parsed && !parsed->entries.empty()) learn_record(plan, parsed->entries.front());
+  // Parsed beside the compile, so that the first hit neither reads nor
+  // parses it; the memo learns from the same parse. Deferred: a lesson for
+  // Planner::learn_lessons, with the requester's view.
+  if (defer_lessons) {
+    Lesson lesson{plan.flight_key, cc.cwd, plan.run_env, memo && memo->in_own_view()};
+    MutexLock lock(&mutex);
+    if (lessons.size() >= kMaxLessons) {
+      lessons.pop_front();
+      lessons_dropped.fetch_add(1);
+    }
+    lessons.push_back(std::move(lesson));
+  } else {
+    std::shared_ptr<const ParsedManifest> parsed = parsed_manifest(plan.flight_key, blob);
+    if (parsed && !parsed->entries.empty())
+      learn_record(cc.cwd, plan.run_env, parsed->entries.front());
+  }
   done.store = true;
   done.mode = KeyMode::kDirect;
   done.result_key = key;

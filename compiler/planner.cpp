@@ -175,11 +175,44 @@ Planner::Planner(PlannerOptions options) : m_impl(std::make_unique<Impl>()) {
     memo.drop_events = options.validation_memo_drops_events;
     m_impl->memo = ValidationMemo::create(std::move(memo));
   }
+  m_impl->defer_lessons = options.defer_lessons;
 }
 Planner::~Planner() = default;
 
+size_t Planner::learn_lessons(const ManifestStorage& manifests,
+                              const std::function<bool()>& keep_going) {
+  Impl& impl = *m_impl;
+  size_t learned = 0;
+  while (keep_going()) {
+    Impl::Lesson lesson;
+    {
+      MutexLock lock(&impl.mutex);
+      if (impl.lessons.empty()) break;
+      lesson = std::move(impl.lessons.front());
+      impl.lessons.pop_front();
+    }
+    std::optional<std::string> blob =
+        manifests.load ? manifests.load(lesson.flight_key) : std::nullopt;
+    if (blob) {
+      std::shared_ptr<const ParsedManifest> parsed = impl.parsed_manifest(lesson.flight_key, *blob);
+      if (parsed && !parsed->entries.empty() && lesson.own_view)
+        impl.learn_record(lesson.cwd, lesson.env, parsed->entries.front());
+    }
+    impl.lessons_learned.fetch_add(1);
+    ++learned;
+  }
+  return learned;
+}
+
+size_t Planner::pending_lessons() const {
+  MutexLock lock(&m_impl->mutex);
+  return m_impl->lessons.size();
+}
+
 Planner::Counters Planner::counters() const {
   Counters c{m_impl->manifest_parses.load(), m_impl->listings.reads()};
+  c.lessons_learned = m_impl->lessons_learned.load();
+  c.lessons_dropped = m_impl->lessons_dropped.load();
   if (m_impl->memo) {
     ValidationMemo::Counters m = m_impl->memo->counters();
     c.memo_served = m.served;

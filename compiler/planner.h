@@ -139,6 +139,13 @@ struct PlannerOptions {
   // Test seam: the memo's events are read and dropped (a filesystem that
   // reports nothing); lookups must then validate in full.
   bool validation_memo_drops_events = false;
+  // What a stored miss teaches (its new manifest parsed for the first hit,
+  // and, with the memo, the answers its record holds) is kept as a lesson
+  // for learn_lessons() instead of being learned on the requester's path.
+  // The service learns them when it is idle: on a build that fills every
+  // core, that work would otherwise lengthen the build (docs/cache-keys.md,
+  // "The validation memo"). Off: learned at once, inside finish().
+  bool defer_lessons = false;
 };
 
 class Planner {
@@ -192,6 +199,15 @@ class Planner {
   std::string deliver_bytes(const Plan& requester, const OutputSpec& output,
                             std::string_view stored) const;
 
+  // PlannerOptions::defer_lessons: learns the pending lessons, oldest first,
+  // while keep_going() says so (asked before each); returns how many. Each
+  // reads its manifest through `manifests` again (the newest entry is
+  // learned, validated first like a hit) and learns nothing when it is gone.
+  // Thread-safe; lookups may run meanwhile (a hit before its lesson learns
+  // what it validated itself).
+  size_t learn_lessons(const ManifestStorage& manifests, const std::function<bool()>& keep_going);
+  size_t pending_lessons() const;
+
   // Work done so far (test seams): manifest blobs parsed (lookup() parses a
   // given manifest's bytes once, then reuses them) and directory listings
   // read for negative-path checks.
@@ -203,6 +219,9 @@ class Planner {
     // probes, resets, watches held.
     uint64_t memo_served = 0, memo_learned = 0, memo_refused = 0, memo_deferred = 0;
     uint64_t memo_probes = 0, memo_resets = 0, memo_watches = 0;
+    // PlannerOptions::defer_lessons: learned, and dropped unlearned (the
+    // oldest, past kMaxLessons pending).
+    uint64_t lessons_learned = 0, lessons_dropped = 0;
   };
   Counters counters() const;
   bool has_validation_memo() const;  // asked for, and inotify available

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -113,9 +114,22 @@ struct Planner::Impl {
                    std::vector<ValidationMemo::Item>* learn = nullptr);
   Result<Finished> finish_cc(const Plan& plan, const RunFacts& run,
                              const ManifestStorage& manifests);
-  // Keeps what a miss just recorded in the validation memo (in the service's
-  // own view only), so that the first hit of `pe` is served from it.
-  void learn_record(const Plan& plan, const ParsedEntry& pe);
+  // Keeps what a miss recorded in the validation memo (in the service's own
+  // view only), so that the first hit of `pe` is served from it; validated
+  // first as a hit in the requester's view (`cwd`, `env`) would be.
+  void learn_record(const std::string& cwd, const std::vector<std::string>& env,
+                    const ParsedEntry& pe);
+  // PlannerOptions::defer_lessons: what finish_cc leaves for
+  // Planner::learn_lessons (the manifest is read again then).
+  struct Lesson {
+    Digest flight_key;
+    std::string cwd;
+    std::vector<std::string> env;  // the requester's run environment
+    bool own_view = false;         // the requester saw the files as the service does
+  };
+  static constexpr size_t kMaxLessons = 4096;  // the oldest are dropped past this
+  bool defer_lessons = false;
+  std::atomic<uint64_t> lessons_learned{0}, lessons_dropped{0};
 
   // Scan flags and include spellings of a file's content, memoized by
   // content digest.
@@ -141,6 +155,7 @@ struct Planner::Impl {
   std::map<Digest, std::shared_ptr<const ParsedManifest>> parsed_manifests GUARDED_BY(mutex);
   std::map<Digest, Family> families GUARDED_BY(mutex);
   std::map<Digest, HelperOutput> helper_memo GUARDED_BY(mutex);
+  std::deque<Lesson> lessons GUARDED_BY(mutex);
 };
 
 }  // namespace ccpool::compiler

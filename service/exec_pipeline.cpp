@@ -705,12 +705,15 @@ void ExecPipeline::deliver_run(const Flight& flight, const RunOutcome& run,
   }
 }
 
-// Manifests are read through the storage layer (node store, then the tier).
-// Writes go through store(), after the result they name.
-compiler::ManifestStorage ExecPipeline::manifests() {
+// Manifests are read through the storage layer (node store, then the tier;
+// `local_only`: the node store alone). Writes go through store(), after the
+// result they name.
+compiler::ManifestStorage ExecPipeline::manifests(bool local_only) {
   compiler::ManifestStorage storage;
-  storage.load = [this](const Digest& key) -> std::optional<std::string> {
-    std::optional<Found> found = m_deps.storage.get(key, Bodies::kWith, Touch::kPeek);
+  storage.load = [this, local_only](const Digest& key) -> std::optional<std::string> {
+    std::optional<Found> found = local_only
+                                     ? m_deps.storage.get_local(key, Bodies::kWith, Touch::kPeek)
+                                     : m_deps.storage.get(key, Bodies::kWith, Touch::kPeek);
     if (!found || found->entry.kind != cache::EntryKind::kBlob || found->entry.outputs.empty()) {
       return std::nullopt;
     }
@@ -737,6 +740,12 @@ void ExecPipeline::on_disconnect(uint64_t conn_id) {
     }
     // Otherwise the job is being started right now: start() sees `cancelled`.
   }
+}
+
+size_t ExecPipeline::learn_lessons_while_idle() {
+  // The node store only: a lesson never waits on the tier.
+  return m_deps.planner.learn_lessons(
+      manifests(true), [this] { return !m_stopping && m_flights.size() == 0 && pending() == 0; });
 }
 
 void ExecPipeline::stop_all() {

@@ -69,6 +69,11 @@ class ExecPipeline {
   nlohmann::json running_jobs();
   size_t active_flights() { return m_flights.size(); }
   size_t pending() const { return m_pending.load() + m_lease_threads.load(); }
+  // The planner's deferred lessons (PlannerOptions::defer_lessons), learned
+  // from the node store while no request is in flight or waiting: it stops
+  // before the next lesson once one arrives, or on stop_all(). Call it in
+  // the arena. Returns how many it learned.
+  size_t learn_lessons_while_idle();
 
  private:
   // What one execution produced, and what may be done with it.
@@ -116,7 +121,7 @@ class ExecPipeline {
    private:
     std::atomic<size_t>& m_pending;
   };
-  compiler::ManifestStorage manifests();
+  compiler::ManifestStorage manifests(bool local_only = false);
   void send(const Waiter& waiter, ipc::ExecReply reply);
 
   Deps m_deps;

@@ -113,6 +113,7 @@ struct Service::Impl {
 
   std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
   uint64_t last_front_commands = 0;
+  std::atomic<bool> learning_lessons{false};  // one drain of the planner's lessons at a time
   std::chrono::steady_clock::time_point last_front_activity = std::chrono::steady_clock::now();
 
   void on_message(uint64_t conn_id, const ipc::PeerCred& peer, ipc::Message message,
@@ -167,6 +168,7 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   compiler::PlannerOptions planner_options;
   planner_options.validation_memo = options.validation_memo;
   planner_options.validation_memo_drops_events = options.faults->drops_fs_events();
+  planner_options.defer_lessons = true;  // learned in tick() once idle
   impl->planner = std::make_unique<compiler::Planner>(std::move(planner_options));
   pool::SchedulerOptions sched;
   sched.jobs = options.jobs;
@@ -432,7 +434,10 @@ nlohmann::json Service::Impl::status() {
                           {"deferred", pc.memo_deferred},
                           {"probes", pc.memo_probes},
                           {"resets", pc.memo_resets},
-                          {"watches", pc.memo_watches}};
+                          {"watches", pc.memo_watches},
+                          {"lessons_pending", planner->pending_lessons()},
+                          {"lessons_learned", pc.lessons_learned},
+                          {"lessons_dropped", pc.lessons_dropped}};
   j["metrics_port"] = metrics ? metrics->port() : 0;
   j["remote_skipped"] = r.remote.skipped;
   const workers::WorkerPoolStats& ws = r.workers;
@@ -457,6 +462,21 @@ nlohmann::json Service::Impl::status() {
 void Service::Impl::tick() {
   auto now = std::chrono::steady_clock::now();
   worker_pool->tick();
+  // What the misses left to learn (compiler/planner.h, defer_lessons), once
+  // nothing else runs: on a build that fills every core it would lengthen
+  // the build.
+  if (pipeline->active_flights() == 0 && pipeline->pending() == 0 && runner->running_count() == 0 &&
+      planner->pending_lessons() > 0 && !learning_lessons.exchange(true)) {
+    scheduler->run_in_arena(
+        [this] {
+          pipeline->learn_lessons_while_idle();
+          learning_lessons = false;
+        },
+        [this](const std::string& what) {
+          spdlog::warn("learning the misses' lessons failed: {}", what);
+          learning_lessons = false;
+        });
+  }
   if (now - last_flush >= kStoreFlushInterval) {
     last_flush = now;
     scheduler->run_in_arena([this] { refresh_store_stats(); });  // stats() flushes first

@@ -151,6 +151,55 @@ TEST_P(CcCorrectness, ManifestIsParsedOncePerBytes) {
             before + 2);  // the new bytes, once (the miss's lookup reused the old parse)
 }
 
+// PlannerOptions::defer_lessons (the service's setting): a stored miss
+// leaves its lesson (its manifest parsed for the first hit, its record kept
+// in the validation memo) pending until the caller asks; the first hit after
+// it is served from the memo without parsing, and an edit after the lesson
+// is still a miss with the direct compile's bytes.
+TEST_P(CcCorrectness, AMissesLessonIsLearnedWhenAskedAndServesTheFirstHit) {
+  PlannerOptions options;
+  options.validation_memo = true;
+  options.defer_lessons = true;
+  Planner deferred(options);
+  ASSERT_TRUE(deferred.has_validation_memo()) << "inotify is unavailable";
+  write_text(dir + "/inc/h.h", "#define V 1\n");
+  write_text(dir + "/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");
+  auto r = request({"-c", "k.cpp", "-Iinc", "-o", "k.o"});
+  ASSERT_TRUE(execute(deferred, store, r).stored);
+  EXPECT_EQ(deferred.pending_lessons(), 1u);
+  EXPECT_EQ(deferred.counters().memo_learned, 0u);
+  uint64_t parses = deferred.counters().manifest_parses;
+  EXPECT_EQ(deferred.learn_lessons(store.storage(), [] { return false; }), 0u);
+  EXPECT_EQ(deferred.pending_lessons(), 1u);
+  EXPECT_EQ(deferred.learn_lessons(store.storage(), [] { return true; }), 1u);
+  EXPECT_EQ(deferred.pending_lessons(), 0u);
+  EXPECT_EQ(deferred.counters().lessons_learned, 1u);
+  EXPECT_GT(deferred.counters().memo_learned, 0u);
+  EXPECT_EQ(deferred.counters().manifest_parses, parses + 1);
+
+  uint64_t served = deferred.counters().memo_served;
+  EXPECT_TRUE(execute(deferred, store, r).hit);
+  EXPECT_GT(deferred.counters().memo_served, served);
+  EXPECT_EQ(deferred.counters().manifest_parses, parses + 1);  // the lesson's parse
+
+  write_text(dir + "/inc/h.h", "#define V 2\n");
+  Outcome edited = execute(deferred, store, r);
+  EXPECT_FALSE(edited.hit);
+  EXPECT_TRUE(edited.stored) << edited.why_not;
+  std::string got = read_text(dir + "/k.o");
+  std::vector<std::string> direct = r.argv;
+  direct[0] = r.program;
+  direct.back() = "ref.o";
+  ASSERT_EQ(run_direct(direct, r.cwd, r.env), 0);
+  EXPECT_TRUE(got == read_text(dir + "/ref.o")) << "the edited header's object differs";
+
+  // A lesson whose manifest is gone by then teaches nothing.
+  EXPECT_EQ(deferred.pending_lessons(), 1u);
+  uint64_t learned_before = deferred.counters().memo_learned;
+  EXPECT_EQ(deferred.learn_lessons(ManifestStorage{}, [] { return true; }), 1u);
+  EXPECT_EQ(deferred.counters().memo_learned, learned_before);
+}
+
 // A hit whose manifest is parsed in memory does not read it again (the store
 // decompresses and checksums it on every read); new bytes are read once.
 TEST_P(CcCorrectness, AManifestParsedInMemoryIsNotReadAgain) {

@@ -98,13 +98,11 @@ TEST_F(ObservedRecord, AFileReadThenWrittenIsRefusedHoweverItsPathIsSpelled) {
 // The absent paths are kept once each, sorted, and checked after the run
 // through their directories: one that exists by then refuses the run.
 TEST_F(ObservedRecord, AbsentPathsAreKeptSortedOnceAndRecheckedAfterTheRun) {
-  std::vector<TraceEvent> events = run_of({ev('O', ENOENT, 0, root + "/inc/z.h"),
-                                           ev('O', ENOENT, 0, "a.h"),
-                                           ev('T', ENOENT, 8, root + "/inc/b.h"),
-                                           ev('O', ENOENT, 0, root + "/inc/z.h"),
-                                           ev('A', ENOENT, 4, root + "/sys/b.h"),
-                                           ev('K', ENOENT, 0, "a.h"),
-                                           ev('O', 0, 0, root + "/sys/s.h")});
+  std::vector<TraceEvent> events =
+      run_of({ev('O', ENOENT, 0, root + "/inc/z.h"), ev('O', ENOENT, 0, "a.h"),
+              ev('T', ENOENT, 8, root + "/inc/b.h"), ev('O', ENOENT, 0, root + "/inc/z.h"),
+              ev('A', ENOENT, 4, root + "/sys/b.h"), ev('K', ENOENT, 0, "a.h"),
+              ev('O', 0, 0, root + "/sys/s.h")});
   Observation ok = conclude(events);
   ASSERT_TRUE(ok.why.empty()) << ok.why.code << ": " << ok.why.text;
   std::vector<std::string> want = {root + "/inc/b.h", root + "/inc/z.h", root + "/sys/b.h", "a.h"};
@@ -129,9 +127,9 @@ TEST_F(ObservedRecord, RealpathAndStatAnswersAreAskedAgainThroughLinks) {
   fs::create_directory_symlink(root + "/v1", root + "/cur");
   fs::create_directory_symlink("../cur", root + "/work/link");  // relative, through another link
   const std::string now_target = "=" + root + "/v1/x.h";
-  std::vector<TraceEvent> holds = run_of({ev('K', 0, 0, "link/x.h", root + "/v1/x.h"),
-                                          ev('T', 0, 4, root + "/cur"),
-                                          ev('T', 0, 16 + 10, root + "/cur")});
+  std::vector<TraceEvent> holds =
+      run_of({ev('K', 0, 0, "link/x.h", root + "/v1/x.h"), ev('T', 0, 4, root + "/cur"),
+              ev('T', 0, 16 + 10, root + "/cur")});
   Observation ok = conclude(holds);
   ASSERT_TRUE(ok.why.empty()) << ok.why.code << ": " << ok.why.text;
   auto answer_of = [&](char kind, const std::string& path) {

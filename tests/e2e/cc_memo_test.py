@@ -8,6 +8,7 @@ a direct compile of the changed tree.
 import mmap
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
 from e2e_case import E2ECase, main  # noqa: E402
@@ -26,16 +27,29 @@ class GccMemoTest(E2ECase):
         rc, _, err = self.via(self.ARGS)
         self.assertEqual(rc, 0, err)
 
+    def lessons_learned(self, before):
+        """Waits until the service, idle after a miss, has learned the miss's
+        lesson (compiler/planner.h, defer_lessons: learned on its next tick
+        once nothing runs, within about a second); returns the memo's
+        counters then."""
+        for _ in range(100):
+            m = self.memo()
+            if m["lessons_pending"] == 0 and m["lessons_learned"] > before:
+                return m
+            time.sleep(0.1)
+        self.fail(f"the miss's lesson was not learned within 10 s: {m}")
+
     def warm(self, memo=True, fault=None):
-        """A miss, whose record the memo keeps at once, and three hits it
-        serves."""
+        """A miss, whose record the memo keeps once the service is idle, and
+        three hits it serves."""
         self.start_service(*([] if memo else ["--no-validation-memo"]), jobs=2, fault=fault)
         self.put("inc/h.h", HEADER)
         self.put("k.c", SOURCE)
         os.makedirs(self.wpath("inc1"))
         before = self.counters()
+        lessons = self.memo()["lessons_learned"]
         self.via_ok()
-        learned = self.memo()
+        learned = self.lessons_learned(lessons)
         self.via_ok()
         first = self.memo()
         self.via_ok()

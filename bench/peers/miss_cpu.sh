@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What a cold build's misses cost the service, in CPU: xz-utils (106 objects,
-# autotools + libtool, make -j2) built cold under `ccpool run` by each given
+# What a cold build's misses cost the service, in CPU: xz-utils (186 objects,
+# its programs included; autotools + libtool, make -j2) built cold under `ccpool run` by each given
 # build of ccpool, alternated ROUNDS times, each build with a fresh service and
 # store. Per build it prints the service's own CPU per miss (its threads, from
 # /proc/PID/stat) against its compilers' CPU per miss (the processes it ran and

@@ -195,7 +195,9 @@ size_t Planner::learn_lessons(const ManifestStorage& manifests,
         manifests.load ? manifests.load(lesson.flight_key) : std::nullopt;
     if (blob) {
       std::shared_ptr<const ParsedManifest> parsed = impl.parsed_manifest(lesson.flight_key, *blob);
-      if (parsed && !parsed->entries.empty() && lesson.own_view)
+      // Read back from the store: an entry whose key does not match is no
+      // hit's either, and teaches nothing.
+      if (parsed && !parsed->entries.empty() && parsed->entries.front().key_ok && lesson.own_view)
         impl.learn_record(lesson.cwd, lesson.env, parsed->entries.front());
     }
     impl.lessons_learned.fetch_add(1);

@@ -200,6 +200,30 @@ TEST_P(CcCorrectness, AMissesLessonIsLearnedWhenAskedAndServesTheFirstHit) {
   EXPECT_EQ(deferred.counters().memo_learned, learned_before);
 }
 
+// A lesson reads its manifest back from the store: an entry there whose
+// result key does not match its contents (a hit skips it) teaches nothing.
+TEST_P(CcCorrectness, ALessonWhoseStoredEntryDoesNotMatchItsKeyTeachesNothing) {
+  PlannerOptions options;
+  options.validation_memo = true;
+  options.defer_lessons = true;
+  Planner deferred(options);
+  ASSERT_TRUE(deferred.has_validation_memo()) << "inotify is unavailable";
+  write_text(dir + "/inc/h.h", "#define V 1\n");
+  write_text(dir + "/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");
+  auto r = request({"-c", "k.cpp", "-Iinc", "-o", "k.o"});
+  Outcome miss = execute(deferred, store, r);
+  ASSERT_TRUE(miss.stored);
+  ASSERT_EQ(store.manifests.size(), 1u);
+  std::string& blob = store.manifests.begin()->second;
+  std::string key = miss.conclusion.finished.result_key.hex();
+  size_t at = blob.find(key);
+  ASSERT_NE(at, std::string::npos);
+  blob.replace(at, key.size(), hash_bytes("another result").hex());
+  EXPECT_EQ(deferred.learn_lessons(store.storage(), [] { return true; }), 1u);
+  EXPECT_EQ(deferred.counters().memo_learned, 0u);
+  EXPECT_FALSE(execute(deferred, store, r).hit);  // and no hit takes it either
+}
+
 // A hit whose manifest is parsed in memory does not read it again (the store
 // decompresses and checksums it on every read); new bytes are read once.
 TEST_P(CcCorrectness, AManifestParsedInMemoryIsNotReadAgain) {

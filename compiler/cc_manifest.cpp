@@ -292,7 +292,7 @@ Result<Finished> Planner::Impl::finish_cc(const Plan& plan, const RunFacts& run,
   if (defer_lessons) {
     Lesson lesson{plan.flight_key, cc.cwd, plan.run_env, memo && memo->in_own_view()};
     MutexLock lock(&mutex);
-    if (lessons.size() >= kMaxLessons) {
+    if (lessons.size() >= max_lessons) {
       lessons.pop_front();
       lessons_dropped.fetch_add(1);
     }

@@ -1,6 +1,8 @@
 // Dispatch (which model handles a request), tool identity, the memo of
 // helper runs, and the plan helpers every model uses (plan_helpers.h,
 // verify_plan_inputs).
+#include <algorithm>
+
 #include "base/process_facts.h"
 #include "compiler/cc_name.h"
 #include "compiler/key_hash.h"
@@ -176,6 +178,7 @@ Planner::Planner(PlannerOptions options) : m_impl(std::make_unique<Impl>()) {
     m_impl->memo = ValidationMemo::create(std::move(memo));
   }
   m_impl->defer_lessons = options.defer_lessons;
+  m_impl->max_lessons = std::max<size_t>(options.max_lessons, 1);
 }
 Planner::~Planner() = default;
 

@@ -146,6 +146,10 @@ struct PlannerOptions {
   // core, that work would otherwise lengthen the build (docs/cache-keys.md,
   // "The validation memo"). Off: learned at once, inside finish().
   bool defer_lessons = false;
+  // At most this many lessons wait; past it the oldest is dropped (its entry
+  // is then learned on its second hit, as after a restart). Each holds the
+  // requester's environment, a few KiB.
+  size_t max_lessons = 1024;
 };
 
 class Planner {
@@ -220,7 +224,7 @@ class Planner {
     uint64_t memo_served = 0, memo_learned = 0, memo_refused = 0, memo_deferred = 0;
     uint64_t memo_probes = 0, memo_resets = 0, memo_watches = 0;
     // PlannerOptions::defer_lessons: learned, and dropped unlearned (the
-    // oldest, past kMaxLessons pending).
+    // oldest, past PlannerOptions::max_lessons pending).
     uint64_t lessons_learned = 0, lessons_dropped = 0;
   };
   Counters counters() const;

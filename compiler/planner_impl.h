@@ -127,8 +127,8 @@ struct Planner::Impl {
     std::vector<std::string> env;  // the requester's run environment
     bool own_view = false;         // the requester saw the files as the service does
   };
-  static constexpr size_t kMaxLessons = 4096;  // the oldest are dropped past this
   bool defer_lessons = false;
+  size_t max_lessons = 0;  // PlannerOptions::max_lessons
   std::atomic<uint64_t> lessons_learned{0}, lessons_dropped{0};
 
   // Scan flags and include spellings of a file's content, memoized by

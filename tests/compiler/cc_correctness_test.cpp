@@ -200,6 +200,33 @@ TEST_P(CcCorrectness, AMissesLessonIsLearnedWhenAskedAndServesTheFirstHit) {
   EXPECT_EQ(deferred.counters().memo_learned, learned_before);
 }
 
+// PlannerOptions::max_lessons: past it the oldest lesson is dropped, and
+// the newest are learned.
+TEST_P(CcCorrectness, LessonsPastTheBoundDropTheOldest) {
+  PlannerOptions options;
+  options.validation_memo = true;
+  options.defer_lessons = true;
+  options.max_lessons = 2;
+  Planner deferred(options);
+  for (int i = 0; i < 3; ++i) {
+    std::string name = "k" + std::to_string(i) + ".cpp";
+    write_text(dir + "/" + name, "int f" + std::to_string(i) + "() { return 1; }\n");
+    ASSERT_TRUE(execute(deferred, store, request({"-c", name, "-o", "k.o"})).stored) << name;
+  }
+  EXPECT_EQ(deferred.pending_lessons(), 2u);
+  EXPECT_EQ(deferred.counters().lessons_dropped, 1u);
+  EXPECT_EQ(deferred.learn_lessons(store.storage(), [] { return true; }), 2u);
+  EXPECT_EQ(deferred.counters().lessons_learned, 2u);
+  EXPECT_EQ(deferred.pending_lessons(), 0u);
+  // The two newest were parsed by their lessons; the oldest's first hit parses it.
+  uint64_t parses = deferred.counters().manifest_parses;
+  for (int i : {2, 1, 0}) {
+    std::string name = "k" + std::to_string(i) + ".cpp";
+    EXPECT_TRUE(execute(deferred, store, request({"-c", name, "-o", "k.o"})).hit) << name;
+    EXPECT_EQ(deferred.counters().manifest_parses, parses + (i == 0 ? 1 : 0)) << name;
+  }
+}
+
 // A lesson reads its manifest back from the store: an entry there whose
 // result key does not match its contents (a hit skips it) teaches nothing.
 TEST_P(CcCorrectness, ALessonWhoseStoredEntryDoesNotMatchItsKeyTeachesNothing) {

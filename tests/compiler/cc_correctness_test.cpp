@@ -151,16 +151,22 @@ TEST_P(CcCorrectness, ManifestIsParsedOncePerBytes) {
             before + 2);  // the new bytes, once (the miss's lookup reused the old parse)
 }
 
+// The service's planner: the validation memo on, lessons deferred.
+PlannerOptions deferring(size_t max_lessons = PlannerOptions{}.max_lessons) {
+  PlannerOptions options;
+  options.validation_memo = true;
+  options.defer_lessons = true;
+  options.max_lessons = max_lessons;
+  return options;
+}
+
 // PlannerOptions::defer_lessons (the service's setting): a stored miss
 // leaves its lesson (its manifest parsed for the first hit, its record kept
 // in the validation memo) pending until the caller asks; the first hit after
 // it is served from the memo without parsing, and an edit after the lesson
 // is still a miss with the direct compile's bytes.
 TEST_P(CcCorrectness, AMissesLessonIsLearnedWhenAskedAndServesTheFirstHit) {
-  PlannerOptions options;
-  options.validation_memo = true;
-  options.defer_lessons = true;
-  Planner deferred(options);
+  Planner deferred(deferring());
   ASSERT_TRUE(deferred.has_validation_memo()) << "inotify is unavailable";
   write_text(dir + "/inc/h.h", "#define V 1\n");
   write_text(dir + "/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");
@@ -203,11 +209,7 @@ TEST_P(CcCorrectness, AMissesLessonIsLearnedWhenAskedAndServesTheFirstHit) {
 // PlannerOptions::max_lessons: past it the oldest lesson is dropped, and
 // the newest are learned.
 TEST_P(CcCorrectness, LessonsPastTheBoundDropTheOldest) {
-  PlannerOptions options;
-  options.validation_memo = true;
-  options.defer_lessons = true;
-  options.max_lessons = 2;
-  Planner deferred(options);
+  Planner deferred(deferring(2));
   for (int i = 0; i < 3; ++i) {
     std::string name = "k" + std::to_string(i) + ".cpp";
     write_text(dir + "/" + name, "int f" + std::to_string(i) + "() { return 1; }\n");
@@ -230,10 +232,7 @@ TEST_P(CcCorrectness, LessonsPastTheBoundDropTheOldest) {
 // A lesson reads its manifest back from the store: an entry there whose
 // result key does not match its contents (a hit skips it) teaches nothing.
 TEST_P(CcCorrectness, ALessonWhoseStoredEntryDoesNotMatchItsKeyTeachesNothing) {
-  PlannerOptions options;
-  options.validation_memo = true;
-  options.defer_lessons = true;
-  Planner deferred(options);
+  Planner deferred(deferring());
   ASSERT_TRUE(deferred.has_validation_memo()) << "inotify is unavailable";
   write_text(dir + "/inc/h.h", "#define V 1\n");
   write_text(dir + "/k.cpp", "#include \"h.h\"\nint f() { return V; }\n");

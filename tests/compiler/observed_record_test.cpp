@@ -4,18 +4,17 @@
 // the cwd, repeated). The real compilers' records are exercised by
 // cc_observed_test.cpp and cc_correctness_test.cpp.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "compiler/observed.h"
+#include "tests/support/scratch.h"
 
 namespace ccpool::compiler {
 namespace {
@@ -25,10 +24,7 @@ namespace fs = std::filesystem;
 class ObservedRecord : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* base = std::getenv("CCPOOL_TEST_TMP");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/observed-record.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root = tmpl;
+    root = ::ccpool::testing::scratch_dir();  // removed when the test passes
     fs::create_directories(root + "/work/job");
     fs::create_directories(root + "/inc");
     fs::create_directories(root + "/sys");
@@ -36,8 +32,6 @@ class ObservedRecord : public ::testing::Test {
     put("work/k.c", "int k;\n");
     put("sys/s.h", "int s;\n");
   }
-  void TearDown() override { fs::remove_all(root); }
-
   void put(const std::string& rel, const std::string& text) {
     fs::create_directories(fs::path(root + "/" + rel).parent_path());
     std::ofstream(root + "/" + rel) << text;

@@ -462,11 +462,12 @@ nlohmann::json Service::Impl::status() {
 void Service::Impl::tick() {
   auto now = std::chrono::steady_clock::now();
   worker_pool->tick();
+  bool nothing_runs =
+      pipeline->active_flights() == 0 && pipeline->pending() == 0 && runner->running_count() == 0;
   // What the misses left to learn (compiler/planner.h, defer_lessons), once
   // nothing else runs: on a build that fills every core it would lengthen
   // the build.
-  if (pipeline->active_flights() == 0 && pipeline->pending() == 0 && runner->running_count() == 0 &&
-      planner->pending_lessons() > 0 && !learning_lessons.exchange(true)) {
+  if (nothing_runs && planner->pending_lessons() > 0 && !learning_lessons.exchange(true)) {
     scheduler->run_in_arena(
         [this] {
           pipeline->learn_lessons_while_idle();
@@ -491,8 +492,7 @@ void Service::Impl::tick() {
   // An open Redis-front connection is a client too: exiting under it would
   // also free the front's TCP port for another user to bind.
   bool front_open = front && front->counters().open_connections > 0;
-  bool idle = hub->connection_count() == 0 && !front_open && pipeline->active_flights() == 0 &&
-              pipeline->pending() == 0 && runner->running_count() == 0;
+  bool idle = hub->connection_count() == 0 && !front_open && nothing_runs;
   auto last = std::max(hub->last_activity(), last_front_activity);
   if (idle && options.idle_timeout.count() > 0 && now - last >= options.idle_timeout) {
     spdlog::info("idle for {} s: exiting",

@@ -8,8 +8,12 @@ workers  (issue 24) R ranks x TORCHINDUCTOR_COMPILE_THREADS=T, each compiling th
          (cold store); ccpool run again with Inductor's cache emptied (a fresh node,
          warm store); and SIGINT to each launcher while compiles run.
 graphs   (issue 25) R ranks of tests/torch/support/model.py (3 graphs, Inductor's
-         CPU backend, or --device cuda), started together: plain torchrun, ccpool
-         run, and one plain rank alone.
+         CPU backend, or --device cuda), started together: one plain rank alone,
+         cold and again on its filled cache (warm); then plain torchrun and ccpool
+         run with one Inductor cache dir for all ranks (Inductor's file locks then
+         share the C++ builds among plain ranks) and with a cache dir and TMPDIR
+         per rank (a container per rank), --graph-dirs. Ends with the goals of
+         issue 25 against single flight's floor: one cold rank plus R-1 warm ones.
 
 Measured per run: wall; the compile phase's CPU, every process counted (the
 ranks' own compile-phase CPU and the compilers they waited for; under ccpool
@@ -18,7 +22,7 @@ peak Python compile processes (not ranks, not launchers, older than 0.25 s) and
 their summed PSS (shared pages split among the processes that share them); ptxas compiles (a logging ptxas); Inductor's own counters.
 
   /usr/bin/python3 bench/torch/seed.py [--ranks 8] [--threads 32] [--jobs N] [--only workers|graphs]
-      [--device cpu|cuda] [--out bench/torch/seed.json]
+      [--device cpu|cuda] [--graph-dirs shared|per-rank|both] [--graph-reps N] [--out bench/torch/seed.json]
 Prints one JSON line per run and a markdown table at the end; writes --out.
 """
 import argparse
@@ -143,6 +147,41 @@ class Sampler:
         self.thread.join()
 
 
+def graph_ratios(ranks, cold, warm, plain, ccpool):
+    """One repetition of the graph scenario: issue 25's two measures, and the floor that single flight can
+    reach, one rank compiling every graph (cold) and ranks-1 ranks loading them (warm)."""
+    floor = cold["compile_cpu_s"] + (ranks - 1) * warm["compile_cpu_s"]
+    plain_cpu, ccpool_cpu = plain.get("compile_cpu_s"), ccpool.get("compile_cpu_s")
+    one_wall, wall = cold.get("compile_wall_s"), ccpool.get("compile_wall_s")
+    return {"plain_cpu_s": plain_cpu, "ccpool_cpu_s": ccpool_cpu, "floor_cpu_s": round(floor, 1),
+            "one_rank_wall_s": one_wall, "ccpool_wall_s": wall,
+            "cpu_vs_plain": round(ccpool_cpu / plain_cpu, 2) if plain_cpu and ccpool_cpu else None,
+            "floor_vs_plain": round(floor / plain_cpu, 2) if plain_cpu else None,
+            "cpu_vs_floor": round(ccpool_cpu / floor, 2) if ccpool_cpu and floor else None,
+            "wall_vs_one_rank": round(wall / one_wall, 2) if wall and one_wall else None}
+
+
+def graph_goals(mode, ranks, reps):
+    """The medians over the repetitions of one placement of the ranks' caches, and a line that says them."""
+    def median(key):
+        values = sorted(r[key] for r in reps if r.get(key) is not None)
+        return values[len(values) // 2] if values else None
+
+    def each(key):
+        return ", ".join(str(r.get(key)) for r in reps)
+
+    res = {"dirs": mode, "ranks": ranks, "reps": reps}
+    for key in ("cpu_vs_plain", "floor_vs_plain", "cpu_vs_floor", "wall_vs_one_rank"):
+        res[key] = median(key)
+    res["text"] = (f"graphs, {mode} cache dirs, R = {ranks}, medians of {len(reps)}: compile-phase CPU ccpool/plain "
+                   f"{res['cpu_vs_plain']}x ({each('cpu_vs_plain')}; goal <= 0.5x); single flight's floor (one cold "
+                   f"rank + {ranks - 1} warm) {res['floor_vs_plain']}x plain ({each('floor_vs_plain')}), ccpool "
+                   f"{res['cpu_vs_floor']}x the floor; compile wall {res['wall_vs_one_rank']}x one rank alone "
+                   f"({each('wall_vs_one_rank')}; goal <= 1.1x where the machine has >= {ranks} cores, this one "
+                   f"has {os.cpu_count()})")
+    return res
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -150,6 +189,7 @@ class Bench:
         self.python = args.python or os.path.join(args.venv, "bin", "python")
         self.root = tempfile.mkdtemp(prefix="ccpool-seed.")
         self.rows = []
+        self.summary = []
 
     def env(self, d, threads, extra=None):
         e = {k: v for k, v in os.environ.items()
@@ -278,9 +318,32 @@ class Bench:
         env = {"NOGPU_COMPILE_SHIM": "1"} if self.args.device == "cpu" else {}
         if self.args.graph_threads:
             env["TORCHINDUCTOR_COMPILE_THREADS"] = str(self.args.graph_threads)
-        self.run("graphs: one rank alone", f"{self.root}/g-one", "model.py", 1, False, env=env, extra_args=extra)
-        self.run("graphs: plain", f"{self.root}/g-plain", "model.py", r, False, env=env, extra_args=extra)
-        self.run("graphs: ccpool", f"{self.root}/g-ccpool", "model.py", r, True, env=env, extra_args=extra)
+        modes = {"shared": ("", None),
+                 "per-rank": (", a cache dir and TMPDIR per rank", lambda d: {
+                     "CCPOOL_TORCH_PER_RANK_CACHE": f"{d}/inductor", "CCPOOL_TORCH_PER_RANK_TMP": f"{d}/rank-tmp"})}
+        chosen = ("shared", "per-rank") if self.args.graph_dirs == "both" else (self.args.graph_dirs,)
+        reps = {mode: [] for mode in chosen}
+        # This machine's speed drifts by tens of percent over minutes: each repetition measures its own floor
+        # and its own pairs, in alternating order, and the goals take the median of the repetitions' ratios.
+        for rep in range(self.args.graph_reps):
+            one = f"{self.root}/g-one-{rep}"
+            cold = self.run("graphs: one rank alone", one, "model.py", 1, False, env=env, extra_args=extra)
+            # The same rank again on its filled Inductor cache: what a rank that loads every graph still spends
+            # (Dynamo, the cache's lookups and loads, Inductor's compiler probes). No single flight saves it.
+            shutil.rmtree(f"{one}/out", ignore_errors=True)
+            warm = self.run("graphs: one rank alone, warm cache", one, "model.py", 1, False, env=env,
+                            extra_args=extra)
+            for mode in chosen:
+                suffix, dirs = modes[mode]
+                runs = {}
+                order = ((False, "plain"), (True, "ccpool"))
+                for via, name in (order if rep % 2 == 0 else order[::-1]):
+                    d = f"{self.root}/g-{name}-{mode}-{rep}"
+                    runs[name] = self.run(f"graphs: {name}{suffix}", d, "model.py", r, via,
+                                          env={**env, **(dirs(d) if dirs else {})}, extra_args=extra)
+                reps[mode].append(graph_ratios(r, cold, warm, runs["plain"], runs["ccpool"]))
+        for mode in chosen:
+            self.summary.append(graph_goals(mode, r, reps[mode]))
         if self.args.graph_sigint:
             for via, label in ((False, "graphs: plain + SIGINT"), (True, "graphs: ccpool + SIGINT")):
                 gate = {**env, "TEST_WORKER_GATE": f"{self.root}/ggate-{via}"}  # Triton compiles hold
@@ -308,9 +371,11 @@ class Bench:
             self.graphs()
         meta["loadavg_end"] = os.getloadavg()
         with open(self.args.out, "w") as f:
-            json.dump({"meta": meta, "runs": self.rows}, f, indent=1)
+            json.dump({"meta": meta, "runs": self.rows, "graph_goals": self.summary}, f, indent=1)
         print(json.dumps(meta))
         print(self.table())
+        for line in self.summary:
+            print(line["text"])
         if self.args.keep:
             print(f"kept {self.root}")
         else:
@@ -326,6 +391,11 @@ def main():
     ap.add_argument("--only", choices=("workers", "graphs", "sigint"))
     ap.add_argument("--device", default="cpu", help="the graph scenario's device: cpu or cuda")
     ap.add_argument("--graph-threads", type=int, help="TORCHINDUCTOR_COMPILE_THREADS for the graph scenario")
+    ap.add_argument("--graph-dirs", choices=("shared", "per-rank", "both"), default="both",
+                    help="the graph scenario's Inductor cache dir: one for all ranks (Inductor's file locks share "
+                         "its C++ builds), one per rank with its own TMPDIR (a container per rank), or both runs")
+    ap.add_argument("--graph-reps", type=int, default=1,
+                    help="repetitions of the graph scenario (each with its own floor); the goals take medians")
     ap.add_argument("--graph-sigint", action="store_true", help="also SIGINT each launcher mid-compile (GPU)")
     ap.add_argument("--ptxas", default="/usr/local/cuda/bin/ptxas")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))

@@ -185,7 +185,7 @@ Planner::~Planner() = default;
 size_t Planner::learn_lessons(const ManifestStorage& manifests,
                               const std::function<bool()>& keep_going) {
   Impl& impl = *m_impl;
-  size_t learned = 0;
+  size_t taken = 0;
   while (keep_going()) {
     Impl::Lesson lesson;
     {
@@ -196,17 +196,19 @@ size_t Planner::learn_lessons(const ManifestStorage& manifests,
     }
     std::optional<std::string> blob =
         manifests.load ? manifests.load(lesson.flight_key) : std::nullopt;
-    if (blob) {
-      std::shared_ptr<const ParsedManifest> parsed = impl.parsed_manifest(lesson.flight_key, *blob);
-      // Read back from the store: an entry whose key does not match is no
-      // hit's either, and teaches nothing.
-      if (parsed && !parsed->entries.empty() && parsed->entries.front().key_ok && lesson.own_view)
-        impl.learn_record(lesson.cwd, lesson.env, parsed->entries.front());
+    std::shared_ptr<const ParsedManifest> parsed =
+        blob ? impl.parsed_manifest(lesson.flight_key, *blob) : nullptr;
+    // Read back from the store: an entry whose key does not match is no
+    // hit's either, and teaches nothing.
+    if (parsed && !parsed->entries.empty() && parsed->entries.front().key_ok && lesson.own_view) {
+      impl.learn_record(lesson.cwd, lesson.env, parsed->entries.front());
+      impl.lessons_learned.fetch_add(1);
+    } else {
+      impl.lessons_unlearned.fetch_add(1);
     }
-    impl.lessons_learned.fetch_add(1);
-    ++learned;
+    ++taken;
   }
-  return learned;
+  return taken;
 }
 
 size_t Planner::pending_lessons() const {
@@ -217,6 +219,7 @@ size_t Planner::pending_lessons() const {
 Planner::Counters Planner::counters() const {
   Counters c{m_impl->manifest_parses.load(), m_impl->listings.reads()};
   c.lessons_learned = m_impl->lessons_learned.load();
+  c.lessons_unlearned = m_impl->lessons_unlearned.load();
   c.lessons_dropped = m_impl->lessons_dropped.load();
   if (m_impl->memo) {
     ValidationMemo::Counters m = m_impl->memo->counters();

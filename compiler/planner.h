@@ -204,7 +204,8 @@ class Planner {
                             std::string_view stored) const;
 
   // PlannerOptions::defer_lessons: learns the pending lessons, oldest first,
-  // while keep_going() says so (asked before each); returns how many. Each
+  // while keep_going() says so (asked before each); returns how many it
+  // took (Counters: learned or unlearned). Each
   // reads its manifest through `manifests` again (the newest entry is
   // learned, validated first like a hit) and learns nothing when it is gone.
   // Thread-safe; lookups may run meanwhile (a hit before its lesson learns
@@ -223,9 +224,11 @@ class Planner {
     // probes, resets, watches held.
     uint64_t memo_served = 0, memo_learned = 0, memo_refused = 0, memo_deferred = 0;
     uint64_t memo_probes = 0, memo_resets = 0, memo_watches = 0;
-    // PlannerOptions::defer_lessons: learned, and dropped unlearned (the
-    // oldest, past PlannerOptions::max_lessons pending).
-    uint64_t lessons_learned = 0, lessons_dropped = 0;
+    // PlannerOptions::defer_lessons: learned (the entry handed to the
+    // memo), taken but teaching nothing (its manifest gone, its entry not
+    // matching its key, or the requester in another view), and dropped
+    // unlearned (the oldest, past PlannerOptions::max_lessons pending).
+    uint64_t lessons_learned = 0, lessons_unlearned = 0, lessons_dropped = 0;
   };
   Counters counters() const;
   bool has_validation_memo() const;  // asked for, and inotify available

@@ -129,7 +129,7 @@ struct Planner::Impl {
   };
   bool defer_lessons = false;
   size_t max_lessons = 0;  // PlannerOptions::max_lessons
-  std::atomic<uint64_t> lessons_learned{0}, lessons_dropped{0};
+  std::atomic<uint64_t> lessons_learned{0}, lessons_unlearned{0}, lessons_dropped{0};
 
   // Scan flags and include spellings of a file's content, memoized by
   // content digest.

@@ -437,6 +437,7 @@ nlohmann::json Service::Impl::status() {
                           {"watches", pc.memo_watches},
                           {"lessons_pending", planner->pending_lessons()},
                           {"lessons_learned", pc.lessons_learned},
+                          {"lessons_unlearned", pc.lessons_unlearned},
                           {"lessons_dropped", pc.lessons_dropped}};
   j["metrics_port"] = metrics ? metrics->port() : 0;
   j["remote_skipped"] = r.remote.skipped;

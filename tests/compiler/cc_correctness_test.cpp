@@ -204,6 +204,8 @@ TEST_P(CcCorrectness, AMissesLessonIsLearnedWhenAskedAndServesTheFirstHit) {
   uint64_t learned_before = deferred.counters().memo_learned;
   EXPECT_EQ(deferred.learn_lessons(ManifestStorage{}, [] { return true; }), 1u);
   EXPECT_EQ(deferred.counters().memo_learned, learned_before);
+  EXPECT_EQ(deferred.counters().lessons_learned, 1u);
+  EXPECT_EQ(deferred.counters().lessons_unlearned, 1u);
 }
 
 // PlannerOptions::max_lessons: past it the oldest lesson is dropped, and
@@ -247,6 +249,9 @@ TEST_P(CcCorrectness, ALessonWhoseStoredEntryDoesNotMatchItsKeyTeachesNothing) {
   blob.replace(at, key.size(), hash_bytes("another result").hex());
   EXPECT_EQ(deferred.learn_lessons(store.storage(), [] { return true; }), 1u);
   EXPECT_EQ(deferred.counters().memo_learned, 0u);
+  // Taken, and counted as teaching nothing, not as learned.
+  EXPECT_EQ(deferred.counters().lessons_learned, 0u);
+  EXPECT_EQ(deferred.counters().lessons_unlearned, 1u);
   EXPECT_FALSE(execute(deferred, store, r).hit);  // and no hit takes it either
 }
 

@@ -204,10 +204,10 @@ class Planner {
                             std::string_view stored) const;
 
   // PlannerOptions::defer_lessons: learns the pending lessons, oldest first,
-  // while keep_going() says so (asked before each); returns how many it
-  // took (Counters: learned or unlearned). Each
-  // reads its manifest through `manifests` again (the newest entry is
-  // learned, validated first like a hit) and learns nothing when it is gone.
+  // while keep_going() says so (asked before each); returns how many it took
+  // (each counted as learned or unlearned). Each reads its manifest through
+  // `manifests` again (the newest entry is learned, validated first like a
+  // hit) and learns nothing when it is gone.
   // Thread-safe; lookups may run meanwhile (a hit before its lesson learns
   // what it validated itself).
   size_t learn_lessons(const ManifestStorage& manifests, const std::function<bool()>& keep_going);

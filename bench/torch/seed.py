@@ -165,7 +165,10 @@ def graph_goals(mode, ranks, reps):
     """The medians over the repetitions of one placement of the ranks' caches, and a line that says them."""
     def median(key):
         values = sorted(r[key] for r in reps if r.get(key) is not None)
-        return values[len(values) // 2] if values else None
+        if not values:
+            return None
+        mid = len(values) // 2
+        return values[mid] if len(values) % 2 else round((values[mid - 1] + values[mid]) / 2, 2)
 
     def each(key):
         return ", ".join(str(r.get(key)) for r in reps)

@@ -42,7 +42,7 @@ class GccMemoTest(E2ECase):
             if m["lessons_pending"] == 0 and m["lessons_learned"] + m["lessons_unlearned"] > before:
                 return m
             time.sleep(0.1)
-        self.fail(f"the miss's lesson was not learned within 10 s: {m}")
+        self.fail(f"the miss's lesson was not taken within 10 s: {m}")
 
     def warm(self, memo=True, fault=None):
         """A miss, whose record the memo keeps once the service is idle, and

@@ -11,8 +11,10 @@ graphs   (issue 25) R ranks of tests/torch/support/model.py (3 graphs, Inductor'
          CPU backend, or --device cuda), started together: one plain rank alone,
          cold and again on its filled cache (warm); then plain torchrun and ccpool
          run with one Inductor cache dir for all ranks (Inductor's file locks then
-         share the C++ builds among plain ranks) and with a cache dir and TMPDIR
-         per rank (a container per rank), --graph-dirs. Ends with the goals of
+         share the C++ builds among plain ranks), with a cache dir and TMPDIR
+         per rank (other paths), and with a private TMPDIR per rank at one path
+         (a container per rank: a mount namespace each, needs root),
+         --graph-dirs. Ends with the goals of
          issue 25 against single flight's floor: one cold rank plus R-1 warm ones.
 
 Measured per run: wall; the compile phase's CPU, every process counted (the
@@ -22,7 +24,7 @@ peak Python compile processes (not ranks, not launchers, older than 0.25 s) and
 their summed PSS (shared pages split among the processes that share them); ptxas compiles (a logging ptxas); Inductor's own counters.
 
   /usr/bin/python3 bench/torch/seed.py [--ranks 8] [--threads 32] [--jobs N] [--only workers|graphs]
-      [--device cpu|cuda] [--graph-dirs shared|per-rank|both] [--graph-reps N] [--out bench/torch/seed.json]
+      [--device cpu|cuda] [--graph-dirs shared|per-rank|private-tmp|all] [--graph-reps N] [--out bench/torch/seed.json]
 Prints one JSON line per run and a markdown table at the end; writes --out.
 """
 import argparse
@@ -207,9 +209,14 @@ class Bench:
         os.makedirs(e["TMPDIR"], exist_ok=True)
         return e
 
-    def command(self, d, script, ranks, via, extra_args=()):
+    def command(self, d, script, ranks, via, extra_args=(), private_tmp=False):
+        entry = [os.path.join(SUPPORT, script)]
+        if private_tmp:
+            # Each rank in a mount namespace of its own whose $TMPDIR (one path for all ranks) is its own
+            # directory, as in a container per rank: the same paths, other files.
+            entry = ["--no-python", os.path.join(SUPPORT, "bin", "private-tmp-rank"), self.python, *entry]
         run = [self.python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks),
-               os.path.join(SUPPORT, script), "--out-dir", f"{d}/out", *extra_args]
+               *entry, "--out-dir", f"{d}/out", *extra_args]
         if not via:
             return run
         return [self.ccpool, "run", "--socket", f"{d}/run/sock", "--dir", f"{d}/store", "--jobs",
@@ -234,9 +241,9 @@ class Bench:
                            text=True)
         return json.loads(r.stdout) if r.returncode == 0 else {}
 
-    def run(self, label, d, script, ranks, via, env=None, sigint=False, extra_args=()):
+    def run(self, label, d, script, ranks, via, env=None, sigint=False, extra_args=(), private_tmp=False):
         before = os.times()
-        p = subprocess.Popen(self.command(d, script, ranks, via, extra_args),
+        p = subprocess.Popen(self.command(d, script, ranks, via, extra_args, private_tmp),
                              env=self.env(d, self.args.threads if script == "inductor_ranks.py" else None, env),
                              stdout=subprocess.DEVNULL, stderr=open(f"{d}.stderr.log", "ab"),
                              start_new_session=True)
@@ -323,8 +330,11 @@ class Bench:
             env["TORCHINDUCTOR_COMPILE_THREADS"] = str(self.args.graph_threads)
         modes = {"shared": ("", None),
                  "per-rank": (", a cache dir and TMPDIR per rank", lambda d: {
-                     "CCPOOL_TORCH_PER_RANK_CACHE": f"{d}/inductor", "CCPOOL_TORCH_PER_RANK_TMP": f"{d}/rank-tmp"})}
-        chosen = ("shared", "per-rank") if self.args.graph_dirs == "both" else (self.args.graph_dirs,)
+                     "CCPOOL_TORCH_PER_RANK_CACHE": f"{d}/inductor", "CCPOOL_TORCH_PER_RANK_TMP": f"{d}/rank-tmp"}),
+                 "private-tmp": (", a private TMPDIR per rank at one path", lambda d: {
+                     "TMPDIR": f"{d}/view", "TORCHINDUCTOR_CACHE_DIR": f"{d}/view/inductor",
+                     "CCPOOL_TEST_RANK_TMP": f"{d}/rank-tmp"})}
+        chosen = tuple(modes) if self.args.graph_dirs == "all" else (self.args.graph_dirs,)
         reps = {mode: [] for mode in chosen}
         # This machine's speed drifts by tens of percent over minutes: each repetition measures its own floor
         # and its own pairs, in alternating order, and the goals take the median of the repetitions' ratios.
@@ -343,7 +353,8 @@ class Bench:
                 for via, name in (order if rep % 2 == 0 else order[::-1]):
                     d = f"{self.root}/g-{name}-{mode}-{rep}"
                     runs[name] = self.run(f"graphs: {name}{suffix}", d, "model.py", r, via,
-                                          env={**env, **(dirs(d) if dirs else {})}, extra_args=extra)
+                                          env={**env, **(dirs(d) if dirs else {})}, extra_args=extra,
+                                          private_tmp=mode == "private-tmp")
                 reps[mode].append(graph_ratios(r, cold, warm, runs["plain"], runs["ccpool"]))
         for mode in chosen:
             self.summary.append(graph_goals(mode, r, reps[mode]))
@@ -394,9 +405,10 @@ def main():
     ap.add_argument("--only", choices=("workers", "graphs", "sigint"))
     ap.add_argument("--device", default="cpu", help="the graph scenario's device: cpu or cuda")
     ap.add_argument("--graph-threads", type=int, help="TORCHINDUCTOR_COMPILE_THREADS for the graph scenario")
-    ap.add_argument("--graph-dirs", choices=("shared", "per-rank", "both"), default="both",
+    ap.add_argument("--graph-dirs", choices=("shared", "per-rank", "private-tmp", "all"), default="all",
                     help="the graph scenario's Inductor cache dir: one for all ranks (Inductor's file locks share "
-                         "its C++ builds), one per rank with its own TMPDIR (a container per rank), or both runs")
+                         "its C++ builds), one per rank with its own TMPDIR (other paths), a private TMPDIR per rank "
+                         "at one path (a container per rank: each rank in its own mount namespace), or all three")
     ap.add_argument("--graph-reps", type=int, default=1,
                     help="repetitions of the graph scenario (each with its own floor); the goals take medians")
     ap.add_argument("--graph-sigint", action="store_true", help="also SIGINT each launcher mid-compile (GPU)")

@@ -9,11 +9,12 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
 from slurm_cluster import SlurmCluster  # noqa: E402
-from torch_case import (CCPOOL, MODEL, VENV_PY, TorchCase, main, pid_gone, proc_name,  # noqa: E402
+from torch_case import (CCPOOL, HERE, MODEL, VENV_PY, TorchCase, main, pid_gone, proc_name,  # noqa: E402
                         serve_pids, wait_until)
 
 JOBS = 2
@@ -98,6 +99,43 @@ class TorchRunTest(ModelCase):
                          {self.path("per-rank", f"rank{r}") for r in range(ranks)})
         s, distinct = self.check_builds(ranks)
         print(f"one cache dir per rank, {ranks} ranks: {s}", file=sys.stderr)
+
+    def test_ranks_in_a_container_each(self):
+        """A container per rank: each rank in a mount namespace of its own
+        whose TMPDIR (one path for all, holding Inductor's cache dir) is its
+        own directory (support/bin/private-tmp-rank). Plain ranks would share
+        nothing; the service serves each in its own view, so every distinct
+        build (the same command line and bytes in both views) still runs
+        once, the graphs are single flights, and each rank's private cache
+        holds its own copy of the kernels."""
+        probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("unshare --mount is not permitted here: " + probe.stderr.decode(errors="replace").strip())
+        ranks = 2
+        out = self.wpath("out")
+        view, private = self.wpath("view"), self.wpath("rank-tmp")
+        os.makedirs(view)
+        job = self.ccpool_run(VENV_PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks),
+                              "--no-python", os.path.join(HERE, "bin", "private-tmp-rank"), VENV_PY, MODEL,
+                              "--out-dir", out, jobs=JOBS,
+                              env={"TMPDIR": view, "TORCHINDUCTOR_CACHE_DIR": os.path.join(view, "inductor"),
+                                   "CCPOOL_TEST_RANK_TMP": private})
+        self.watch_job(job)
+        self.run_ok(job)
+        self.watch.stop()
+        results = self.check_ranks(out, ranks)
+        self.assertEqual({r["cache_dir"] for r in results}, {os.path.join(view, "inductor")})
+        # Only the launcher, outside the ranks' namespaces, writes there (its torchelastic_* dir).
+        self.assertEqual([n for n in os.listdir(view) if not n.startswith("torchelastic_")], [],
+                         "a rank wrote to the launcher's TMPDIR, not to its own")
+        for r in range(ranks):
+            kernels = [f for _, _, files in os.walk(os.path.join(private, f"rank{r}", "inductor"))
+                       for f in files if f.endswith(".so")]
+            self.assertTrue(kernels, f"rank {r}'s private cache holds no kernel")
+        misses = sum(r["counters"].get("inductor", {}).get("fxgraph_cache_miss", 0) for r in results)
+        self.assertEqual(misses, len(PIECES), [r["counters"] for r in results])
+        s, distinct = self.check_builds(ranks)
+        print(f"a container per rank, {ranks} ranks: {s}", file=sys.stderr)
 
     def test_accelerate_launch(self):
         """`ccpool run -- accelerate launch --multi_gpu --num_processes 2`, the

@@ -18,9 +18,9 @@ matched eager, and the Inductor counters (FX graph cache hits/misses).
 
 Environment: CCPOOL_TORCH_PER_RANK_CACHE=DIR gives each rank
 TORCHINDUCTOR_CACHE_DIR=DIR/rank<R> (set here, before torch is imported).
-CCPOOL_TORCH_PER_RANK_TMP=DIR gives each rank TMPDIR=DIR/rank<R> too (its own
-/tmp, as a container per rank or a scheduler's per-task TMPDIR gives it:
-Inductor's precompiled headers and its default cache dir live there).
+CCPOOL_TORCH_PER_RANK_TMP=DIR gives each rank TMPDIR=DIR/rank<R> too, a path of
+its own, as a scheduler's per-task TMPDIR gives it (Inductor's precompiled
+headers and its default cache dir live there).
 CCPOOL_TEST_COMPILE_GATE=DIR: every Inductor graph compile (code generation,
 after the caches missed) first creates DIR/compiling.<pid>, then waits for
 DIR/go (a test kills or releases a rank that is mid-compile).

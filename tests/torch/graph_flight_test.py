@@ -82,16 +82,21 @@ class GraphFlightTest(TorchCase):
         print(f"{ranks} ranks: misses {per_rank}, leases {leases}; fresh node: {r['counters']}",
               file=sys.stderr)
 
-    def test_without_hooks_every_rank_compiles_every_graph(self):
+    def test_without_hooks_ranks_compile_graphs_again(self):
         """The control: `--no-python-hooks` is Inductor on its own (the state
-        before issue 25). Ranks started together all miss: 2 ranks x 3."""
+        before issue 25). Ranks started together compile graphs more than once:
+        on this 2-core machine every rank misses every graph (2 ranks x 3); on
+        a 16-core GPU machine (H200) a rank that reached a graph after the
+        other had stored it hit (4 misses), so the bound is more than one
+        compile per graph."""
         ranks = 2
         out = self.wpath("out")
         self.run_ok(self.torchrun(ranks, out, flags=("--no-python-hooks",)))
         results = self.results(out)
         self.check_ok(results)
-        self.assertEqual(sum(misses(r) for r in results), ranks * len(PIECES),
-                         [r["counters"] for r in results])
+        self.assertEqual(len(results), ranks)
+        self.assertGreater(sum(misses(r) for r in results), len(PIECES),
+                           [r["counters"] for r in results])
         self.assertEqual(self.leases().get("leads", 0), 0)
 
     def start_leader(self, gate, env=None):

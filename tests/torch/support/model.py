@@ -26,6 +26,8 @@ after the caches missed) first creates DIR/compiling.<pid>, then waits for
 DIR/go (a test kills or releases a rank that is mid-compile).
 CCPOOL_TEST_COMPILE_FAIL=1: every Inductor graph compile raises (a leader
 whose compile fails). CCPOOL_TEST_PIECES=a,b: compile only these pieces.
+CCPOOL_TEST_TORCH_DEVICE=cuda: --device's default, so that the suite's cases run
+on a GPU where there is one (the lent device machine; CI has none).
 """
 import argparse
 import json
@@ -96,7 +98,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--width", type=int, default=32)
-    ap.add_argument("--device", default="cpu", help="cpu, or cuda (rank r on GPU r mod the GPU count)")
+    ap.add_argument("--device", default=os.environ.get("CCPOOL_TEST_TORCH_DEVICE", "cpu"),
+                    help="cpu, or cuda (rank r on GPU r mod the GPU count); default $CCPOOL_TEST_TORCH_DEVICE or cpu")
     args = ap.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
 

@@ -184,6 +184,10 @@ class TorchCase(E2ECase):
             PYTHONDONTWRITEBYTECODE="1",
             OMP_NUM_THREADS="1",
         )
+        # model.py's device: on a GPU machine, CCPOOL_TEST_TORCH_DEVICE=cuda runs the cases that use it
+        # on the GPU (their counts hold there too); unset, Inductor's CPU backend, as in CI.
+        if os.environ.get("CCPOOL_TEST_TORCH_DEVICE"):
+            self.env["CCPOOL_TEST_TORCH_DEVICE"] = os.environ["CCPOOL_TEST_TORCH_DEVICE"]
         self.watch = None
 
     def tearDown(self):

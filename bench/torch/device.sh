@@ -7,9 +7,10 @@
 #       ccpool, ccpool-cli (with the Debian libraries it links, RPATH set by
 #       patchelf), ccpool-client, the shim, the recorder and the Python
 #       package into .device/, ignored by git: carry it.
-#   bench/torch/device.sh bench          there: bench/torch/seed.py's graph
+#   bench/torch/device.sh bench [ARGS]   there: bench/torch/seed.py's graph
 #       scenario on cuda, R = 4, 32 compile threads, the three cache placements
-#       and SIGINT to each launcher mid-compile.
+#       and SIGINT to each launcher mid-compile; ARGS go to seed.py (say
+#       --graph-deep 16 --graph-dirs shared).
 #   bench/torch/device.sh tests          there: tests/torch/graph_flight_test.py
 #       with model.py on cuda (CCPOOL_TEST_TORCH_DEVICE=cuda).
 # Results and logs go to $OUT (the device tool's folder) or /tmp/ccpool-device.
@@ -67,7 +68,7 @@ bench)
   ptxas=$(dirname "$("$py" -c 'import triton; print(triton.__file__)')")/backends/nvidia/bin/ptxas
   [[ -x $ptxas ]] || ptxas=/usr/local/cuda/bin/ptxas
   "$py" bench/torch/seed.py --only graphs --device cuda --graph-ranks 4 --graph-threads 32 --graph-sigint \
-    --jobs "$(nproc)" --build "$pack" --python "$py" --ptxas "$ptxas" --out "$out/seed_cuda_r4.json" 2>&1 |
+    --jobs "$(nproc)" --build "$pack" --python "$py" --ptxas "$ptxas" --out "$out/seed_cuda_r4.json" "${@:2}" 2>&1 |
     tee "$out/seed.log"
   ;;
 tests)
@@ -84,7 +85,7 @@ tests)
   exit "$rc"
   ;;
 *)
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+  awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"
   [[ ${1:-} == -h || ${1:-} == --help ]] || exit 2
   ;;
 esac

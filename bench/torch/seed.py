@@ -7,8 +7,8 @@ workers  (issue 24) R ranks x TORCHINDUCTOR_COMPILE_THREADS=T, each compiling th
          tests/torch/fixtures/triton/README.md). Runs: plain torchrun; ccpool run
          (cold store); ccpool run again with Inductor's cache emptied (a fresh node,
          warm store); and SIGINT to each launcher while compiles run.
-graphs   (issue 25) R ranks of tests/torch/support/model.py (3 graphs, Inductor's
-         CPU backend, or --device cuda), started together: one plain rank alone,
+graphs   (issue 25) R ranks of tests/torch/support/model.py (3 graphs, a fourth
+         with --graph-deep N; Inductor's CPU backend, or --device cuda), started together: one plain rank alone,
          cold and again on its filled cache (warm); then plain torchrun and ccpool
          run with one Inductor cache dir for all ranks (Inductor's file locks then
          share the C++ builds among plain ranks), with a cache dir and TMPDIR
@@ -18,8 +18,10 @@ graphs   (issue 25) R ranks of tests/torch/support/model.py (3 graphs, Inductor'
          issue 25 against single flight's floor: one cold rank plus R-1 warm ones.
 
 Measured per run: wall; the compile phase's CPU, every process counted (the
-ranks' own compile-phase CPU and the compilers they waited for; under ccpool
-also the service with its workers and compilers, which is fresh for each run);
+ranks' own compile-phase CPU, the compilers they waited for and their own
+compile-worker pools, which outlive the phase (rank_pool_cpu_s; counted since
+2026-11-27); under ccpool also the service with its workers and compilers,
+which is fresh for each run);
 peak Python compile processes (not ranks, not launchers, older than 0.25 s) and
 their summed PSS (shared pages split among the processes that share them); ptxas compiles (a logging ptxas); Inductor's own counters.
 
@@ -291,7 +293,8 @@ class Bench:
         if outs:
             res["compile_wall_s"] = round(max(o.get("compile_s", 0) for o in outs), 1)
             res["rank_compile_cpu_s"] = round(sum(o.get("cpu_compile_s", 0) + o.get("children_cpu_compile_s", 0)
-                                                  for o in outs), 1)
+                                                  + o.get("pool_cpu_compile_s", 0) for o in outs), 1)
+            res["rank_pool_cpu_s"] = round(sum(o.get("pool_cpu_compile_s", 0) for o in outs), 1)
             res["fxgraph_cache_miss"] = sum(o.get("counters", {}).get("inductor", {}).get("fxgraph_cache_miss", 0)
                                             for o in outs)
             res["ok"] = len(outs) == ranks and all(all(o.get("ok", {"?": True}).values()) for o in outs)
@@ -324,7 +327,7 @@ class Bench:
 
     def graphs(self):
         r = self.args.graph_ranks
-        extra = ("--device", self.args.device)
+        extra = ("--device", self.args.device, "--deep", str(self.args.graph_deep))
         env = {"NOGPU_COMPILE_SHIM": "1"} if self.args.device == "cpu" else {}
         if self.args.graph_threads:
             env["TORCHINDUCTOR_COMPILE_THREADS"] = str(self.args.graph_threads)
@@ -412,6 +415,8 @@ def main():
     ap.add_argument("--graph-reps", type=int, default=1,
                     help="repetitions of the graph scenario (each with its own floor); the goals take medians")
     ap.add_argument("--graph-sigint", action="store_true", help="also SIGINT each launcher mid-compile (GPU)")
+    ap.add_argument("--graph-deep", type=int, default=0,
+                    help="model.py --deep N: a fourth graph of N blocks with kernels of their own (default 0)")
     ap.add_argument("--ptxas", default="/usr/local/cuda/bin/ptxas")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--venv", default=os.environ.get("CCPOOL_VENV", os.path.join(ROOT, "build", "venv")))

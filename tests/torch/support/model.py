@@ -26,6 +26,7 @@ after the caches missed) first creates DIR/compiling.<pid>, then waits for
 DIR/go (a test kills or releases a rank that is mid-compile).
 CCPOOL_TEST_COMPILE_FAIL=1: every Inductor graph compile raises (a leader
 whose compile fails). CCPOOL_TEST_PIECES=a,b: compile only these pieces.
+--deep N adds a fourth piece, "deep": N blocks with kernels of their own each.
 CCPOOL_TEST_TORCH_DEVICE=cuda: --device's default, so that the suite's cases run
 on a GPU where there is one (the lent device machine; CI has none).
 """
@@ -70,6 +71,25 @@ class Norm(nn.Module):
         return torch.softmax(self.ln(x) * 1.5, dim=-1)
 
 
+class Deep(nn.Module):
+    """--deep N: N residual blocks, each with its own activation and constants, so that Inductor makes
+    distinct kernels for each (a graph whose compile outweighs what every rank spends anyway: Dynamo,
+    loading, the device's start)."""
+    ACTS = (F.gelu, F.silu, torch.tanh, torch.sigmoid, F.relu, F.mish)
+
+    def __init__(self, width, depth):
+        super().__init__()
+        self.fc1 = nn.ModuleList(nn.Linear(width, 2 * width) for _ in range(depth))
+        self.fc2 = nn.ModuleList(nn.Linear(2 * width, width) for _ in range(depth))
+        self.ln = nn.ModuleList(nn.LayerNorm(width, eps=1e-5 * (i + 1)) for i in range(depth))
+
+    def forward(self, x):
+        for i, (fc1, fc2, ln) in enumerate(zip(self.fc1, self.fc2, self.ln)):
+            act = self.ACTS[i % len(self.ACTS)]
+            x = ln(x + fc2(act(fc1(x)) * (1.0 + i / 8)))
+        return x
+
+
 def reduce_piece(x):
     return torch.tanh(x.sum(dim=0)) + x.amax(dim=0)
 
@@ -94,12 +114,41 @@ def install_test_gates():
     cfx.fx_codegen_and_compile = gated
 
 
+def descendants_cpu():
+    """CPU seconds of this process's descendants that it has not reaped: Inductor's
+    compile-worker sidecar and its pool, which live on after a compile (each one's own
+    time plus what it reaped). A delta of two readings is what they spent in between;
+    one that this process reaps in between moves to RUSAGE_CHILDREN, counted there."""
+    parent, ticks = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        parent[pid] = int(fields[1])
+        ticks[pid] = sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+    me, total = os.getpid(), 0
+    for pid in ticks:
+        p = parent.get(pid)
+        while p and p != me and p in parent:
+            p = parent[p]
+        if pid != me and p == me:
+            total += ticks[pid]
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--width", type=int, default=32)
     ap.add_argument("--device", default=os.environ.get("CCPOOL_TEST_TORCH_DEVICE", "cpu"),
                     help="cpu, or cuda (rank r on GPU r mod the GPU count); default $CCPOOL_TEST_TORCH_DEVICE or cpu")
+    ap.add_argument("--deep", type=int, default=0,
+                    help="add a fourth piece of N blocks, each compiled to kernels of its own (default 0: none)")
     args = ap.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
 
@@ -112,6 +161,8 @@ def main():
     torch.manual_seed(0)
     pieces = {"mlp": Mlp(args.width, 2 * args.width).eval(), "norm": Norm(args.width).eval(),
               "reduce": reduce_piece}
+    if args.deep > 0:
+        pieces["deep"] = Deep(args.width, args.deep).eval()
     if os.environ.get("CCPOOL_TEST_PIECES"):
         pieces = {k: v for k, v in pieces.items() if k in os.environ["CCPOOL_TEST_PIECES"].split(",")}
     device = torch.device(args.device if args.device != "cuda" else f"cuda:{RANK % max(torch.cuda.device_count(), 1)}")
@@ -128,6 +179,7 @@ def main():
     started = time.monotonic()
     cpu_started = time.process_time()
     children_started = children_cpu()
+    pool_started = descendants_cpu()
     ok = {}
     errors = {}
     with torch.no_grad():
@@ -147,6 +199,7 @@ def main():
     compile_s = time.monotonic() - started
     cpu_compile_s = time.process_time() - cpu_started
     children_compile_s = children_cpu() - children_started
+    pool_compile_s = descendants_cpu() - pool_started
     agree = True
     if dist:
         total = torch.tensor([float(sum(ok.values()))])
@@ -163,7 +216,8 @@ def main():
               "compile_threads": ic.compile_threads, "ok": ok, "ranks_agree": agree,
               "compile_s": compile_s, "counters": counters, "errors": errors,
               "cpu_s": time.process_time(), "cpu_compile_s": cpu_compile_s,
-              "children_cpu_compile_s": children_compile_s, "device": str(device),
+              "children_cpu_compile_s": children_compile_s, "pool_cpu_compile_s": pool_compile_s,
+              "device": str(device),
               "cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}
     with open(os.path.join(args.out_dir, f"rank{RANK}.json"), "w") as f:
         json.dump(result, f)

@@ -63,7 +63,7 @@ pack)
   du -sh "$root/.device"
   ;;
 bench)
-  py=$(python_with_torch)
+  py=$(python_with_torch) || exit 125
   about_machine "$py" | tee "$out/machine.txt"
   ptxas=$(dirname "$("$py" -c 'import triton; print(triton.__file__)')")/backends/nvidia/bin/ptxas
   [[ -x $ptxas ]] || ptxas=/usr/local/cuda/bin/ptxas
@@ -72,7 +72,7 @@ bench)
     tee "$out/seed.log"
   ;;
 tests)
-  py=$(python_with_torch)
+  py=$(python_with_torch) || exit 125
   about_machine "$py" | tee "$out/machine.txt"
   harness=/usr/bin/python3
   [[ -x $harness ]] || harness=$py

@@ -8,13 +8,13 @@ workers  (issue 24) R ranks x TORCHINDUCTOR_COMPILE_THREADS=T, each compiling th
          (cold store); ccpool run again with Inductor's cache emptied (a fresh node,
          warm store); and SIGINT to each launcher while compiles run.
 graphs   (issue 25) R ranks of tests/torch/support/model.py (3 graphs, a fourth
-         with --graph-deep N; Inductor's CPU backend, or --device cuda), started together: one plain rank alone,
-         cold and again on its filled cache (warm); then plain torchrun and ccpool
-         run with one Inductor cache dir for all ranks (Inductor's file locks then
-         share the C++ builds among plain ranks), with a cache dir and TMPDIR
-         per rank (other paths), and with a private TMPDIR per rank at one path
-         (a container per rank: a mount namespace each, needs root),
-         --graph-dirs. Ends with the goals of
+         with --graph-deep N; Inductor's CPU backend, or --device cuda), started
+         together: one plain rank alone, cold and again on its filled cache
+         (warm); then plain torchrun and ccpool run with one Inductor cache dir
+         for all ranks (Inductor's file locks then share the C++ builds among
+         plain ranks), with a cache dir and TMPDIR per rank (other paths), and
+         with a private TMPDIR per rank at one path (a container per rank: a
+         mount namespace each, needs root), --graph-dirs. Ends with the goals of
          issue 25 against single flight's floor: one cold rank plus R-1 warm ones.
 
 Measured per run: wall; the compile phase's CPU, every process counted (the

@@ -76,11 +76,11 @@ tests)
   about_machine "$py" | tee "$out/machine.txt"
   harness=/usr/bin/python3
   [[ -x $harness ]] || harness=$py
-  mkdir -p /tmp/ccpool-tests && chmod 0755 /tmp/ccpool-tests
-  CCPOOL_BIN=$pack/bin CCPOOL_LIB=$pack/lib CCPOOL_VENV=$(dirname "$(dirname "$py")") CCPOOL_TEST_TMP=/tmp/ccpool-tests \
+  CCPOOL_BIN=$pack/bin CCPOOL_LIB=$pack/lib CCPOOL_VENV=$(dirname "$(dirname "$py")") \
     CCPOOL_TEST_TORCH_DEVICE=cuda "$harness" tests/torch/graph_flight_test.py GraphFlightTest 2>&1 |
     tee "$out/graph_flight_cuda.log"
   rc=${PIPESTATUS[0]}
+  # The harness keeps a failed case's directory under /tmp/ccpool-tests (tests/service/support/service_fixture.py).
   [[ $rc -eq 0 ]] || tar czf "$out/kept.tgz" -C /tmp ccpool-tests 2>/dev/null
   exit "$rc"
   ;;

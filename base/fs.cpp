@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 namespace ccpool {
 
@@ -32,7 +33,9 @@ void UniqueFd::reset(int fd) {
   m_fd = fd;
 }
 
-Result<std::string> read_file(const std::string& path) {
+namespace {
+// Reads `path` from its start up to `max_bytes` (the whole file when smaller).
+Result<std::string> read_up_to(const std::string& path, size_t max_bytes) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) {
     return make_error(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo,
@@ -40,10 +43,12 @@ Result<std::string> read_file(const std::string& path) {
   }
   std::string out;
   struct stat st;
-  if (::fstat(fd.get(), &st) == 0 && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
+  if (::fstat(fd.get(), &st) == 0 && st.st_size > 0) {
+    out.reserve(std::min(static_cast<size_t>(st.st_size), max_bytes));
+  }
   char buf[64 * 1024];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+  while (out.size() < max_bytes) {
+    ssize_t n = ::read(fd.get(), buf, std::min(sizeof buf, max_bytes - out.size()));
     if (n == 0) break;
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -52,6 +57,15 @@ Result<std::string> read_file(const std::string& path) {
     out.append(buf, static_cast<size_t>(n));
   }
   return out;
+}
+}  // namespace
+
+Result<std::string> read_file(const std::string& path) {
+  return read_up_to(path, std::numeric_limits<size_t>::max());
+}
+
+Result<std::string> read_file_head(const std::string& path, size_t max_bytes) {
+  return read_up_to(path, max_bytes);
 }
 
 Result<void> write_all(int fd, std::string_view data) {

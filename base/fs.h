@@ -33,6 +33,9 @@ class UniqueFd {
 };
 
 Result<std::string> read_file(const std::string& path);
+// The first `max_bytes` of `path` (all of it when shorter): a format's magic
+// without reading a large file whole.
+Result<std::string> read_file_head(const std::string& path, size_t max_bytes);
 
 // read_file for a password or key: the file (after symlinks) must not be
 // readable or writable by group or others (mode 0600 or stricter), else

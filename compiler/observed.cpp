@@ -438,7 +438,7 @@ Observation conclude_observed(FileHasher& hasher, DirListings& listings, const O
             std::string name = e.text;
             if (name.size() > 4 && (name.compare(name.size() - 4, 4, ".pch") == 0 ||
                                     name.compare(name.size() - 4, 4, ".gch") == 0)) {
-              Result<std::string> head = read_file(abs);
+              Result<std::string> head = read_file_head(abs, 4);  // not the whole PCH
               if (head && head->rfind("CPCH", 0) == 0) pcch_readers.insert(e.pid);
             }
           }

@@ -19,6 +19,18 @@ TEST(Fs, AtomicWriteAndRead) {
   EXPECT_EQ(read_file(path + ".nope").error().code, ErrorCode::kNotFound);
 }
 
+TEST(Fs, ReadFileHeadStopsAtItsBound) {
+  std::string path = testing::scratch_dir() + "/file";
+  std::string text(200 * 1024, 'x');
+  text.replace(0, 4, "CPCH");
+  ASSERT_TRUE(write_file_atomic(path, text, 0644));
+  EXPECT_EQ(*read_file_head(path, 4), "CPCH");
+  EXPECT_EQ(read_file_head(path, 100 * 1024)->size(), 100u * 1024);  // past one 64 KiB read
+  EXPECT_EQ(*read_file_head(path, 1 << 20), text);  // shorter than the bound: all of it
+  EXPECT_EQ(*read_file_head(path, 0), "");
+  EXPECT_EQ(read_file_head(path + ".nope", 4).error().code, ErrorCode::kNotFound);
+}
+
 TEST(Fs, PrivateDirCreatedAndChecked) {
   std::string dir = testing::scratch_dir() + "/a/b";
   ASSERT_TRUE(ensure_private_dir(dir));

@@ -4,6 +4,9 @@
 // the cwd, repeated). The real compilers' records are exercised by
 // cc_observed_test.cpp and cc_correctness_test.cpp.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -143,6 +146,47 @@ TEST_F(ObservedRecord, RealpathAndStatAnswersAreAskedAgainThroughLinks) {
   EXPECT_EQ(not_a_file.why.code, "input_changed_during_compile");
   Observation not_a_link = conclude(run_of({ev('T', 0, 16 + 10, root + "/v1")}));
   EXPECT_EQ(not_a_link.why.code, "input_changed_during_compile");
+}
+
+// A clang PCH is told by its first bytes ("CPCH"); the run's conclusion reads
+// those, not the whole file: Inductor's precompiled header is 150 MB, read by
+// every compile of a graph. Concluded in a child whose address space cannot
+// hold the file (a read of it whole fails there), with the stats of the
+// process that read it kept as size-and-mtime checks, as clang checks them.
+TEST_F(ObservedRecord, APchIsToldByItsHeadWithoutReadingItWhole) {
+  constexpr off_t kPchBytes = off_t{1} << 29;  // sparse: no disk used
+  put("work/p.h.pch", "CPCH");
+  fs::resize_file(root + "/work/p.h.pch", kPchBytes);
+  std::vector<TraceEvent> events =
+      run_of({ev('O', 0, 0, "p.h.pch"), ev('T', 0, S_IFREG >> 12, root + "/sys/s.h")});
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    rlim_t room = static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE)) +
+                  (rlim_t{256} << 20);
+    struct rlimit limit = {room, room};
+    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(3);
+    int code = 2;
+    try {
+      Observation ok = conclude(events);
+      bool kept = std::any_of(
+          ok.entry.checks.begin(), ok.entry.checks.end(),
+          [&](const ManifestCheck& c) { return c.kind == 'm' && c.path == root + "/sys/s.h"; });
+      bool hashed = std::any_of(ok.entry.files.begin(), ok.entry.files.end(),
+                                [](const auto& f) { return f.first == "p.h.pch"; });
+      code = ok.why.empty() && hashed && kept ? 0 : 1;
+    } catch (...) {  // std::bad_alloc: the file was read whole
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "1: concluded without the PCH's checks; 2: it ran out of memory (read the "
+         "PCH whole); 3: setrlimit failed";
 }
 
 }  // namespace

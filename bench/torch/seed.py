@@ -225,18 +225,19 @@ class Bench:
                 str(self.args.jobs), "--", *run]
 
     def service_cpu(self, d):
-        """CPU of the (fresh) service: itself, what it reaped, its live workers."""
-        total = 0.0
+        """CPU of the (fresh) service: itself, what it reaped, its live workers; and its own threads' part."""
+        total = own = 0.0
         kids = children_map()
         for pid in serve_pids(f"{d}/run/sock"):
             st = proc_stat(pid)
             if st:
                 total += cpu_s(st[1])
+                own += cpu_s(st[1], children=False)
             for c in tree([pid], kids):
                 st = proc_stat(c)
                 if st:
                     total += cpu_s(st[1], children=False)
-        return total
+        return total, own
 
     def status(self, d):
         r = subprocess.run([self.ccpool, "status", "--socket", f"{d}/run/sock", "--json"], capture_output=True,
@@ -284,7 +285,9 @@ class Bench:
                                     if " -o " in f" {line}")
         if via:
             s = self.status(d)
-            res["service_cpu_s"] = round(self.service_cpu(d), 1)
+            total, own = self.service_cpu(d)
+            res["service_cpu_s"] = round(total, 1)
+            res["service_own_cpu_s"] = round(own, 2)  # its threads, without the compilers and workers it ran
             res["worker_pool"] = {k: s.get("worker_pool", {}).get(k) for k in ("peak_workers", "jobs", "followed")}
             res["leases"] = s.get("leases", {})
             subprocess.run([self.ccpool, "stop", "--socket", sock], capture_output=True)

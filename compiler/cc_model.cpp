@@ -494,13 +494,13 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   return plan;
 }
 
-std::string Planner::deliver_bytes(const Plan& requester, const OutputSpec& output,
-                                   std::string_view stored) const {
+std::optional<std::string> Planner::deliver_bytes(const Plan& requester, const OutputSpec& output,
+                                                  std::string_view stored) const {
   // The run wrote exactly the requester's file (the .d target is pinned in
   // the key); the environment forms append to FILE, as gcc does.
   const PlanDetail* detail = requester.detail.get();
   if (output.name != "dep" || !detail || !detail->cc || !detail->cc->dep_append)
-    return std::string(stored);
+    return std::nullopt;
   Result<std::string> existing = read_file(output.deliver_path);
   return (existing ? *existing : std::string()) + std::string(stored);
 }

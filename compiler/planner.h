@@ -199,9 +199,10 @@ class Planner {
   std::string replay_blocker(const Plan& plan, std::string_view out, std::string_view err) const;
 
   // The bytes to write at output.deliver_path for `requester`, given the
-  // stored bytes (which may come from another requester's run).
-  std::string deliver_bytes(const Plan& requester, const OutputSpec& output,
-                            std::string_view stored) const;
+  // stored bytes (which may come from another requester's run); nullopt when
+  // they are the stored bytes as they are (most outputs: no copy of a large one).
+  std::optional<std::string> deliver_bytes(const Plan& requester, const OutputSpec& output,
+                                           std::string_view stored) const;
 
   // PlannerOptions::defer_lessons: learns the pending lessons, oldest first,
   // while keep_going() says so (asked before each); returns how many it took

@@ -7,7 +7,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 
 #include "base/fault.h"
@@ -62,9 +64,11 @@ Result<void> deliver(const compiler::Planner& planner, const compiler::Plan& pla
       if (spec.optional) continue;
       return make_error(ErrorCode::kCorruption, "stored result lacks output '" + spec.name + "'");
     }
-    std::string bytes = planner.deliver_bytes(plan, spec, out->data);
+    std::optional<std::string> changed = planner.deliver_bytes(plan, spec, out->data);
+    std::string_view bytes = changed ? std::string_view(*changed) : std::string_view(out->data);
     uint32_t mode = delivered_mode(out->mode, umask);
-    if (bytes == out->data && written_in_place(leader, spec.name, spec.deliver_path)) {
+    if ((!changed || *changed == out->data) &&
+        written_in_place(leader, spec.name, spec.deliver_path)) {
       struct stat st {};
       if (::stat(spec.deliver_path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
           ::chmod(spec.deliver_path.c_str(), mode) != 0) {

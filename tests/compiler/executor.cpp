@@ -82,7 +82,8 @@ Outcome execute(Planner& planner, MemoryStore& store, const Request& request,
       for (const OutputSpec& out : plan->outputs) {
         auto it = rec.files.find(out.name);
         if (it == rec.files.end()) continue;
-        write_text(out.deliver_path, planner.deliver_bytes(*plan, out, it->second));
+        write_text(out.deliver_path,
+                   planner.deliver_bytes(*plan, out, it->second).value_or(it->second));
       }
       o.hit = true;
       o.stderr_text = rec.stderr_text;
@@ -131,7 +132,8 @@ Outcome execute(Planner& planner, MemoryStore& store, const Request& request,
     if (facts.success) {
       for (const OutputSpec& out : plan->outputs) {
         if (!rec.files.count(out.name) || out.run_path == out.deliver_path) continue;
-        write_text(out.deliver_path, planner.deliver_bytes(*plan, out, rec.files[out.name]));
+        const std::string& stored = rec.files[out.name];
+        write_text(out.deliver_path, planner.deliver_bytes(*plan, out, stored).value_or(stored));
         ::chmod(out.deliver_path.c_str(), 0755);
       }
     }

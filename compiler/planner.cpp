@@ -1,9 +1,17 @@
 // Dispatch (which model handles a request), tool identity, the memo of
 // helper runs, and the plan helpers every model uses (plan_helpers.h,
 // verify_plan_inputs).
-#include <algorithm>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "base/fs.h"
 #include "base/process_facts.h"
+#include "compiler/ar_args.h"
 #include "compiler/cc_name.h"
 #include "compiler/key_hash.h"
 #include "compiler/path_names.h"
@@ -82,7 +90,37 @@ WhyNot verify_plan_inputs(Planner::Impl& impl, const PlanDetail& detail,
               "input '" + input.path + "' was modified during the run"};
     }
   }
+  for (const std::string& path : detail.absent_paths) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0)
+      return {"input_changed_during_compile", "'" + path + "' appeared during the run"};
+  }
   return {};
+}
+
+std::string copy_seed_files(const Plan& plan) {
+  for (const SeedFile& seed : plan.seeds) {
+    UniqueFd in(::open(seed.from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!in) return "cannot read '" + seed.from + "': " + std::strerror(errno);
+    UniqueFd out(
+        ::open(seed.to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!out) return "cannot create '" + seed.to + "': " + std::strerror(errno);
+    Hasher hasher;  // the digest FileHasher gives the same bytes
+    char buf[64 * 1024];
+    for (;;) {
+      ssize_t n = ::read(in.get(), buf, sizeof buf);
+      if (n == 0) break;
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return "cannot read '" + seed.from + "': " + std::strerror(errno);
+      }
+      std::string_view chunk(buf, static_cast<size_t>(n));
+      hasher.update(chunk);
+      if (Result<void> w = write_all(out.get(), chunk); !w) return w.error().message;
+    }
+    if (hasher.digest() != seed.content) return "'" + seed.from + "' changed since it was keyed";
+  }
+  return "";
 }
 
 Result<ToolIdentity> Planner::Impl::tool_identity(const std::string& path) {
@@ -250,6 +288,8 @@ Result<Plan> Planner::plan(const Request& request, const std::string& work_dir) 
   std::string real_name = base_name(tool->real_path);
   if (name == "ptxas" || real_name == "ptxas") return m_impl->plan_ptxas(request, *tool);
   if (name == "nvcc" || real_name == "nvcc") return m_impl->plan_nvcc(request, *tool, work_dir);
+  if (std::optional<Result<Plan>> archiver = m_impl->plan_archiver(request, *tool, work_dir))
+    return std::move(*archiver);
   if (looks_like_cc(name) || looks_like_cc(real_name) ||
       looks_like_cc(base_name(request.argv[0]))) {
     Family family = m_impl->family(*tool, request.env);
@@ -282,6 +322,16 @@ Result<Finished> Planner::finish(const Plan& plan, const RunFacts& run,
     done.why_not = "pass-through";
     done.why_not_code = "passthrough";
     return done;
+  }
+  if (plan.detail->archive_output) {
+    for (const auto& [output, bytes] : run.outputs) {
+      std::string why = archive_not_deterministic(bytes);
+      if (!why.empty()) {
+        done.why_not_code = "archive_not_deterministic";
+        done.why_not = "archive: " + why;
+        return done;
+      }
+    }
   }
   if (plan.detail->cc) return m_impl->finish_cc(plan, run, manifests);
   WhyNot why = verify_plan_inputs(*m_impl, *plan.detail, started);

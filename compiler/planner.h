@@ -50,6 +50,16 @@ struct OutputSpec {
 // (parsed arguments, include search order, dependency-file location).
 struct PlanDetail;
 
+// A file the runner copies into the work dir before the tool starts, in the
+// requester's view (an archive that ar or ranlib updates: the tool rewrites
+// its copy, never the requester's file). `content` is what the key holds; a
+// copy of other bytes fails the run (copy_seed_files).
+struct SeedFile {
+  std::string from;  // absolute, the requester's file
+  std::string to;    // absolute, inside the work dir; created, never replaced
+  Digest content;
+};
+
 struct Plan {
   PlanKind kind = PlanKind::kPassthrough;
   std::string reason;       // why pass-through, for humans (logged and shown), empty otherwise
@@ -78,6 +88,7 @@ struct Plan {
   // mode 0600, inside the work dir before starting the tool.
   std::string trace_path;
   std::vector<OutputSpec> outputs;
+  std::vector<SeedFile> seeds;               // copied into the work dir before the run
   std::vector<std::string> inputs;           // for metadata (source, declared inputs)
   std::shared_ptr<const PlanDetail> detail;  // opaque; null for pass-through plans
 };
@@ -124,6 +135,11 @@ struct Conclusion {
   std::optional<std::string> manifest;
   bool validated = false;  // the inputs did not change during the run: joiners may compare with it
 };
+
+// Copies each of plan.seeds (after the work dir exists, before the tool
+// starts): "" when every copy holds the bytes its key names, else why not
+// (the run must not start: the requester's file changed since the plan).
+std::string copy_seed_files(const Plan& plan);
 
 struct PlannerOptions {
   // libccpool-trace.so: preloaded into every C/C++ compile the planner caches.

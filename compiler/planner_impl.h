@@ -74,6 +74,12 @@ struct PlanDetail {
   // tool may still print; a run whose stdout/stderr holds one is not stored
   // (Planner::replay_blocker).
   std::vector<std::string> unkeyed_texts;
+  // ar and ranlib (ar_model.cpp): the output "out" is an archive, stored only
+  // when every member header says date 0, uid 0 and gid 0 (deterministic).
+  bool archive_output = false;
+  // Paths that did not exist at plan time and must not exist after the run
+  // (ar's archive operand: the key says the run started from none).
+  std::vector<std::string> absent_paths;
 };
 
 // Re-verifies tools and plan-time inputs (planner.cpp); returns why not to
@@ -104,6 +110,9 @@ struct Planner::Impl {
                        const std::string& work_dir);
   Result<Plan> plan_nvcc(const Request& request, const ToolIdentity& tool,
                          const std::string& work_dir);
+  // GNU ar (r/q) and ranlib; nullopt when `tool` is not one of them.
+  std::optional<Result<Plan>> plan_archiver(const Request& request, const ToolIdentity& tool,
+                                            const std::string& work_dir);
   Result<std::optional<Digest>> lookup_cc(const Plan& plan, const ManifestStorage& manifests);
   // Whether every recorded lookup of `pe` gives the same answer for `view`.
   // With `memo`: files and absent paths the memo still vouches for are not

@@ -471,6 +471,11 @@ void ExecPipeline::start(const std::shared_ptr<Flight>& flight, pool::JobId job)
                   "': " + std::strerror(errno);
       if (fd >= 0) ::close(fd);
     }
+    if (failure.empty() && !plan.seeds.empty()) {
+      // An archive that ar or ranlib updates: the run rewrites a copy.
+      std::string why = compiler::copy_seed_files(plan);
+      if (!why.empty()) failure = "ccpool could not prepare the run: " + why;
+    }
     if (failure.empty()) {
       flight->started = std::chrono::system_clock::now();
       flight->spawned = std::chrono::steady_clock::now();

@@ -14,7 +14,7 @@ static int str_eq_n(const char* a, const char* b, size_t n) {
 }
 
 void ccpool_compiler_list_init(struct ccpool_compiler_list* list, const char* spec) {
-  static const char kDefault[] = "gcc:g++:cc:c++:clang:clang++:ptxas";
+  static const char kDefault[] = "gcc:g++:cc:c++:clang:clang++:ptxas:ar:ranlib";
   if (!spec) spec = kDefault;
   size_t out = 0;
   list->count = 0;
@@ -68,10 +68,19 @@ static size_t strip_version(const char* name, size_t n) {
   return i - 1;
 }
 
-/* name[0..n) is E or ends in "-E". */
+/* name[0..n) ends in s[0..m). */
+static int ends_in(const char* name, size_t n, const char* s, size_t m) {
+  return n >= m && str_eq_n(name + n - m, s, m);
+}
+
+/* name[0..n) is E or ends in "-E", where what precedes "-E" is not gcc's or
+   LLVM's own wrapper of E (gcc-ar, llvm-ranlib: other programs). */
 static int is_entry_or_triplet(const char* name, size_t n, const char* entry, size_t e) {
   if (n < e || !str_eq_n(name + n - e, entry, e)) return 0;
-  return n == e || name[n - e - 1] == '-';
+  if (n == e) return 1;
+  if (name[n - e - 1] != '-') return 0;
+  size_t prefix = n - e - 1;
+  return !ends_in(name, prefix, "gcc", 3) && !ends_in(name, prefix, "llvm", 4);
 }
 
 static int entry_matches(const char* entry, const char* name) {

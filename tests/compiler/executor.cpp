@@ -95,6 +95,7 @@ Outcome execute(Planner& planner, MemoryStore& store, const Request& request,
   }
   if (plan->uses_work_dir) std::filesystem::create_directories(work);
   if (!plan->trace_path.empty()) write_text(plan->trace_path, "");
+  if (std::string why = copy_seed_files(*plan); !why.empty()) ADD_FAILURE() << why;
   auto started = std::chrono::system_clock::now();
   Result<HelperOutput> ran = run_helper(plan->run_argv, plan->run_env, plan->run_cwd,
                                         std::chrono::seconds(120), plan->run_program);

@@ -14,11 +14,13 @@ bool matches(const char* spec, const char* name) {
 TEST(ShimMatch, DefaultListAcceptsVersionedAndTripletForms) {
   for (const char* name :
        {"gcc", "g++", "cc", "c++", "clang", "clang++", "ptxas", "g++-12", "gcc-12.2", "clang++-14",
-        "x86_64-linux-gnu-gcc-12", "x86_64-linux-gnu-g++", "aarch64-linux-gnu-gcc"}) {
+        "x86_64-linux-gnu-gcc-12", "x86_64-linux-gnu-g++", "aarch64-linux-gnu-gcc", "ar", "ranlib",
+        "x86_64-linux-gnu-ar", "x86_64-linux-gnu-ranlib"}) {
     EXPECT_TRUE(matches(nullptr, name)) << name;
   }
   for (const char* name : {"gcc-ar", "gcc-ar-12", "x86_64-linux-gnu-gcc-nm-12", "c++filt", "nvcc",
-                           "ccache", "cpp", "clang-tidy", "python3", "g++-", "g++-x", "", "ld"}) {
+                           "ccache", "cpp", "clang-tidy", "python3", "g++-", "g++-x", "", "ld",
+                           "tar", "llvm-ar", "gcc-ranlib", "x86_64-linux-gnu-gcc-ar-12", "nm"}) {
     EXPECT_FALSE(matches(nullptr, name)) << name;
   }
 }

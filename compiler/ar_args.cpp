@@ -99,8 +99,9 @@ std::string archive_not_deterministic(std::string_view bytes) {
                      gid = field(h.substr(34, 6)), mode = field(h.substr(40, 8));
     // The long-name table ("//") has no date, ids or mode; the symbol table
     // ("/", "/SYM64/") mode 0; members 644, whatever their files' modes.
-    bool ok = name == "//" ? date.empty() && uid.empty() && gid.empty() && mode.empty()
-                           : date == "0" && uid == "0" && gid == "0" && (mode == "0" || mode == "644");
+    bool ok = name == "//"
+                  ? date.empty() && uid.empty() && gid.empty() && mode.empty()
+                  : date == "0" && uid == "0" && gid == "0" && (mode == "0" || mode == "644");
     if (!ok) {
       return "member '" + std::string(name) +
              "' carries a date, ids or a mode (not GNU ar's deterministic mode)";

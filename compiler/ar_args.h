@@ -13,9 +13,9 @@
 namespace ccpool::compiler {
 
 struct ArArgs {
-  std::string refused;       // non-empty: pass-through, with the reason (for humans)
-  std::string refused_code;  // the stable reason code when refused
-  size_t archive_index = 0;  // argv index of the archive operand
+  std::string refused;          // non-empty: pass-through, with the reason (for humans)
+  std::string refused_code;     // the stable reason code when refused
+  size_t archive_index = 0;     // argv index of the archive operand
   bool create_quietly = false;  // ar's `c` (ranlib: never creates)
 };
 

@@ -9,11 +9,11 @@ namespace {
 
 TEST(ArArgs, TheSpellingsOfMakeSystemsAreAccepted) {
   for (std::vector<std::string> argv : std::vector<std::vector<std::string>>{
-           {"ar", "qc", "lib.a", "a.o", "b.o"},   // CMake
-           {"ar", "cr", "lib.a", "a.o"},          // libtool
-           {"ar", "rcs", "lib.a", "a.o"},         // Makefiles
-           {"ar", "-rcsD", "lib.a", "a.o"},       // leading dash, explicit D
-           {"ar", "qcS", "lib.a"},                // no member, no index
+           {"ar", "qc", "lib.a", "a.o", "b.o"},  // CMake
+           {"ar", "cr", "lib.a", "a.o"},         // libtool
+           {"ar", "rcs", "lib.a", "a.o"},        // Makefiles
+           {"ar", "-rcsD", "lib.a", "a.o"},      // leading dash, explicit D
+           {"ar", "qcS", "lib.a"},               // no member, no index
        }) {
     ArArgs a = parse_ar_args(argv);
     EXPECT_EQ(a.refused, "") << argv[1];
@@ -72,7 +72,8 @@ TEST(ArchiveCheck, ZeroDatesAndIdsPassAnythingElseDoesNot) {
                      "y\n" + header("a.o/", "0", "0", "0", 3) + "xyz\n";
   EXPECT_EQ(archive_not_deterministic(good), "");
   // ar U: the file's own mode (and its dates, here 0 as a file could have).
-  EXPECT_NE(archive_not_deterministic("!<arch>\n" + header("a.o/", "0", "0", "0", 0, "100644")), "");
+  EXPECT_NE(archive_not_deterministic("!<arch>\n" + header("a.o/", "0", "0", "0", 0, "100644")),
+            "");
   EXPECT_NE(archive_not_deterministic("!<arch>\n" + header("a.o/", "0", "0", "0", 0, "755")), "");
   EXPECT_NE(archive_not_deterministic("!<arch>\n" + header("//", "0", "", "", 0, "")), "");
   EXPECT_EQ(archive_not_deterministic("!<arch>\n"), "");  // empty archive
@@ -81,8 +82,8 @@ TEST(ArchiveCheck, ZeroDatesAndIdsPassAnythingElseDoesNot) {
   EXPECT_NE(archive_not_deterministic("!<arch>\n" + header("a.o/", "0", "1000", "0", 0)), "");
   EXPECT_NE(archive_not_deterministic("!<arch>\n" + header("a.o/", "0", "0", "100", 0)), "");
   // The second member is dated: the first one's odd size must be padded over.
-  std::string second = "!<arch>\n" + header("a.o/", "0", "0", "0", 1) + "x\n" +
-                       header("b.o/", "5", "0", "0", 0);
+  std::string second =
+      "!<arch>\n" + header("a.o/", "0", "0", "0", 1) + "x\n" + header("b.o/", "5", "0", "0", 0);
   EXPECT_NE(archive_not_deterministic(second).find("b.o/"), std::string::npos);
   EXPECT_NE(archive_not_deterministic("!<thin>\n"), "");
   EXPECT_NE(archive_not_deterministic("!<arch>\n" + header("a.o/", "0", "0", "0", 9) + "x"), "");

@@ -27,8 +27,8 @@ class StaticArchiveTest : public ::testing::Test {
 
   // An object defining f<name>() returning `value`, compiled directly.
   void object(const std::string& name, int value) {
-    write_text(dir + "/" + name + ".cpp", "int f" + name + "() { return " +
-                                              std::to_string(value) + "; }\n");
+    write_text(dir + "/" + name + ".cpp",
+               "int f" + name + "() { return " + std::to_string(value) + "; }\n");
     ASSERT_EQ(run_direct({"/usr/bin/g++", "-O2", "-c", name + ".cpp", "-o", name + ".o"}, dir,
                          base_env()),
               0);

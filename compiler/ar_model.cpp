@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/fs.h"
 #include "base/process_facts.h"
 #include "compiler/ar_args.h"
 #include "compiler/key_hash.h"
@@ -76,6 +77,27 @@ std::optional<Result<Plan>> Planner::Impl::plan_archiver(const Request& request,
   if (exists && !S_ISREG(st.st_mode)) {
     return passthrough_plan(request, "ar_archive_not_regular",
                             "archive '" + archive + "' is not a regular file");
+  }
+  if (exists) {
+    // A thin archive holds its members' paths relative to its own
+    // directory: a copy in the work dir would name other files.
+    Result<std::string> head = read_file_head(archive, 8);
+    if (!head || *head != "!<arch>\n") {
+      return passthrough_plan(
+          request, "ar_archive_not_plain",
+          "archive '" + archive + "' is not a plain ar archive (thin, or other)");
+    }
+  }
+  for (size_t i = a.archive_index + 1; exists && i < request.argv.size(); ++i) {
+    // The archive again among its members, by any spelling or a hard link.
+    struct stat member {};
+    std::string path = absolute_path(request.argv[i], request.cwd);
+    if (::stat(path.c_str(), &member) == 0 && member.st_dev == st.st_dev &&
+        member.st_ino == st.st_ino) {
+      return passthrough_plan(
+          request, "ar_archive_is_member",
+          "archive '" + archive + "' is also the member '" + request.argv[i] + "'");
+    }
   }
   if (!exists && ranlib)
     return passthrough_plan(request, "ranlib_no_archive", "ranlib of a missing archive");

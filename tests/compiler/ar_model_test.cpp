@@ -130,6 +130,8 @@ TEST_F(StaticArchiveTest, RanlibIsServedOnTheSameArchive) {
 
 TEST_F(StaticArchiveTest, WhatIsNotOneArchiveFromFilesPassesThrough) {
   EXPECT_TRUE(same_as_direct(request("ar", {"qc", "lib.a", "a.o"})).stored);
+  // A thin archive names its members relative to itself: never copied.
+  ASSERT_EQ(run_direct({"/usr/bin/ar", "rcT", "thin.a", "a.o"}, dir, base_env()), 0);
   struct Case {
     std::string tool;
     std::vector<std::string> args;
@@ -145,6 +147,9 @@ TEST_F(StaticArchiveTest, WhatIsNotOneArchiveFromFilesPassesThrough) {
            {"ar", {"q", "new.a", "a.o"}, "ar_creates_without_c"},
            {"ar", {"qc", "x.a", "@list"}, "ar_option:@list"},
            {"ar", {"qc", "x.a", "x.a"}, "ar_archive_is_member"},
+           {"ar", {"qc", "lib.a", "./lib.a"}, "ar_archive_is_member"},
+           {"ar", {"rcs", "thin.a", "b.o"}, "ar_archive_not_plain"},
+           {"ranlib", {"thin.a"}, "ar_archive_not_plain"},
            {"ranlib", {"-t", "lib.a"}, "ranlib_arguments"},
            {"ranlib", {"missing.a"}, "ranlib_no_archive"},
        }) {

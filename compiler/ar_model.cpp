@@ -114,10 +114,7 @@ std::optional<Result<Plan>> Planner::Impl::plan_archiver(const Request& request,
   detail->unkeyed_texts = {run_archive};
 
   Hasher h;
-  h.add_field("ccpool-ar-v1");
-  hash_digest(h, tool.key);
-  h.add_field(request.program);
-  h.add_field(request.argv[0]);
+  hash_tool_head(h, "ccpool-ar-v1", tool.key, request.program, request.argv[0]);
   h.add_u64(request.argv.size());
   for (size_t i = 1; i < request.argv.size(); ++i)
     h.add_field(i == a.archive_index ? kArchiveMark : request.argv[i]);

@@ -15,6 +15,11 @@ inline void hash_digest(Hasher& h, const Digest& d) {
   h.update(std::string_view(reinterpret_cast<const char*>(d.bytes.data()), d.bytes.size()));
 }
 
+// The head of a tool's key (ptxas, ar/ranlib): the model's tag, the tool's
+// identity, the program path as given and argv[0] as given.
+void hash_tool_head(Hasher& h, std::string_view tag, const Digest& tool_key,
+                    const std::string& program, const std::string& argv0);
+
 // Adds NAME=value (or NAME unset) for each name, in the given order.
 void hash_env(Hasher& h, const std::vector<std::string>& env,
               const std::vector<std::string>& names);

@@ -282,10 +282,7 @@ Result<Plan> Planner::Impl::plan_ptxas(const Request& request, const ToolIdentit
   detail->unkeyed_texts = {parsed.input, parsed.output, input, output};
 
   Hasher h;
-  h.add_field("ccpool-ptxas-v2");
-  hash_digest(h, tool.key);
-  h.add_field(request.program);
-  h.add_field(request.argv[0]);
+  hash_tool_head(h, "ccpool-ptxas-v2", tool.key, request.program, request.argv[0]);
   h.add_u64(parsed.key_args.size());
   for (const std::string& arg : parsed.key_args) h.add_field(arg);
   hash_env(h, request.env, generic_env_names());

@@ -39,6 +39,7 @@ ArArgs parse_ar_args(const std::vector<std::string>& argv) {
       case 's':  // an index (GNU ar writes one anyway)
       case 'S':  // no index
       case 'D':  // zero dates and ids (GNU's default)
+      case 'v':  // "a - MEMBER" per member, as written (GNU make's ARFLAGS is rv)
         break;
       case 'd':
       case 'm':
@@ -50,7 +51,7 @@ ArArgs parse_ar_args(const std::vector<std::string>& argv) {
       default:
         // a, b, i, N take a member name or a count; u compares dates; U
         // stamps the clock; T makes a thin archive of paths; P, f, l, o, O,
-        // v, V change names, dependencies or what is printed.
+        // V change names, dependencies or what is printed.
         return refuse(reason_code("ar_modifier", std::string(1, c)),
                       std::string("ar modifier ") + c + " is not cacheable");
     }

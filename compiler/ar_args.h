@@ -20,9 +20,9 @@ struct ArArgs {
 };
 
 // argv[0] is ar: `ar [-]OP[MODS] ARCHIVE [MEMBER...]` where OP is `q` or `r`
-// and the modifiers are among `c`, `s`, `S` and `D`, in any order (libtool
-// writes `cr`, CMake `qc`). Members and the archive are plain operands: no
-// option, no @file, the archive not among its members.
+// and the modifiers are among `c`, `s`, `S`, `D` and `v`, in any order
+// (libtool writes `cr`, CMake `qc`, GNU make's default ARFLAGS is `rv`). Members and the archive
+// are plain operands: no option, no @file, the archive not among its members.
 ArArgs parse_ar_args(const std::vector<std::string>& argv);
 
 // argv[0] is ranlib: `ranlib [-D] ARCHIVE`, one archive.

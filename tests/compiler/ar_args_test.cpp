@@ -14,6 +14,7 @@ TEST(ArArgs, TheSpellingsOfMakeSystemsAreAccepted) {
            {"ar", "rcs", "lib.a", "a.o"},        // Makefiles
            {"ar", "-rcsD", "lib.a", "a.o"},      // leading dash, explicit D
            {"ar", "qcS", "lib.a"},               // no member, no index
+           {"ar", "rcv", "lib.a", "a.o"},        // verbose
        }) {
     ArArgs a = parse_ar_args(argv);
     EXPECT_EQ(a.refused, "") << argv[1];
@@ -41,7 +42,7 @@ TEST(ArArgs, EverythingElseIsRefusedWithItsCode) {
            {{"ar", "rcu", "lib.a", "a.o"}, "ar_modifier:u"},
            {{"ar", "rcb", "a.o", "lib.a", "b.o"}, "ar_modifier:b"},
            {{"ar", "rcP", "lib.a", "a.o"}, "ar_modifier:P"},
-           {{"ar", "rcv", "lib.a", "a.o"}, "ar_modifier:v"},
+           {{"ar", "rcV", "lib.a", "a.o"}, "ar_modifier:V"},
            {{"ar", "--plugin", "p.so", "rc", "lib.a"}, "ar_option:--plugin"},
            {{"ar", "@opts", "lib.a"}, "ar_option:@opts"},
            {{"ar", "rc", "lib.a", "--target=x", "a.o"}, "ar_option:--target=x"},

@@ -59,10 +59,11 @@ class StaticArchiveTest : public ::testing::Test {
     }
     std::filesystem::remove(dir + "/ref.a");
     if (existed) write_text(dir + "/ref.a", before);
-    std::string err;
-    int rc = run_direct(direct, dir, r.env, &err);
+    std::string err, out;
+    int rc = run_direct(direct, dir, r.env, &err, &out);
     EXPECT_EQ(o.exit_code, rc) << o.stderr_text;
     EXPECT_EQ(o.stderr_text, err);
+    EXPECT_EQ(o.stdout_text, out);
     EXPECT_TRUE(read_text(dir + "/" + archive) == read_text(dir + "/ref.a"))
         << archive << " differs from a direct run";
     return o;
@@ -114,6 +115,20 @@ TEST_F(StaticArchiveTest, AnExistingArchiveIsKeyedByItsBytes) {
   Outcome other = same_as_direct(add);
   EXPECT_FALSE(other.hit) << "c.o added to another archive was served";
   EXPECT_TRUE(other.stored) << other.why_not;
+}
+
+// GNU make's default ARFLAGS (rv): what ar prints per member is replayed.
+TEST_F(StaticArchiveTest, VerboseOutputIsReplayedAsArPrintsIt) {
+  auto create = request("ar", {"rcv", "lib.a", "a.o", "b.o"});
+  Outcome first = same_as_direct(create);
+  EXPECT_TRUE(first.stored) << first.why_not;
+  EXPECT_EQ(first.stdout_text, "a - a.o\na - b.o\n");
+  std::filesystem::remove(dir + "/lib.a");
+  EXPECT_TRUE(same_as_direct(create).hit);
+  auto replace = request("ar", {"rv", "lib.a", "b.o"});
+  Outcome replaced = same_as_direct(replace);
+  EXPECT_TRUE(replaced.stored) << replaced.why_not;
+  EXPECT_EQ(replaced.stdout_text, "r - b.o\n");
 }
 
 TEST_F(StaticArchiveTest, RanlibIsServedOnTheSameArchive) {

@@ -50,7 +50,7 @@ std::vector<std::string> base_env() {
 }
 
 int run_direct(const std::vector<std::string>& argv, const std::string& cwd,
-               const std::vector<std::string>& env, std::string* err) {
+               const std::vector<std::string>& env, std::string* err, std::string* out_text) {
   std::string program = argv[0];
   if (program[0] != '/') program = "/usr/bin/" + program;
   Result<HelperOutput> out = run_helper(argv, env, cwd, std::chrono::seconds(120), program);
@@ -59,6 +59,7 @@ int run_direct(const std::vector<std::string>& argv, const std::string& cwd,
     return -1;
   }
   if (err) *err = out->err;
+  if (out_text) *out_text = out->out;
   return out->exit_code;
 }
 
@@ -86,6 +87,7 @@ Outcome execute(Planner& planner, MemoryStore& store, const Request& request,
                    planner.deliver_bytes(*plan, out, it->second).value_or(it->second));
       }
       o.hit = true;
+      o.stdout_text = rec.stdout_text;
       o.stderr_text = rec.stderr_text;
       ++store.hits;
       return o;
@@ -105,6 +107,7 @@ Outcome execute(Planner& planner, MemoryStore& store, const Request& request,
     return o;
   }
   o.exit_code = ran->exit_code;
+  o.stdout_text = ran->out;
   o.stderr_text = ran->err;
   if (!plan->trace_path.empty()) o.trace = read_text(plan->trace_path);
   if (plan->kind != PlanKind::kPassthrough) {
@@ -117,6 +120,7 @@ Outcome execute(Planner& planner, MemoryStore& store, const Request& request,
     facts.stdout_data = ran->out;
     facts.stderr_data = ran->err;
     Record rec;
+    rec.stdout_text = ran->out;
     rec.stderr_text = ran->err;
     for (const OutputSpec& out : plan->outputs) {
       if (!facts.success) break;

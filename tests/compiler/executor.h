@@ -15,7 +15,7 @@ namespace ccpool::compiler::testing {
 
 struct Record {
   std::map<std::string, std::string> files;  // output name -> bytes
-  std::string stderr_text;
+  std::string stdout_text, stderr_text;
 };
 
 struct MemoryStore {
@@ -36,7 +36,7 @@ struct Outcome {
   std::string why_not_code;
   KeyMode mode = KeyMode::kExact;  // when stored
   int exit_code = 0;
-  std::string stderr_text;
+  std::string stdout_text, stderr_text;
   std::string trace;      // the run's record (libccpool-trace.so), when it ran traced
   Conclusion conclusion;  // what conclude() said, when it ran
 };
@@ -49,7 +49,8 @@ Outcome execute(Planner& planner, MemoryStore& store, const Request& request,
 
 // Runs argv directly (the reference compile). Returns the exit code.
 int run_direct(const std::vector<std::string>& argv, const std::string& cwd,
-               const std::vector<std::string>& env, std::string* err = nullptr);
+               const std::vector<std::string>& env, std::string* err = nullptr,
+               std::string* out = nullptr);
 
 std::string read_text(const std::string& path);
 void write_text(const std::string& path, const std::string& text);

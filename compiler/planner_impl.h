@@ -75,7 +75,7 @@ struct PlanDetail {
   // (Planner::replay_blocker).
   std::vector<std::string> unkeyed_texts;
   // ar and ranlib (ar_model.cpp): the output "out" is an archive, stored only
-  // when every member header says date 0, uid 0 and gid 0 (deterministic).
+  // in GNU ar's deterministic form (archive_not_deterministic, ar_args.h).
   bool archive_output = false;
   // Paths that did not exist at plan time and must not exist after the run
   // (ar's archive operand: the key says the run started from none).

@@ -76,7 +76,7 @@ static int ends_in(const char* name, size_t n, const char* s, size_t m) {
 /* name[0..n) is E or ends in "-E", where what precedes "-E" is not gcc's or
    LLVM's own wrapper of E (gcc-ar, llvm-ranlib: other programs). */
 static int is_entry_or_triplet(const char* name, size_t n, const char* entry, size_t e) {
-  if (n < e || !str_eq_n(name + n - e, entry, e)) return 0;
+  if (!ends_in(name, n, entry, e)) return 0;
   if (n == e) return 1;
   if (name[n - e - 1] != '-') return 0;
   size_t prefix = n - e - 1;

@@ -6,7 +6,6 @@ name long enough for ar's long-name table); an edited source is a miss for
 its object, the archive and its index.
 """
 import os
-import shutil
 import subprocess
 import sys
 
@@ -71,7 +70,6 @@ class ArchiveTreeTest(E2ECase):
         self.build("pooled", pooled=True)
         self.assert_delta(before, misses=3, hits=0, not_stored=0)
         self.assertEqual(self.archive("pooled"), self.archive("plain"))
-        shutil.rmtree(self.wpath("plain"))
 
 
 if __name__ == "__main__":

@@ -292,10 +292,11 @@ void print_status_human(const nlohmann::json& j) {
     const auto& w = j["worker_pool"];
     const nlohmann::json counts = w.value("counts", nlohmann::json::object());
     std::printf(
-        "workers    %zu Inductor compile workers (%zu busy, peak %zu), %s, %zu ranks connected\n",
+        "workers    %zu Inductor compile workers (%zu busy, peak %zu), %s, %zu ranks connected; "
+        "%llu forked from %llu zygotes\n",
         w.value("workers", size_t{0}), w.value("busy", size_t{0}),
         w.value("peak_workers", size_t{0}), format_size(w.value("rss_bytes", 0ull)).c_str(),
-        w.value("sessions", size_t{0}));
+        w.value("sessions", size_t{0}), w.value("forked", 0ull), w.value("zygotes_started", 0ull));
     std::printf(
         "  jobs %llu (%llu after an equal job of another rank, %zu waiting for one now), %llu "
         "failed, "

@@ -213,6 +213,8 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
   pool_options.worker_argv = {
       "-c",
       "import sys; del sys.path[0]; from ccpool._worker import main; sys.exit(main(sys.argv[1:]))"};
+  pool_options.zygotes =
+      true;  // workers are forks of a set-up zygote, as Inductor's are of its sidecar
   impl->worker_pool = std::make_unique<workers::WorkerPool>(pool_options, *impl->scheduler);
   WorkerSessions::Options session_options;
   session_options.python_dir = options.python_dir;
@@ -450,6 +452,8 @@ nlohmann::json Service::Impl::status() {
   pool["following"] = ws.following;
   pool["waiting_for_worker"] = ws.waiting_for_worker;
   pool["killed"] = ws.killed;
+  pool["zygotes_started"] = ws.zygotes_started;
+  pool["forked"] = ws.forked;
   if (front) {
     j["resp_socket"] = front->unix_path();
     j["resp_port"] = front->tcp_port();

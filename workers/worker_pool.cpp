@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <list>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include "base/thread_annotations.h"
 #include "pool/scheduler.h"
 #include "workers/worker_process.h"
+#include "workers/zygote.h"
 
 namespace ccpool::workers {
 namespace {
@@ -29,7 +31,9 @@ struct Worker {
       : id(worker_id), env(std::move(environment)), wake(mutex) {}
   const uint64_t id;
   const std::shared_ptr<const Environment> env;
-  std::unique_ptr<WorkerProcess> process;  // set once at spawn, before the thread starts
+  // Set once by its thread, under State::mutex (null until the process is
+  // made: spawned, or forked by the environment's zygote).
+  std::unique_ptr<WorkerProcess> process;
   std::thread thread;
   CondVar wake;  // bound to State::mutex
   // Guarded by State::mutex:
@@ -56,6 +60,18 @@ struct Job {
   std::vector<uint64_t> followers;
 };
 
+// The zygote of one environment: the first worker thread that needs it
+// starts it, the others wait on `mutex`.
+// Lock order: a slot's mutex, then State::mutex (never the other way).
+struct ZygoteSlot {
+  Mutex mutex;                                       // held while it starts
+  std::shared_ptr<Zygote> zygote GUARDED_BY(mutex);  // greeted
+  std::atomic<bool> failed{false};                   // it did not start: workers are spawned
+  // Guarded by State::mutex: the zygote while it starts, which shutdown()
+  // kills (a greeted one stays until its workers are reaped through it).
+  std::shared_ptr<Zygote> starting;
+};
+
 // What has to happen after the lock is released.
 struct Effects {
   std::vector<std::pair<WorkerPool::Done, JobResult>> replies;
@@ -78,6 +94,8 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
   std::unordered_map<std::string, uint64_t> flights GUARDED_BY(mutex);  // flight key -> leader
   std::list<std::unique_ptr<Worker>> workers GUARDED_BY(mutex);  // live and dead (until joined)
   std::deque<uint64_t> waiting_for_worker GUARDED_BY(mutex);
+  // environment id -> its zygote, while it has live workers (options.zygotes)
+  std::unordered_map<std::string, std::shared_ptr<ZygoteSlot>> zygotes GUARDED_BY(mutex);
   std::vector<uint64_t> awaiting_ready
       GUARDED_BY(mutex);  // await_ready() jobs: no slot, no worker of their own
   WorkerPoolStats stats GUARDED_BY(mutex);
@@ -197,19 +215,10 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
   }
 
   // A new worker of `env`, given job `job_id` (0: none; it idles once ready).
+  // Its thread makes its process.
   Result<Worker*> start_worker_locked(const std::shared_ptr<const Environment>& env,
                                       uint64_t job_id) REQUIRES(mutex) {
-    WorkerSpawn spawn;
-    spawn.python = env->python;
-    spawn.argv.push_back(env->python);
-    for (const std::string& a : options.worker_argv) spawn.argv.push_back(a);
-    for (const std::string& a : env->args) spawn.argv.push_back(a);
-    spawn.env = env->env;
-    spawn.cwd = env->cwd;
-    spawn.output_fd = options.output_fd;
-    CCPOOL_TRY_ASSIGN(std::unique_ptr<WorkerProcess> process, WorkerProcess::start(spawn));
     auto worker = std::make_unique<Worker>(next_worker++, env, &mutex);
-    worker->process = std::move(process);
     worker->job = job_id;
     Worker* raw = worker.get();
     workers.push_back(std::move(worker));
@@ -217,6 +226,81 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
     stats.peak_workers = std::max(stats.peak_workers, live_locked());
     raw->thread = std::thread([this, raw] { serve(*raw); });
     return raw;
+  }
+
+  WorkerSpawn spawn_of(const Environment& env) const {
+    WorkerSpawn spawn;
+    spawn.python = env.python;
+    spawn.argv.push_back(env.python);
+    for (const std::string& a : options.worker_argv) spawn.argv.push_back(a);
+    for (const std::string& a : env.args) spawn.argv.push_back(a);
+    spawn.env = env.env;
+    spawn.cwd = env.cwd;
+    spawn.output_fd = options.output_fd;
+    return spawn;
+  }
+
+  // A worker's process: forked by its environment's zygote (started first
+  // when it has none), or spawned when zygotes are off, the zygote did not
+  // start (then the environment keeps no zygote), or it could not fork. On a
+  // worker's thread, without the lock.
+  Result<std::unique_ptr<WorkerProcess>> make_process(
+      const std::shared_ptr<const Environment>& env) {
+    WorkerSpawn spawn = spawn_of(*env);
+    if (!options.zygotes) return WorkerProcess::start(spawn);
+    std::shared_ptr<ZygoteSlot> slot;
+    {
+      MutexLock lock(&mutex);
+      auto& entry = zygotes[env->id];
+      if (!entry) entry = std::make_shared<ZygoteSlot>();
+      slot = entry;
+    }
+    std::shared_ptr<Zygote> zygote;
+    {
+      MutexLock lock(&slot->mutex);
+      if (!slot->zygote && !slot->failed) {
+        WorkerSpawn z = spawn;
+        z.argv.push_back("--zygote=1");
+        auto spawned = Zygote::spawn(z);
+        Result<void> greeted = spawned ? ok() : Result<void>(tl::unexpected(spawned.error()));
+        if (spawned) {
+          {
+            MutexLock pool_lock(&mutex);
+            slot->starting = *spawned;
+            if (stopping) (*spawned)->kill();
+            ++stats.zygotes_started;
+          }
+          greeted = (*spawned)->await_hello(Clock::now() + options.start_timeout);
+          MutexLock pool_lock(&mutex);
+          slot->starting = nullptr;
+        }
+        if (!greeted) {
+          // Its workers are spawned from now on; this one too, unless the
+          // zygote ran out of time (a worker would as well).
+          slot->failed = true;
+          bool stopped;
+          {
+            MutexLock pool_lock(&mutex);
+            stopped = stopping;
+          }
+          if (stopped || greeted.error().code == ErrorCode::kTimeout)
+            return make_error(greeted.error().code,
+                              "its zygote did not start: " + greeted.error().message);
+          return WorkerProcess::start(spawn);
+        }
+        slot->zygote = std::move(*spawned);
+      }
+      zygote = slot->zygote;
+    }
+    if (zygote) {
+      auto forked = zygote->fork_worker(Clock::now() + std::chrono::seconds(30));
+      if (forked) {
+        MutexLock lock(&mutex);
+        ++stats.forked;
+        return forked;
+      }
+    }
+    return WorkerProcess::start(spawn);
   }
 
   // Starts a worker of `env` ahead of its first job, as Inductor warms its own
@@ -261,8 +345,20 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
   void serve(Worker& w) {
     pthread_setname_np(pthread_self(), "ccpool-pyworker");
     std::optional<Error> failure;
-    auto hello = w.process->receive(Clock::now() + options.start_timeout);
-    if (!hello) {
+    auto made = make_process(w.env);
+    WorkerProcess* process = nullptr;
+    {
+      MutexLock lock(&mutex);
+      if (made) {
+        w.process = std::move(*made);
+        process = w.process.get();
+        if (w.killed || stopping) process->kill();
+      }
+    }
+    if (!made) {
+      failure = Error(made.error().code, "the compile worker did not start (" +
+                                             made.error().message + "; see the service log)");
+    } else if (auto hello = process->receive(Clock::now() + options.start_timeout); !hello) {
       failure = Error(hello.error().code, "the compile worker did not start (" +
                                               hello.error().message + "; see the service log)");
     } else if (hello->kind != WorkerFrameKind::kHello) {
@@ -301,26 +397,39 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
     lock.unlock();
     if (!failure) {  // retired: ask it to exit, and wait for its channel to close
       [[maybe_unused]] auto sent =
-          w.process->send(WorkerFrameKind::kExit, 0, {}, Clock::now() + std::chrono::seconds(5));
-      [[maybe_unused]] auto eof = w.process->receive(Clock::now() + std::chrono::seconds(10));
+          process->send(WorkerFrameKind::kExit, 0, {}, Clock::now() + std::chrono::seconds(5));
+      [[maybe_unused]] auto eof = process->receive(Clock::now() + std::chrono::seconds(10));
     }
     // A worker that closed its channel is exiting: let it, so its status is
     // its own; one that broke the protocol or ran past a deadline is killed.
     bool exiting = !failure || failure->code == ErrorCode::kUnreachable;
-    WorkerExit exit =
-        w.process->reap(exiting ? std::chrono::milliseconds(2000) : std::chrono::milliseconds(0));
+    std::string ended;
+    int64_t max_rss_kb = 0;
+    if (process) {
+      WorkerExit exit =
+          process->reap(exiting ? std::chrono::milliseconds(2000) : std::chrono::milliseconds(0));
+      ended = "; worker pid " + std::to_string(process->pid()) + " " + exit.describe();
+      max_rss_kb = exit.max_rss_kb;
+    }
     Effects fx;
+    std::shared_ptr<ZygoteSlot> zygote;  // dropped without the lock
     lock.lock();
     w.phase = Worker::Phase::kDead;
     ++stats.exited;
+    if (std::none_of(workers.begin(), workers.end(), [&](const auto& other) {
+          return other->phase != Worker::Phase::kDead && other->env->id == w.env->id;
+        })) {
+      // A failed slot stays: the environment's workers are spawned.
+      if (auto it = zygotes.find(w.env->id); it != zygotes.end() && !it->second->failed) {
+        zygote = std::move(it->second);
+        zygotes.erase(it);
+      }
+    }
     if (job_id) {
-      std::string why = failure ? failure->message + "; worker pid " +
-                                      std::to_string(w.process->pid()) + " " + exit.describe()
-                                : std::string("stopping");
+      std::string why = failure ? failure->message + ended : std::string("stopping");
       auto it = jobs.find(job_id);
       if (it != jobs.end())
-        end_job_locked(*it->second, JobResult{JobStatus::kFailed, false, {}, why}, fx,
-                       exit.max_rss_kb);
+        end_job_locked(*it->second, JobResult{JobStatus::kFailed, false, {}, why}, fx, max_rss_kb);
       w.job = 0;
     }
     warm_awaited_locked();
@@ -512,6 +621,7 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
       const char* doing = w->phase == Worker::Phase::kBusy       ? "running"
                           : w->phase == Worker::Phase::kStarting ? "starting"
                                                                  : "exiting";
+      if (!w->process) return "waiting for its worker to start (killed)";
       return std::string(doing) + " in worker pid " + std::to_string(w->process->pid()) +
              " (killed)";
     }
@@ -647,7 +757,9 @@ std::string WorkerPool::cancel(uint64_t job_id) {
           if (w->job == job_id && w->phase != Worker::Phase::kDead) {
             ++s.stats.killed;
             w->killed = true;
-            w->process->kill();  // its thread sees the channel close and ends the job
+            // Its thread sees the channel close and ends the job (or, with no
+            // process yet, kills the one it makes).
+            if (w->process) w->process->kill();
           }
         }
         break;
@@ -698,7 +810,7 @@ WorkerPoolStats WorkerPool::stats() const {
     ++out.workers;
     out.busy += w->phase == Worker::Phase::kBusy ? 1 : 0;
     out.starting += w->phase == Worker::Phase::kStarting ? 1 : 0;
-    out.rss_kb += w->process->rss_kb();
+    if (w->process) out.rss_kb += w->process->rss_kb();
   }
   out.waiting_for_worker = s.waiting_for_worker.size();
   for (const auto& [id, job] : s.jobs)
@@ -709,13 +821,18 @@ WorkerPoolStats WorkerPool::stats() const {
 void WorkerPool::shutdown() {
   State& s = *m_state;
   Effects fx;
+  std::unordered_map<std::string, std::shared_ptr<ZygoteSlot>> zygotes;
   std::list<std::unique_ptr<Worker>> workers;
   {
     MutexLock lock(&s.mutex);
     if (s.stopping && s.workers.empty()) return;
     s.stopping = true;
+    for (auto& [id, slot] : s.zygotes) {
+      if (slot->starting) slot->starting->kill();
+    }
+    zygotes.swap(s.zygotes);
     for (auto& w : s.workers) {
-      if (w->phase != Worker::Phase::kDead) w->process->kill();
+      if (w->phase != Worker::Phase::kDead && w->process) w->process->kill();
       w->wake.signal_all();
     }
     workers.swap(s.workers);

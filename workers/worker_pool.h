@@ -8,7 +8,8 @@
 // holds its slot from dispatch to result. The estimate a job class learns is
 // the worker's peak RSS, ptxas and other children included.
 //
-// Workers: at most max_workers live processes; a worker of another
+// Workers: at most max_workers live processes (with zygotes, plus one zygote
+// per environment that has workers); a worker of another
 // Environment is retired (and has exited) before a new one starts, so the
 // bound holds at every instant. Idle workers exit after idle_timeout. Each
 // worker has one thread of this pool that talks to it (blocking I/O with
@@ -52,7 +53,11 @@ struct WorkerPoolOptions {
   std::chrono::milliseconds job_timeout{
       0};                                // 0: none; a job past it fails and its worker is killed
   std::vector<std::string> worker_argv;  // after the interpreter: e.g. {"-m", "ccpool._worker"}
-  int output_fd = 2;                     // workers' stdout and stderr
+  // Workers are forked from one zygote per environment (zygote.h), started
+  // with worker_argv, the environment's args and "--zygote=1"; otherwise
+  // each worker is an interpreter of its own.
+  bool zygotes = false;
+  int output_fd = 2;  // workers' stdout and stderr
   // Tests only: runs on a worker's thread, without the pool's lock, when a
   // job's result has arrived and before the pool takes it (a cancel() there
   // is the race between a result and a kill).
@@ -73,9 +78,10 @@ struct WorkerPoolStats {
   size_t peak_workers = 0;
   uint64_t spawned = 0, warmed = 0, exited = 0, jobs_done = 0, jobs_failed = 0, followed = 0,
            cancelled = 0;
-  uint64_t killed = 0;                     // workers killed with a cancelled or timed-out job
-  int64_t rss_kb = 0;                      // VmRSS of the live workers now, summed
-  std::map<std::string, uint64_t> counts;  // summed "counts" of the workers' result stats
+  uint64_t killed = 0;                       // workers killed with a cancelled or timed-out job
+  uint64_t zygotes_started = 0, forked = 0;  // forked: workers a zygote started
+  int64_t rss_kb = 0;                        // VmRSS of the live workers now, summed
+  std::map<std::string, uint64_t> counts;    // summed "counts" of the workers' result stats
 };
 
 class WorkerPool {

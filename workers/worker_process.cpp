@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 namespace ccpool::workers {
 
 std::string WorkerExit::describe() const {
+  if (status == kUnknownStatus) return "ended (status unknown: its zygote is gone)";
   if (WIFEXITED(status)) return "exited " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
   return "ended (status " + std::to_string(status) + ")";
@@ -41,6 +43,12 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::start(const WorkerSpawn& s
       new WorkerProcess(child.pid, UniqueFd(child.pidfd), std::move(ours)));
 }
 
+std::unique_ptr<WorkerProcess> WorkerProcess::adopt(pid_t pid, UniqueFd pidfd, UniqueFd channel,
+                                                    std::shared_ptr<WorkerParent> parent) {
+  return std::unique_ptr<WorkerProcess>(
+      new WorkerProcess(pid, std::move(pidfd), std::move(channel), std::move(parent)));
+}
+
 WorkerProcess::~WorkerProcess() {
   bool reaped;
   {
@@ -54,8 +62,8 @@ WorkerProcess::~WorkerProcess() {
 }
 
 Result<void> WorkerProcess::send(WorkerFrameKind kind, uint64_t job_id, std::string_view payload,
-                                 std::optional<Clock::time_point> deadline) {
-  return write_worker_frame(m_channel.get(), kind, job_id, payload, deadline);
+                                 std::optional<Clock::time_point> deadline, int pass_fd) {
+  return write_worker_frame(m_channel.get(), kind, job_id, payload, deadline, pass_fd);
 }
 
 Result<WorkerFrame> WorkerProcess::receive(std::optional<Clock::time_point> deadline) {
@@ -64,16 +72,45 @@ Result<WorkerFrame> WorkerProcess::receive(std::optional<Clock::time_point> dead
 
 void WorkerProcess::kill() {
   MutexLock lock(&m_mutex);  // never after the pid is freed: see reap()
-  if (!m_reaped) ::kill(-m_pid, SIGKILL);
+  if (m_reaped) return;
+  // An adopted worker's pid is held by its parent, which may die and leave it
+  // to init: only the pidfd names it for sure.
+  if (m_parent) {
+    ::syscall(SYS_pidfd_send_signal, m_pidfd.get(), SIGKILL, nullptr, 0);
+  } else {
+    ::kill(-m_pid, SIGKILL);
+  }
+}
+
+namespace {
+
+// Waits up to `timeout` (-1: forever) for the pidfd's process to exit.
+bool exited_within(int pidfd, int timeout_ms) {
+  pollfd p{pidfd, POLLIN, 0};
+  int ready;
+  while ((ready = ::poll(&p, 1, timeout_ms)) < 0 && errno == EINTR) {
+  }
+  return ready > 0;
+}
+
+}  // namespace
+
+WorkerExit WorkerProcess::reap_adopted(std::chrono::milliseconds grace) {
+  if (!exited_within(m_pidfd.get(), static_cast<int>(grace.count()))) {
+    kill();
+    exited_within(m_pidfd.get(), -1);
+  }
+  std::optional<WorkerExit> out = m_parent->reap_child(m_pid);
+  MutexLock lock(&m_mutex);
+  m_reaped = true;
+  return out ? *out : WorkerExit{WorkerExit::kUnknownStatus, 0};
 }
 
 WorkerExit WorkerProcess::reap(std::chrono::milliseconds grace) {
+  if (m_parent) return reap_adopted(grace);
   WorkerExit out;
-  pollfd p{m_pidfd.get(), POLLIN, 0};  // readable once the worker has exited
-  int ready;
-  while ((ready = ::poll(&p, 1, static_cast<int>(grace.count()))) < 0 && errno == EINTR) {
-  }
-  if (ready <= 0) kill();
+  // The pidfd is readable once the worker has exited.
+  if (!exited_within(m_pidfd.get(), static_cast<int>(grace.count()))) kill();
   // Wait for the exit but leave the zombie: while it is unreaped its pid, and
   // so its process group id, cannot be reused, and anything the worker started
   // and left behind can be killed by group safely.

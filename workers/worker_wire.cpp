@@ -69,8 +69,8 @@ std::string encode_worker_frame(WorkerFrameKind kind, uint64_t job_id, std::stri
 }
 
 Result<void> write_worker_frame(int fd, WorkerFrameKind kind, uint64_t job_id,
-                                std::string_view payload,
-                                std::optional<Clock::time_point> deadline) {
+                                std::string_view payload, std::optional<Clock::time_point> deadline,
+                                int pass_fd) {
   if (payload.size() > kMaxWorkerPayload) {
     return make_error(ErrorCode::kFull, "a " + std::to_string(payload.size()) +
                                             "-byte job is over the " +
@@ -80,7 +80,24 @@ Result<void> write_worker_frame(int fd, WorkerFrameKind kind, uint64_t job_id,
   size_t sent = 0;
   while (sent < frame.size()) {
     CCPOOL_TRY(wait_ready(fd, POLLOUT, deadline));
-    ssize_t w = ::send(fd, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w;
+    if (sent == 0 && pass_fd >= 0) {  // the descriptor rides on the first bytes
+      iovec iov{frame.data(), frame.size()};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+      w = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } else {
+      w = ::send(fd, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
     if (w > 0) {
       sent += static_cast<size_t>(w);
     } else if (w < 0 && (errno == EPIPE || errno == ECONNRESET)) {
@@ -96,7 +113,7 @@ Result<WorkerFrame> read_worker_frame(int fd, std::optional<Clock::time_point> d
   char header[kWorkerHeaderSize];
   CCPOOL_TRY(read_exact(fd, header, sizeof header, deadline));
   auto kind = static_cast<uint8_t>(header[0]);
-  if (kind < 1 || kind > 4 || header[1] != 0 || header[2] != 0 || header[3] != 0) {
+  if (kind < 1 || kind > 8 || header[1] != 0 || header[2] != 0 || header[3] != 0) {
     return make_error(ErrorCode::kProtocol,
                       "a worker sent a malformed frame header (kind " + std::to_string(kind) + ")");
   }

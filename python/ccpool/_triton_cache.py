@@ -63,6 +63,14 @@ def _connection() -> Optional[RespConnection]:
     return _conn
 
 
+def forget_connection() -> None:
+    """In a forked worker: the zygote's connection (if it had one) and its
+    leases are not this process's; the next call opens its own."""
+    global _conn
+    _conn = None
+    del _held[:]
+
+
 def _call(*args: Union[str, bytes], timeout_s: Optional[float] = None) -> Reply:
     global _conn
     conn = _connection()

@@ -1,10 +1,12 @@
 """A compile worker of the node pool (docs/inductor-workers.md).
 
 The service starts it, with a rank's interpreter and environment, as
-  python -c '<drop sys.path[0]; run main>' --pickler=MODULE.CLASS --torch-key=B64
+  python -c '<drop sys.path[0]; run main>' --pickler=MODULE.CLASS --torch-key=B64 [--zygote=1]
 with its channel to the service on fd 3 (workers/worker_wire.h has the frame
 layout). It sets itself up the way Inductor's own sidecar does
-(torch/_inductor/compile_worker/__main__.py), then runs jobs one at a time:
+(torch/_inductor/compile_worker/__main__.py). With --zygote=1 it is then the
+environment's zygote (_zygote.py): it forks the workers, each of which goes on
+below as a started one does, set up already. A worker runs jobs one at a time:
 each is the pickled callable a rank's SubprocPool.submit would have sent to
 its own workers, and its answer is pickled exactly as Inductor's worker
 pickles it (a job's exception becomes _SubprocExceptionInfo), so the rank
@@ -116,19 +118,33 @@ def run_job(pickler: Any, payload: bytes) -> bytes:
         return bytes(pickler.dumps(_SubprocExceptionInfo(traceback.format_exc())))
 
 
-def main(argv: List[str]) -> int:
-    channel = Channel(CHANNEL_FD)
-    options = parse_args(argv)
-    pickler = set_up(options)
-    from . import _triton_cache
-
+def versions() -> Dict[str, Optional[str]]:
     import torch
     try:
         import triton
         triton_version = triton.__version__
     except ImportError:
         triton_version = None
-    hello = {"pid": os.getpid(), "python": sys.executable, "torch": torch.__version__, "triton": triton_version}
+    return {"python": sys.executable, "torch": torch.__version__, "triton": triton_version}
+
+
+def main(argv: List[str]) -> int:
+    options = parse_args(argv)
+    pickler = set_up(options)
+    if options.get("zygote") == "1":
+        from . import _zygote
+
+        return _zygote.run(CHANNEL_FD, lambda: serve(pickler), versions())
+    return serve(pickler)
+
+
+def serve(pickler: Any) -> int:
+    """A worker's loop: hello, then one job at a time until the service says exit."""
+    from . import _triton_cache
+
+    _triton_cache.forget_connection()  # a forked worker must not share the zygote's
+    channel = Channel(CHANNEL_FD)
+    hello = dict(versions(), pid=os.getpid())
     channel.send(HELLO, 0, json.dumps(hello).encode())
     base_env = dict(os.environ)
     while True:

@@ -92,7 +92,8 @@ class WorkerPoolTest(WorkerPoolCase):
     def test_each_kernel_compiles_once(self):
         """4 ranks x TORCHINDUCTOR_COMPILE_THREADS=32 (plain torchrun: 132
         Python compile processes, 16 ptxas; see the control below): at most
-        jobs + 1 Python compile processes on the node, 4 cubin compiles (3
+        jobs + 1 Python compile processes on the node (the workers and their
+        zygote), 4 cubin compiles (3
         kernels, 4 configs), every rank's own results. Then a fresh node
         (Inductor's cache emptied, the ccpool store kept) compiles nothing."""
         ranks = 4
@@ -113,6 +114,9 @@ class WorkerPoolTest(WorkerPoolCase):
         self.assertEqual(s["jobs"], ranks * len(KERNELS), detail)
         self.assertEqual(s["counts"]["triton_compiles"], CONFIGS, detail)
         self.assertEqual((s["failed"], s["cancelled"], s["busy"]), (0, 0, 0), detail)
+        # Every worker is a fork of the one environment's zygote, set up once.
+        self.assertEqual(s["zygotes_started"], 1, detail)
+        self.assertEqual(s["forked"], s["spawned"], detail)
         print(f"{ranks} ranks: {detail}; ptxas {self.ptxas_compiles()}", file=sys.stderr)
         human = subprocess.run([CCPOOL, "status", "--socket", self.sock], env=self.env, capture_output=True,
                                text=True, timeout=60).stdout

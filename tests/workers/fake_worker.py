@@ -12,6 +12,10 @@ Every answer is "<TEXT>@<pid>"; the result's stats count one "jobs" and
 report the worker's peak RSS. FAKE_WORKER_HELLO=0 makes it exit before hello;
 FAKE_WORKER_HELLO=close:FILE makes it close its channel without a hello, create
 FILE, and exit 1.5 s later (a worker that failed to start, still exiting).
+With --zygote=1 it is a zygote (python/ccpool/_zygote.py, the real one) whose
+forked workers run the loop below; FAKE_ZYGOTE_HELLO=0 makes the zygote itself
+exit before its hello, and FAKE_ZYGOTE_PID=N makes it name pid N for each
+worker it forks (a lying zygote).
 """
 import json
 import os
@@ -25,6 +29,21 @@ HEADER = struct.Struct("<B3xQI")
 
 
 def main():
+    if "--zygote=1" in sys.argv[1:]:
+        if os.environ.get("FAKE_ZYGOTE_HELLO") == "0":
+            return 3
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+        from ccpool import _zygote
+
+        lie = os.environ.get("FAKE_ZYGOTE_PID")
+        if lie:
+            real_fork = _zygote._fork
+            _zygote._fork = lambda *args: (real_fork(*args), int(lie))[1]
+        return _zygote.run(3, serve, {})
+    return serve()
+
+
+def serve():
     hello = os.environ.get("FAKE_WORKER_HELLO", "")
     if hello == "0":
         return 3

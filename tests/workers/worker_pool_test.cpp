@@ -76,6 +76,16 @@ pid_t wait_for_running(const std::string& gate) {
   return 0;
 }
 
+pid_t parent_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream rest(text.substr(text.rfind(')') + 1));
+  std::string state;
+  pid_t ppid = 0;
+  rest >> state >> ppid;
+  return ppid;
+}
+
 bool pid_gone(pid_t pid) {
   for (int i = 0; i < 1000; ++i) {
     if (::kill(pid, 0) != 0) return true;
@@ -84,7 +94,9 @@ bool pid_gone(pid_t pid) {
   return false;
 }
 
-class WorkerPoolTest : public ::testing::Test {
+// The parameter: workers forked from a zygote per environment (the service's
+// way), or each spawned.
+class WorkerPoolTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     if (::access(kPython.c_str(), X_OK) != 0) GTEST_SKIP() << kPython << " is missing";
@@ -101,6 +113,7 @@ class WorkerPoolTest : public ::testing::Test {
     wo.idle_timeout = idle;
     wo.job_timeout = job_timeout;
     wo.worker_argv = {kFakeWorker};
+    wo.zygotes = GetParam();
     m_pool = std::make_unique<WorkerPool>(wo, *m_scheduler);
   }
   void TearDown() override {
@@ -131,7 +144,7 @@ class WorkerPoolTest : public ::testing::Test {
   Results m_results;
 };
 
-TEST_F(WorkerPoolTest, JobsRunInWarmWorkersThatAreReused) {
+TEST_P(WorkerPoolTest, JobsRunInWarmWorkersThatAreReused) {
   start(2);
   auto e = env();
   for (int i = 0; i < 6; ++i) submit("j" + std::to_string(i), "echo:" + std::to_string(i), "", e);
@@ -151,7 +164,7 @@ TEST_F(WorkerPoolTest, JobsRunInWarmWorkersThatAreReused) {
   EXPECT_EQ(s.counts["jobs"], 6u);
 }
 
-TEST_F(WorkerPoolTest, NeverMoreLiveWorkersThanTheBound) {
+TEST_P(WorkerPoolTest, NeverMoreLiveWorkersThanTheBound) {
   start(2);
   std::string gate = m_dir + "/gate";
   std::filesystem::create_directories(gate);
@@ -168,7 +181,7 @@ TEST_F(WorkerPoolTest, NeverMoreLiveWorkersThanTheBound) {
   EXPECT_GE(s.exited, 1u);
 }
 
-TEST_F(WorkerPoolTest, EqualFlightKeysRunOneAfterAnother) {
+TEST_P(WorkerPoolTest, EqualFlightKeysRunOneAfterAnother) {
   start(2);
   std::string log = m_dir + "/runs.log";
   auto e = env();
@@ -187,7 +200,7 @@ TEST_F(WorkerPoolTest, EqualFlightKeysRunOneAfterAnother) {
   EXPECT_EQ(m_pool->stats().followed, 2u);
 }
 
-TEST_F(WorkerPoolTest, ALeaderThatFailsHandsTheLeadToItsFirstFollower) {
+TEST_P(WorkerPoolTest, ALeaderThatFailsHandsTheLeadToItsFirstFollower) {
   start(2);
   std::string log = m_dir + "/runs.log";
   auto e = env();
@@ -206,7 +219,7 @@ TEST_F(WorkerPoolTest, ALeaderThatFailsHandsTheLeadToItsFirstFollower) {
   EXPECT_NE(runs[1].find("end f1"), std::string::npos) << runs[1];
 }
 
-TEST_F(WorkerPoolTest, CancellingARunningJobKillsItsWorkerAndNeverAnswers) {
+TEST_P(WorkerPoolTest, CancellingARunningJobKillsItsWorkerAndNeverAnswers) {
   start(2);
   std::string gate = m_dir + "/gate";
   std::filesystem::create_directories(gate);
@@ -229,7 +242,7 @@ TEST_F(WorkerPoolTest, CancellingARunningJobKillsItsWorkerAndNeverAnswers) {
 // A cancel between a job's result arriving and the pool taking it kills the
 // worker after it answered: that worker must be reaped, never handed the next
 // job (which then failed "killed by signal 9").
-TEST_F(WorkerPoolTest, AWorkerKilledAsItsResultArrivesTakesNoOtherJob) {
+TEST_P(WorkerPoolTest, AWorkerKilledAsItsResultArrivesTakesNoOtherJob) {
   pool::SchedulerOptions so;
   so.jobs = 1;
   so.mem_budget = 64ull << 30;
@@ -240,6 +253,7 @@ TEST_F(WorkerPoolTest, AWorkerKilledAsItsResultArrivesTakesNoOtherJob) {
   WorkerPoolOptions wo;
   wo.max_workers = 1;
   wo.worker_argv = {kFakeWorker};
+  wo.zygotes = GetParam();
   wo.result_arrived_for_test = [&](uint64_t job_id) {
     if (!armed.exchange(false)) return;
     std::string what = m_pool->cancel(job_id);
@@ -267,7 +281,7 @@ TEST_F(WorkerPoolTest, AWorkerKilledAsItsResultArrivesTakesNoOtherJob) {
   EXPECT_EQ(s.spawned, 2u);  // the killed worker was replaced, not reused
 }
 
-TEST_F(WorkerPoolTest, CancellingAQueuedOrFollowingJobLeavesTheOthersAlone) {
+TEST_P(WorkerPoolTest, CancellingAQueuedOrFollowingJobLeavesTheOthersAlone) {
   start(1);
   std::string gate = m_dir + "/gate";
   std::filesystem::create_directories(gate);
@@ -287,7 +301,7 @@ TEST_F(WorkerPoolTest, CancellingAQueuedOrFollowingJobLeavesTheOthersAlone) {
   EXPECT_EQ(m_pool->stats().killed, 0u);
 }
 
-TEST_F(WorkerPoolTest, WarmStartsOneWorkerAheadAndTheFirstJobUsesIt) {
+TEST_P(WorkerPoolTest, WarmStartsOneWorkerAheadAndTheFirstJobUsesIt) {
   start(2);
   auto e = env();
   m_pool->warm(e);
@@ -306,7 +320,7 @@ TEST_F(WorkerPoolTest, WarmStartsOneWorkerAheadAndTheFirstJobUsesIt) {
   EXPECT_LE(m_pool->stats().peak_workers, 2u);
 }
 
-TEST_F(WorkerPoolTest, TheReadinessProbeNeverWaitsForASlot) {
+TEST_P(WorkerPoolTest, TheReadinessProbeNeverWaitsForASlot) {
   start(1);
   std::string gate = m_dir + "/gate";
   std::filesystem::create_directories(gate);
@@ -323,7 +337,7 @@ TEST_F(WorkerPoolTest, TheReadinessProbeNeverWaitsForASlot) {
   EXPECT_EQ(m_pool->stats().spawned, 1u);
 }
 
-TEST_F(WorkerPoolTest, ReadinessAtTheBoundRetiresAnIdleWorkerOfAnotherEnvironment) {
+TEST_P(WorkerPoolTest, ReadinessAtTheBoundRetiresAnIdleWorkerOfAnotherEnvironment) {
   start(1);
   auto old_env = env({"WORKER_ENV_MARK=old"}), new_env = env({"WORKER_ENV_MARK=new"});
   EXPECT_EQ((submit("old", "echo:old", "", old_env), m_results.wait("old")).status,
@@ -336,7 +350,7 @@ TEST_F(WorkerPoolTest, ReadinessAtTheBoundRetiresAnIdleWorkerOfAnotherEnvironmen
   EXPECT_EQ(s.exited, 1u);
 }
 
-TEST_F(WorkerPoolTest, EnvironmentsNeverShareAWorker) {
+TEST_P(WorkerPoolTest, EnvironmentsNeverShareAWorker) {
   start(2);
   auto a = env({"TORCHINDUCTOR_FX=1"}), b = env({"TORCHINDUCTOR_FX=2"});
   EXPECT_NE(a->id, b->id);
@@ -350,7 +364,7 @@ TEST_F(WorkerPoolTest, EnvironmentsNeverShareAWorker) {
   EXPECT_EQ(pid_of(a1), pid_of(a2));  // the warm worker of its environment
 }
 
-TEST_F(WorkerPoolTest, IdleWorkersExitAfterTheIdleTimeout) {
+TEST_P(WorkerPoolTest, IdleWorkersExitAfterTheIdleTimeout) {
   start(1, 200ms);
   JobResult r = (submit("j", "echo:j"), m_results.wait("j"));
   pid_t pid = std::stoi(pid_of(r));
@@ -362,7 +376,7 @@ TEST_F(WorkerPoolTest, IdleWorkersExitAfterTheIdleTimeout) {
   EXPECT_TRUE(pid_gone(pid));
 }
 
-TEST_F(WorkerPoolTest, AWorkerThatNeverGreetsOrLiesFailsItsJobOnly) {
+TEST_P(WorkerPoolTest, AWorkerThatNeverGreetsOrLiesFailsItsJobOnly) {
   start(2, 60s, 20s);
   auto silent = env({"FAKE_WORKER_HELLO=0"});
   submit("silent", "echo:x", "", silent);
@@ -380,7 +394,7 @@ TEST_F(WorkerPoolTest, AWorkerThatNeverGreetsOrLiesFailsItsJobOnly) {
 // A warmed worker that closed its channel without a hello is still exiting
 // (reaped with a grace) when a job of its environment arrives: the job must
 // not be handed to it (it was, and was never answered nor could be cancelled).
-TEST_F(WorkerPoolTest, AJobNeverGoesToAWorkerThatFailedToStart) {
+TEST_P(WorkerPoolTest, AJobNeverGoesToAWorkerThatFailedToStart) {
   start(2);
   std::string closed = m_dir + "/closed";
   auto e = env({"FAKE_WORKER_HELLO=close:" + closed});
@@ -395,7 +409,7 @@ TEST_F(WorkerPoolTest, AJobNeverGoesToAWorkerThatFailedToStart) {
   EXPECT_NE(r.message.find("did not start"), std::string::npos) << r.message;
 }
 
-TEST_F(WorkerPoolTest, AJobPastTheTimeoutFailsAndItsWorkerIsKilled) {
+TEST_P(WorkerPoolTest, AJobPastTheTimeoutFailsAndItsWorkerIsKilled) {
   start(1, 60s, 300ms);
   submit("slow", "sleep:30:slow");
   JobResult r = m_results.wait("slow");
@@ -403,7 +417,7 @@ TEST_F(WorkerPoolTest, AJobPastTheTimeoutFailsAndItsWorkerIsKilled) {
   EXPECT_NE(r.message.find("job timeout"), std::string::npos) << r.message;
 }
 
-TEST_F(WorkerPoolTest, ShutdownAnswersEveryJobStopping) {
+TEST_P(WorkerPoolTest, ShutdownAnswersEveryJobStopping) {
   start(1);
   std::string gate = m_dir + "/gate";
   std::filesystem::create_directories(gate);
@@ -417,6 +431,97 @@ TEST_F(WorkerPoolTest, ShutdownAnswersEveryJobStopping) {
   submit("late", "echo:late");
   EXPECT_EQ(m_results.wait("late").message, "stopping");
 }
+
+using ZygoteTest = WorkerPoolTest;
+
+// With zygotes, every worker of an environment is a fork of its one zygote.
+TEST_P(ZygoteTest, WorkersOfAnEnvironmentAreForksOfItsZygote) {
+  start(3);
+  std::string gate = m_dir + "/gate";
+  std::filesystem::create_directories(gate);
+  auto e = env(), other = env({"WORKER_ENV_MARK=other"});
+  for (const char* name : {"a", "b"}) submit(name, std::string("gate:") + gate + ":" + name, "", e);
+  submit("c", "gate:" + gate + ":c", "", other);
+  for (int i = 0; i < 1000 && std::distance(std::filesystem::directory_iterator(gate),
+                                            std::filesystem::directory_iterator()) < 3;
+       ++i)
+    std::this_thread::sleep_for(10ms);
+  std::map<std::string, pid_t> parents;
+  for (const auto& entry : std::filesystem::directory_iterator(gate)) {
+    pid_t pid = std::stoi(entry.path().extension().string().substr(1));
+    parents[entry.path().string()] = parent_of(pid);
+  }
+  ASSERT_EQ(parents.size(), 3u);
+  std::set<pid_t> zygotes;
+  for (const auto& [path, parent] : parents) zygotes.insert(parent);
+  EXPECT_EQ(zygotes.size(), 2u);             // a and b share e's zygote; c has other's
+  EXPECT_EQ(zygotes.count(::getpid()), 0u);  // none is the service's own child
+  std::ofstream(gate + "/go").close();
+  for (const char* name : {"a", "b", "c"}) EXPECT_EQ(m_results.wait(name).status, JobStatus::kDone);
+  WorkerPoolStats s = m_pool->stats();
+  EXPECT_EQ(s.zygotes_started, 2u);
+  EXPECT_EQ(s.forked, 3u);
+}
+
+// When its zygote exits before it greets, an environment's workers are
+// spawned, each an interpreter of its own, the first one too.
+TEST_P(ZygoteTest, WithoutItsZygoteAnEnvironmentsWorkersAreSpawned) {
+  start(2, 100ms);
+  auto e = env({"FAKE_ZYGOTE_HELLO=0"});
+  JobResult first = (submit("first", "echo:first", "", e), m_results.wait("first"));
+  EXPECT_EQ(first.status, JobStatus::kDone) << first.message;
+  EXPECT_EQ(parent_of(std::stoi(pid_of(first))), ::getpid());
+  for (int i = 0; i < 300 && m_pool->stats().workers > 0; ++i) {  // its worker exits
+    m_pool->tick();
+    std::this_thread::sleep_for(10ms);
+  }
+  JobResult second = (submit("second", "echo:second", "", e), m_results.wait("second"));
+  EXPECT_EQ(second.status, JobStatus::kDone) << second.message;
+  EXPECT_EQ(parent_of(std::stoi(pid_of(second))), ::getpid());
+  EXPECT_EQ(m_pool->stats().forked, 0u);
+  EXPECT_EQ(m_pool->stats().zygotes_started, 1u);  // not tried again
+}
+
+// A zygote killed under its workers takes them with it: their jobs fail, and
+// the pool goes on with a new zygote.
+TEST_P(ZygoteTest, AKilledZygoteTakesItsWorkersAndThePoolGoesOn) {
+  start(2);
+  std::string gate = m_dir + "/gate";
+  std::filesystem::create_directories(gate);
+  auto e = env();
+  submit("victim", "gate:" + gate + ":victim", "", e);
+  pid_t worker = wait_for_running(gate);
+  ASSERT_NE(worker, 0);
+  pid_t zygote = parent_of(worker);
+  ASSERT_NE(zygote, ::getpid());
+  ASSERT_EQ(::kill(zygote, SIGKILL), 0);
+  JobResult victim = m_results.wait("victim");
+  EXPECT_EQ(victim.status, JobStatus::kFailed);
+  EXPECT_TRUE(pid_gone(worker)) << "worker " << worker << " outlived its zygote";
+  for (int i = 0; i < 300 && m_pool->stats().workers > 0; ++i) {
+    m_pool->tick();
+    std::this_thread::sleep_for(10ms);
+  }
+  JobResult next = (submit("next", "echo:next", "", e), m_results.wait("next"));
+  EXPECT_EQ(next.status, JobStatus::kDone) << next.message;
+  EXPECT_NE(parent_of(std::stoi(pid_of(next))), zygote);
+}
+
+// A zygote's answer is checked: a pid that is not its child (here, the test
+// process itself) is never adopted, so never signalled; the worker is spawned.
+TEST_P(ZygoteTest, APidThatIsNotTheZygotesChildIsNeverAdopted) {
+  start(2);
+  auto e = env({"FAKE_ZYGOTE_PID=" + std::to_string(::getpid())});
+  JobResult r = (submit("j", "echo:j", "", e), m_results.wait("j"));
+  EXPECT_EQ(r.status, JobStatus::kDone) << r.message;
+  EXPECT_EQ(parent_of(std::stoi(pid_of(r))), ::getpid());  // spawned, not forked
+  EXPECT_EQ(m_pool->stats().forked, 0u);
+  EXPECT_EQ(m_pool->stats().zygotes_started, 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Spawned, WorkerPoolTest, ::testing::Values(false));
+INSTANTIATE_TEST_SUITE_P(Zygotes, WorkerPoolTest, ::testing::Values(true));
+INSTANTIATE_TEST_SUITE_P(Zygotes, ZygoteTest, ::testing::Values(true));
 
 }  // namespace
 }  // namespace ccpool::workers

@@ -288,7 +288,7 @@ class Bench:
             total, own = self.service_cpu(d)
             res["service_cpu_s"] = round(total, 1)
             res["service_own_cpu_s"] = round(own, 2)  # its threads, without the compilers and workers it ran
-            res["worker_pool"] = {k: s.get("worker_pool", {}).get(k) for k in ("peak_workers", "jobs", "followed")}
+            res["worker_pool"] = {k: s.get("worker_pool", {}).get(k) for k in ("peak_workers", "jobs", "followed", "forked", "zygotes_started")}
             res["leases"] = s.get("leases", {})
             subprocess.run([self.ccpool, "stop", "--socket", sock], capture_output=True)
         res["job_cpu_s"] = round(job_cpu, 1)

@@ -38,8 +38,9 @@ struct Worker {
   CondVar wake;  // bound to State::mutex
   // Guarded by State::mutex:
   Phase phase = Phase::kStarting;
-  uint64_t job = 0;     // the job it runs (or will, once started); 0: none
-  bool killed = false;  // cancel() killed its process: it must not take another job
+  uint64_t job = 0;          // the job it runs (or will, once started); 0: none
+  bool killed = false;       // cancel() killed its process: it must not take another job
+  bool thread_done = false;  // its thread has nothing left to do: join() does not wait
   Clock::time_point idle_since = Clock::now();
 };
 
@@ -228,6 +229,16 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
     return raw;
   }
 
+  // The pid a worker's hello names (-1: none).
+  static pid_t greeted_pid(const std::string& hello) {
+    auto doc = nlohmann::json::parse(hello, nullptr, false);
+    if (!doc.is_object()) return -1;
+    auto pid = doc.find("pid");
+    if (pid == doc.end() || !pid->is_number_integer()) return -1;
+    int64_t v = pid->get<int64_t>();
+    return v > 0 && v <= INT32_MAX ? static_cast<pid_t>(v) : -1;
+  }
+
   WorkerSpawn spawn_of(const Environment& env) const {
     WorkerSpawn spawn;
     spawn.python = env.python;
@@ -241,16 +252,22 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
   }
 
   // A worker's process: forked by its environment's zygote (started first
-  // when it has none), or spawned when zygotes are off, the zygote did not
-  // start (then the environment keeps no zygote), or it could not fork. On a
-  // worker's thread, without the lock.
+  // when it has none, or when the one it had broke), or spawned when zygotes
+  // are off, the zygote did not start (then the environment keeps no zygote),
+  // or it could not fork. None once the pool stops. On a worker's thread,
+  // without the lock.
   Result<std::unique_ptr<WorkerProcess>> make_process(
       const std::shared_ptr<const Environment>& env) {
     WorkerSpawn spawn = spawn_of(*env);
+    auto spawn_unless_stopping = [&]() -> Result<std::unique_ptr<WorkerProcess>> {
+      if (stopping_now()) return make_error(ErrorCode::kUnreachable, "stopping");
+      return WorkerProcess::start(spawn);
+    };
     if (!options.zygotes) return WorkerProcess::start(spawn);
     std::shared_ptr<ZygoteSlot> slot;
     {
       MutexLock lock(&mutex);
+      if (stopping) return make_error(ErrorCode::kUnreachable, "stopping");
       auto& entry = zygotes[env->id];
       if (!entry) entry = std::make_shared<ZygoteSlot>();
       slot = entry;
@@ -258,7 +275,9 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
     std::shared_ptr<Zygote> zygote;
     {
       MutexLock lock(&slot->mutex);
+      if (slot->zygote && slot->zygote->broken()) slot->zygote = nullptr;  // killed: a new one
       if (!slot->zygote && !slot->failed) {
+        if (stopping_now()) return make_error(ErrorCode::kUnreachable, "stopping");
         WorkerSpawn z = spawn;
         z.argv.push_back("--zygote=1");
         auto spawned = Zygote::spawn(z);
@@ -278,21 +297,16 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
           // Its workers are spawned from now on; this one too, unless the
           // zygote ran out of time (a worker would as well).
           slot->failed = true;
-          bool stopped;
-          {
-            MutexLock pool_lock(&mutex);
-            stopped = stopping;
-          }
-          if (stopped || greeted.error().code == ErrorCode::kTimeout)
+          if (greeted.error().code == ErrorCode::kTimeout)
             return make_error(greeted.error().code,
                               "its zygote did not start: " + greeted.error().message);
-          return WorkerProcess::start(spawn);
+          return spawn_unless_stopping();
         }
         slot->zygote = std::move(*spawned);
       }
       zygote = slot->zygote;
     }
-    if (zygote) {
+    if (zygote && !stopping_now()) {
       auto forked = zygote->fork_worker(Clock::now() + std::chrono::seconds(30));
       if (forked) {
         MutexLock lock(&mutex);
@@ -300,7 +314,12 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
         return forked;
       }
     }
-    return WorkerProcess::start(spawn);
+    return spawn_unless_stopping();
+  }
+
+  bool stopping_now() {
+    MutexLock lock(&mutex);
+    return stopping;
   }
 
   // Starts a worker of `env` ahead of its first job, as Inductor warms its own
@@ -363,6 +382,11 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
                                               hello.error().message + "; see the service log)");
     } else if (hello->kind != WorkerFrameKind::kHello) {
       failure = Error(ErrorCode::kProtocol, "the compile worker did not greet");
+    } else if (auto greeted = greeted_pid(hello->payload); greeted != process->pid()) {
+      // A zygote that named one child and gave the channel to another.
+      failure =
+          Error(ErrorCode::kProtocol, "the compile worker pid " + std::to_string(process->pid()) +
+                                          " greeted as pid " + std::to_string(greeted));
     }
     MutexLock lock(&mutex);
     if (!failure) {
@@ -412,9 +436,13 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
       max_rss_kb = exit.max_rss_kb;
     }
     Effects fx;
-    std::shared_ptr<ZygoteSlot> zygote;  // dropped without the lock
+    // Dropped without the lock, on this thread: the last worker of a zygote
+    // ends it (~Zygote waits for it to exit).
+    std::shared_ptr<ZygoteSlot> zygote;
+    std::unique_ptr<WorkerProcess> gone;
     lock.lock();
     w.phase = Worker::Phase::kDead;
+    gone = std::move(w.process);
     ++stats.exited;
     if (std::none_of(workers.begin(), workers.end(), [&](const auto& other) {
           return other->phase != Worker::Phase::kDead && other->env->id == w.env->id;
@@ -442,6 +470,10 @@ struct WorkerPool::State : std::enable_shared_from_this<WorkerPool::State> {
     }
     lock.unlock();
     run(fx);
+    gone.reset();
+    zygote.reset();
+    lock.lock();
+    w.thread_done = true;  // tick() joins it now without waiting
   }
 
   // Sends w's job and waits for its result, with the lock released meanwhile.
@@ -788,7 +820,7 @@ void WorkerPool::tick() {
       Worker& w = **it;
       if (w.phase == Worker::Phase::kIdle && now - w.idle_since >= s.options.idle_timeout)
         s.retire_locked(w);
-      if (w.phase == Worker::Phase::kDead) {
+      if (w.phase == Worker::Phase::kDead && w.thread_done) {
         finished.push_back(std::move(*it));
         it = s.workers.erase(it);
       } else {

@@ -98,7 +98,9 @@ bool exited_within(int pidfd, int timeout_ms) {
 WorkerExit WorkerProcess::reap_adopted(std::chrono::milliseconds grace) {
   if (!exited_within(m_pidfd.get(), static_cast<int>(grace.count()))) {
     kill();
-    exited_within(m_pidfd.get(), -1);
+    // Bounded: the parent's reap below kills its group and waits, within its
+    // own deadline, for one that did not go.
+    exited_within(m_pidfd.get(), 10'000);
   }
   std::optional<WorkerExit> out = m_parent->reap_child(m_pid);
   MutexLock lock(&m_mutex);

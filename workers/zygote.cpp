@@ -52,10 +52,23 @@ Result<void> Zygote::await_hello(Clock::time_point deadline) {
   if (hello && hello->kind != WorkerFrameKind::kHello)
     hello = make_error(ErrorCode::kProtocol, "the zygote did not greet");
   if (!hello) {
-    m_broken = true;
+    break_locked();
     return make_error(hello.error().code, hello.error().message);
   }
   return ok();
+}
+
+bool Zygote::broken() {
+  MutexLock lock(&m_mutex);
+  return m_broken;
+}
+
+void Zygote::break_locked() {
+  // In an unknown state (a late answer would pair with the next request, a
+  // late fork would leave a zombie nobody asks it to reap): it goes, and its
+  // workers with it (PR_SET_PDEATHSIG); their orphans are reaped by init.
+  m_broken = true;
+  m_process->kill();
 }
 
 Zygote::~Zygote() {
@@ -79,7 +92,7 @@ Result<WorkerFrame> Zygote::call(WorkerFrameKind kind, uint64_t id, WorkerFrameK
   });
   if (frame && (frame->kind != answer || frame->job_id != id))
     frame = make_error(ErrorCode::kProtocol, "the zygote answered out of turn");
-  if (!frame) m_broken = true;  // a late answer would pair with the next request
+  if (!frame) break_locked();
   return frame;
 }
 
@@ -105,20 +118,20 @@ Result<std::unique_ptr<WorkerProcess>> Zygote::fork_worker(Clock::time_point dea
   std::optional<int64_t> pid =
       doc.is_object() ? int_member(doc, "pid", 2, INT_MAX) : std::optional<int64_t>();
   if (!pid) {
-    m_broken = true;
+    break_locked();
     return make_error(ErrorCode::kProtocol, "the zygote's fork answer names no pid");
   }
   // It reaps nothing unasked, so the pid is still its child's: the pidfd pins it.
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(*pid), 0));
   if (pidfd < 0) {
-    m_broken = true;
+    break_locked();
     return make_error(ErrorCode::kProtocol, "the zygote named pid " + std::to_string(*pid) +
                                                 ", which does not exist (" + std::strerror(errno) +
                                                 ")");
   }
   UniqueFd pinned(pidfd);
   if (parent_of(static_cast<pid_t>(*pid)) != m_process->pid()) {
-    m_broken = true;
+    break_locked();
     return make_error(ErrorCode::kProtocol,
                       "the zygote named pid " + std::to_string(*pid) + ", which is not its child");
   }

@@ -34,6 +34,9 @@ class Zygote : public WorkerParent, public std::enable_shared_from_this<Zygote> 
   Result<void> await_hello(Clock::time_point deadline);
   // SIGKILL to the zygote (its workers die with it). Any thread, any time.
   void kill() { m_process->kill(); }
+  // It stopped answering, or answered out of turn: it has been killed, and
+  // a new one should take its place.
+  bool broken();
   ~Zygote() override;  // asks it to exit, then reaps it (it has no workers left)
   Zygote(const Zygote&) = delete;
   Zygote& operator=(const Zygote&) = delete;
@@ -45,14 +48,16 @@ class Zygote : public WorkerParent, public std::enable_shared_from_this<Zygote> 
 
  private:
   explicit Zygote(std::unique_ptr<WorkerProcess> process) : m_process(std::move(process)) {}
-  // One request and its answer, whose job id must be `id`.
+  // One request and its answer, whose job id must be `id`. A failure breaks it.
   Result<WorkerFrame> call(WorkerFrameKind kind, uint64_t id, WorkerFrameKind answer,
                            Clock::time_point deadline, int pass_fd = -1) REQUIRES(m_mutex);
+  void break_locked() REQUIRES(m_mutex);
 
   const std::unique_ptr<WorkerProcess> m_process;
   Mutex m_mutex;
   uint64_t m_next_fork GUARDED_BY(m_mutex) = 1;
-  bool m_broken GUARDED_BY(m_mutex) = false;  // its channel failed: it answers no more
+  // Its channel failed or it broke the protocol: killed, it answers no more.
+  bool m_broken GUARDED_BY(m_mutex) = false;
 };
 
 }  // namespace ccpool::workers

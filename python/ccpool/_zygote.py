@@ -26,7 +26,7 @@ import socket
 import struct
 import sys
 import traceback
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Set, Tuple
 
 from ._socket_io import recv_exact
 
@@ -62,24 +62,30 @@ def _send(sock: socket.socket, kind: int, ident: int, answer: Dict[str, Any]) ->
     sock.sendall(HEADER.pack(kind, ident, len(payload)) + payload)
 
 
-def _die_with_parent(parent: int) -> None:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+def _prctl() -> Callable[..., int]:
+    """prctl(2), resolved before any fork."""
+    prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    return prctl
+
+
+def _die_with_parent(prctl: Callable[..., int], parent: int) -> None:
+    if prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        os._exit(1)  # a worker that might outlive its zygote never starts
     if os.getppid() != parent:  # the zygote died before the prctl
         os._exit(1)
 
 
-def _fork(sock: socket.socket, channel_fd: int, fd: int, serve: Callable[[], int]) -> int:
+def _fork(sock: socket.socket, channel_fd: int, fd: int, serve: Callable[[], int],
+          prctl: Callable[..., int]) -> int:
     zygote = os.getpid()
+    sys.stdout.flush()  # else every child writes what the zygote left buffered
+    sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
             os.setpgid(0, 0)
-            _die_with_parent(zygote)
+            _die_with_parent(prctl, zygote)
             sock.detach()  # fd channel_fd becomes the worker's own channel below
             os.dup2(fd, channel_fd)
             os.close(fd)
@@ -106,8 +112,12 @@ def _reap(children: Set[int], pid: int) -> Dict[str, Any]:
         os.killpg(pid, signal.SIGKILL)  # what the worker left behind (ptxas)
     except OSError:
         pass
-    _, status, usage = os.wait4(pid, 0)
-    children.discard(pid)
+    try:
+        _, status, usage = os.wait4(pid, 0)
+    except OSError as e:
+        return {"error": f"wait4({pid}): {e}"}
+    finally:
+        children.discard(pid)
     return {"status": status, "rss_kb": usage.ru_maxrss}
 
 
@@ -117,14 +127,15 @@ def run(channel_fd: int, serve: Callable[[], int], hello: Dict[str, Any]) -> int
     sock = socket.socket(fileno=channel_fd)
     _send(sock, HELLO, 0, dict(hello, pid=os.getpid(), zygote=True))
     children: Set[int] = set()
+    prctl = _prctl()
     while True:
         frame = _receive(sock)
         if frame is None:
-            return 0
+            _exit_now(0)
         kind, ident, _, fds = frame
         if kind == FORK and len(fds) == 1:
             try:
-                pid = _fork(sock, channel_fd, fds[0], serve)
+                pid = _fork(sock, channel_fd, fds[0], serve, prctl)
                 children.add(pid)
                 answer: Dict[str, Any] = {"pid": pid}
             except OSError as e:
@@ -138,6 +149,14 @@ def run(channel_fd: int, serve: Callable[[], int], hello: Dict[str, Any]) -> int
         if kind == REAP:
             _send(sock, REAPED, ident, _reap(children, ident))
         elif kind == EXIT:
-            return 0
+            _exit_now(0)
         else:
-            return 2
+            _exit_now(2)
+
+
+def _exit_now(code: int) -> NoReturn:
+    """Exits without the interpreter's shutdown (atexit handlers of torch and
+    Triton, threads): the service waits for this exit."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

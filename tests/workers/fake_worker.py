@@ -11,7 +11,8 @@ commands instead of pickles, so the tests need no torch.
 Every answer is "<TEXT>@<pid>"; the result's stats count one "jobs" and
 report the worker's peak RSS. FAKE_WORKER_HELLO=0 makes it exit before hello;
 FAKE_WORKER_HELLO=close:FILE makes it close its channel without a hello, create
-FILE, and exit 1.5 s later (a worker that failed to start, still exiting).
+FILE, and exit 1.5 s later (a worker that failed to start, still exiting);
+FAKE_WORKER_HELLO_PID=N makes it greet as pid N.
 With --zygote=1 it is a zygote (python/ccpool/_zygote.py, the real one) whose
 forked workers run the loop below; FAKE_ZYGOTE_HELLO=0 makes the zygote itself
 exit before its hello, and FAKE_ZYGOTE_PID=N makes it name pid N for each
@@ -69,7 +70,8 @@ def serve():
             data += chunk
         return data
 
-    send(1, 0, json.dumps({"pid": os.getpid()}).encode())
+    greet_as = int(os.environ.get("FAKE_WORKER_HELLO_PID", os.getpid()))
+    send(1, 0, json.dumps({"pid": greet_as}).encode())
     while True:
         header = exact(HEADER.size)
         if header is None:

@@ -391,6 +391,17 @@ TEST_P(WorkerPoolTest, AWorkerThatNeverGreetsOrLiesFailsItsJobOnly) {
   EXPECT_EQ(m_results.wait("fine").status, JobStatus::kDone);
 }
 
+// A worker must greet as the pid the service knows it by (a zygote could
+// hand one child's channel to another).
+TEST_P(WorkerPoolTest, AWorkerThatGreetsAsAnotherPidFailsItsJob) {
+  start(1);
+  auto e = env({"FAKE_WORKER_HELLO_PID=" + std::to_string(::getpid())});
+  JobResult r = (submit("j", "echo:j", "", e), m_results.wait("j"));
+  EXPECT_EQ(r.status, JobStatus::kFailed);
+  EXPECT_NE(r.message.find("greeted as pid " + std::to_string(::getpid())), std::string::npos)
+      << r.message;
+}
+
 // A warmed worker that closed its channel without a hello is still exiting
 // (reaped with a grace) when a job of its environment arrives: the job must
 // not be handed to it (it was, and was never answered nor could be cancelled).
@@ -517,6 +528,26 @@ TEST_P(ZygoteTest, APidThatIsNotTheZygotesChildIsNeverAdopted) {
   EXPECT_EQ(parent_of(std::stoi(pid_of(r))), ::getpid());  // spawned, not forked
   EXPECT_EQ(m_pool->stats().forked, 0u);
   EXPECT_EQ(m_pool->stats().zygotes_started, 1u);
+}
+
+// A zygote that broke (here: it named a pid that is not its child) is killed,
+// and the environment's next worker gets a new zygote, while the first one's
+// spawned worker is still busy.
+TEST_P(ZygoteTest, ABrokenZygoteIsReplaced) {
+  start(2);
+  std::string gate = m_dir + "/gate";
+  std::filesystem::create_directories(gate);
+  auto e = env({"FAKE_ZYGOTE_PID=" + std::to_string(::getpid())});
+  submit("a", "gate:" + gate + ":a", "", e);
+  ASSERT_NE(wait_for_running(gate), 0);
+  JobResult b = (submit("b", "echo:b", "", e), m_results.wait("b"));  // a second worker
+  EXPECT_EQ(b.status, JobStatus::kDone) << b.message;
+  EXPECT_EQ(parent_of(std::stoi(pid_of(b))), ::getpid());
+  std::ofstream(gate + "/go").close();
+  EXPECT_EQ(m_results.wait("a").status, JobStatus::kDone);
+  WorkerPoolStats s = m_pool->stats();
+  EXPECT_EQ(s.zygotes_started, 2u);  // the broken one was not asked again
+  EXPECT_EQ(s.forked, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Spawned, WorkerPoolTest, ::testing::Values(false));

@@ -119,4 +119,20 @@ Result<void> check_peer_is_self(int fd, const std::string& socket_path) {
                         "); stop it or set CCPOOL_SOCKET to a socket in a directory of your own");
 }
 
+ssize_t send_with_fd(int fd, std::string_view data, int pass_fd, int flags) {
+  iovec iov{const_cast<char*>(data.data()), data.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cmsg), &pass_fd, sizeof(int));
+  return ::sendmsg(fd, &msg, flags);
+}
+
 }  // namespace ccpool

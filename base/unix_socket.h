@@ -1,5 +1,6 @@
-// Unix-socket plumbing shared by ipc/ (the protocol socket) and resp/ (the
-// Redis front's socket): the address, listening and peer credentials.
+// Unix-socket plumbing shared by ipc/ (the protocol socket), resp/ (the
+// Redis front's socket) and workers/ (a zygote's channel): the address,
+// listening, peer credentials and passing a descriptor.
 #pragma once
 
 #include <sys/socket.h>
@@ -7,6 +8,7 @@
 #include <sys/un.h>
 
 #include <string>
+#include <string_view>
 
 #include "base/error.h"
 #include "base/fs.h"
@@ -33,6 +35,11 @@ struct PeerCred {
   gid_t gid;
 };
 Result<PeerCred> peer_credentials(int fd);  // SO_PEERCRED
+
+// sendmsg of `data` on `fd` with `pass_fd` attached (SCM_RIGHTS), `flags` as
+// send(2)'s; what sendmsg returns. The descriptor travels with the first
+// byte sent: a caller that sends the rest later sends it without.
+ssize_t send_with_fd(int fd, std::string_view data, int pass_fd, int flags);
 
 // What a client checks before it trusts a socket (docs/threat-model.md).
 // The directory holding `socket_path` must pass check_private_dir (owned by

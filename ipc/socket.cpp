@@ -77,27 +77,6 @@ Result<UniqueFd> connect_unix(const std::string& path, Deadline deadline) {
   }
 }
 
-namespace {
-
-// sendmsg of `data` with `pass_fd` attached as SCM_RIGHTS ancillary data.
-ssize_t send_with_fd(int fd, std::string_view data, int pass_fd) {
-  iovec iov{const_cast<char*>(data.data()), data.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-  cmsg->cmsg_level = SOL_SOCKET;
-  cmsg->cmsg_type = SCM_RIGHTS;
-  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cmsg), &pass_fd, sizeof(int));
-  return ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-}
-
-}  // namespace
-
 Result<void> send_message(int fd, const Message& m, Deadline deadline, int pass_fd) {
   CCPOOL_TRY_ASSIGN(std::string frame, encode_checked(m));
   return send_frames(fd, frame, deadline, pass_fd);
@@ -110,7 +89,7 @@ Result<void> send_frames(int fd, std::string_view frames, Deadline deadline, int
     // The fd rides on the frame's first bytes, so the receiver holds it by
     // the time the whole frame has arrived.
     ssize_t n = fd_sent ? ::send(fd, left.data(), left.size(), MSG_NOSIGNAL)
-                        : send_with_fd(fd, left, pass_fd);
+                        : send_with_fd(fd, left, pass_fd, MSG_NOSIGNAL);
     if (n > 0) fd_sent = true;
     if (n > 0) {
       left.remove_prefix(static_cast<size_t>(n));

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/unix_socket.h"
+
 namespace ccpool::workers {
 namespace {
 
@@ -82,19 +84,7 @@ Result<void> write_worker_frame(int fd, WorkerFrameKind kind, uint64_t job_id,
     CCPOOL_TRY(wait_ready(fd, POLLOUT, deadline));
     ssize_t w;
     if (sent == 0 && pass_fd >= 0) {  // the descriptor rides on the first bytes
-      iovec iov{frame.data(), frame.size()};
-      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-      msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
-      cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-      w = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      w = send_with_fd(fd, frame, pass_fd, MSG_NOSIGNAL | MSG_DONTWAIT);
     } else {
       w = ::send(fd, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     }

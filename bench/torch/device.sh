@@ -11,6 +11,8 @@
 #       scenario on cuda, R = 4, 32 compile threads, the three cache placements
 #       and SIGINT to each launcher mid-compile; ARGS go to seed.py (say
 #       --graph-deep 16 --graph-dirs shared).
+#   bench/torch/device.sh reps N [ARGS]  there: the same without SIGINT, N
+#       repetitions (medians; three fit one 10-minute call with --graph-deep 16).
 #   bench/torch/device.sh tests          there: tests/torch/graph_flight_test.py
 #       with model.py on cuda (CCPOOL_TEST_TORCH_DEVICE=cuda).
 # Results and logs go to $OUT (the device tool's folder) or /tmp/ccpool-device.
@@ -62,12 +64,22 @@ pack)
   grep -qx '/.device/' "$root/.git/info/exclude" 2>/dev/null || echo '/.device/' >>"$root/.git/info/exclude"
   du -sh "$root/.device"
   ;;
-bench)
+bench | reps)
+  if [[ $1 == reps && ! ${2:-} =~ ^[1-9][0-9]*$ ]]; then
+    echo "bench/torch/device.sh: reps needs a count, e.g. reps 3" >&2
+    exit 2
+  fi
   py=$(python_with_torch) || exit 125
   about_machine "$py" | tee "$out/machine.txt"
   ptxas=$(dirname "$("$py" -c 'import triton; print(triton.__file__)')")/backends/nvidia/bin/ptxas
   [[ -x $ptxas ]] || ptxas=/usr/local/cuda/bin/ptxas
-  "$py" bench/torch/seed.py --only graphs --device cuda --graph-ranks 4 --graph-threads 32 --graph-sigint \
+  if [[ $1 == reps ]]; then
+    mode=(--graph-reps "$2")
+    shift
+  else
+    mode=(--graph-sigint)
+  fi
+  "$py" bench/torch/seed.py --only graphs --device cuda --graph-ranks 4 --graph-threads 32 "${mode[@]}" \
     --jobs "$(nproc)" --build "$pack" --python "$py" --ptxas "$ptxas" --out "$out/seed_cuda_r4.json" "${@:2}" 2>&1 |
     tee "$out/seed.log"
   ;;

@@ -12,7 +12,8 @@
 #       and SIGINT to each launcher mid-compile; ARGS go to seed.py (say
 #       --graph-deep 16 --graph-dirs shared).
 #   bench/torch/device.sh reps N [ARGS]  there: the same without SIGINT, N
-#       repetitions (medians; three fit one 10-minute call with --graph-deep 16).
+#       repetitions (medians; one repetition of --graph-deep 16 took about 2
+#       minutes on an H100, so three fit one 10-minute call).
 #   bench/torch/device.sh tests          there: tests/torch/graph_flight_test.py
 #       with model.py on cuda (CCPOOL_TEST_TORCH_DEVICE=cuda).
 # Results and logs go to $OUT (the device tool's folder) or /tmp/ccpool-device.

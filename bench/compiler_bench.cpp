@@ -4,6 +4,8 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+extern char** environ;
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -117,6 +119,32 @@ void BM_PlanAndLookupHitStdHeaders(benchmark::State& state) {
   state.SetLabel("std headers + " + std::to_string(state.range(0)));
 }
 BENCHMARK(BM_PlanAndLookupHitStdHeaders)->Arg(0)->Arg(200)->Unit(benchmark::kMicrosecond);
+
+// Workload b's request on the service's side: a one-line TU compiled with
+// -c, the caller's whole environment (a shell's, not a two-entry one), the
+// validation memo on as in `ccpool serve`. The memo learns on the second hit.
+void BM_PlanAndLookupTinyHitMemo(benchmark::State& state) {
+  Fixture f(0);
+  std::ofstream(f.dir + "/k.cpp") << "int tiny(int x) { return x * 3 + 1; }\n";
+  sleep(2);
+  f.request.argv = {"g++", "-O2", "-c", "k.cpp", "-o", "k.o"};
+  f.request.env.clear();
+  for (char** e = environ; *e; ++e) f.request.env.emplace_back(*e);
+  PlannerOptions options;
+  options.validation_memo = true;
+  Planner planner(options);
+  f.prime(planner);
+  for (auto _ : state) {
+    Plan plan = *planner.plan(f.request, f.dir + "/work");
+    auto key = planner.lookup(plan, f.storage);
+    if (!key || !*key) state.SkipWithError("expected a manifest hit");
+    benchmark::DoNotOptimize(key);
+  }
+  state.counters["memo_served_per_hit"] = benchmark::Counter(
+      static_cast<double>(planner.counters().memo_served), benchmark::Counter::kAvgIterations);
+  state.SetLabel("env entries=" + std::to_string(f.request.env.size()));
+}
+BENCHMARK(BM_PlanAndLookupTinyHitMemo)->Unit(benchmark::kMicrosecond);
 
 void BM_MissOverheadPlanAndConclude(benchmark::State& state) {
   Fixture f(static_cast<int>(state.range(0)));

@@ -115,6 +115,9 @@ service::ServiceOptions resolve(const ServeFlags& f) {
   o.validation_memo = f.no_validation_memo ? false
                       : f.validation_memo  ? true
                                            : env_or("CCPOOL_VALIDATION_MEMO", "1") != "0";
+  // A benchmark's switch, not a user's: CCPOOL_IO_THREAD_HITS=0 hands every request to a
+  // request thread (BENCHMARKS.md, "hand-offs").
+  o.hits_on_io_thread = env_or("CCPOOL_IO_THREAD_HITS", "1") != "0";
   if (f.metrics_port > 65535 || f.metrics_port < -1) {
     fail(kExitUsage, "invalid --metrics-port " + std::to_string(f.metrics_port) +
                          "; use 1-65535 (0: any free port)");

@@ -65,6 +65,7 @@ struct ConnectionHub::Connection {
   bool greeted = false;
   bool closing = false;  // close once the output buffer is written
   bool want_out = false;
+  bool reading = false;  // in handle_readable: what is queued is written after the read's frames
   std::string out;
   size_t out_pos = 0;
   std::deque<UniqueFd> passed_fds;  // SCM_RIGHTS fds received, not yet claimed by a frame
@@ -130,6 +131,24 @@ void ConnectionHub::send(uint64_t conn_id, const ipc::Message& message, bool clo
     if (!encoded) return;
   }
   std::string bytes = std::move(*encoded);
+  if (!close_after && std::this_thread::get_id() == m_io_thread.load()) {
+    // on_message answering the connection being read: written after the
+    // read's frames, with them (unless another thread's frames wait in the
+    // outbox: then behind them, as below).
+    auto it = m_conns.find(conn_id);
+    if (it != m_conns.end() && it->second->reading) {
+      Connection& conn = *it->second;
+      bool behind_outbox;
+      {
+        MutexLock lock(&conn.lane->mutex);
+        behind_outbox = conn.lane->queued > 0;
+      }
+      if (!behind_outbox) {
+        queue_bytes(conn, std::move(bytes), false, false, false);
+        return;
+      }
+    }
+  }
   std::shared_ptr<Lane> lane;
   {
     MutexLock lock(&m_lanes_mutex);
@@ -147,6 +166,7 @@ void ConnectionHub::send(uint64_t conn_id, const ipc::Message& message, bool clo
                            MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
           written += static_cast<size_t>(n);
+          ++m_counters.writes;
         } else if (!(n < 0 && errno == EINTR)) {
           break;  // full (EAGAIN) or failed: the I/O thread writes the rest or sees the error
         }
@@ -163,11 +183,15 @@ void ConnectionHub::send(uint64_t conn_id, const ipc::Message& message, bool clo
 
 void ConnectionHub::run(const std::function<bool()>& should_stop,
                         const std::function<void()>& on_tick) {
+  m_io_thread = std::this_thread::get_id();
   auto next_tick = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (!should_stop()) {
     // A failed wait is a pass with no events, as an interrupted one.
     std::span<const EventLoop::Event> events =
         m_loop->wait(250).value_or(std::span<const EventLoop::Event>());
+    size_t real_events = 0;  // a wake-up is not work that waits
+    for (const EventLoop::Event& event : events) real_events += event.tag != EventLoop::kWakeTag;
+    m_quiet = real_events == 1;
     for (const EventLoop::Event& event : events) {
       if (event.tag == kListenTag) {
         accept_all();
@@ -182,6 +206,7 @@ void ConnectionHub::run(const std::function<bool()>& should_stop,
         }
       }
     }
+    m_quiet = false;
     drain_outbox();
     if (std::chrono::steady_clock::now() >= next_tick) {
       next_tick = std::chrono::steady_clock::now() + std::chrono::seconds(1);
@@ -259,6 +284,7 @@ void ConnectionHub::handle_readable(Connection& conn) {
       m_last_activity_ns = now_ns();
       if (conn.closing) continue;  // discard input after an error
       conn.reader.feed(buf, static_cast<size_t>(n));
+      conn.reading = true;
       for (;;) {
         auto next = conn.reader.next();
         if (!next) {
@@ -274,6 +300,10 @@ void ConnectionHub::handle_readable(Connection& conn) {
         handle_frame(conn, std::move(**next));
         if (!m_conns.count(id) || conn.closing) break;
       }
+      if (!m_conns.count(id)) return;
+      conn.reading = false;
+      // What the frames of this read answered, in one write.
+      if (conn.out_pos < conn.out.size()) write_some(conn);
       if (!m_conns.count(id)) return;
       continue;
     }
@@ -302,7 +332,8 @@ void ConnectionHub::handle_frame(Connection& conn, ipc::Message message) {
     // Descriptors that came with hello stay for the first request: clients
     // send hello and exec (with its stdin) in one write (PROTOCOL.md).
     conn.greeted = true;
-    queue_bytes(conn, ipc::encode(ipc::HelloOk{ipc::kProtocolVersion, 0, ::getpid()}), false);
+    queue_bytes(conn, ipc::encode(ipc::HelloOk{ipc::kProtocolVersion, 0, ::getpid()}), false, false,
+                false);
     return;
   }
   // Only an exec frame may carry a descriptor (its stdin); any other is dropped.
@@ -316,7 +347,7 @@ void ConnectionHub::handle_frame(Connection& conn, ipc::Message message) {
 }
 
 void ConnectionHub::queue_bytes(Connection& conn, std::string bytes, bool close_after,
-                                bool from_outbox) {
+                                bool from_outbox, bool write_now) {
   MutexLock lock(&conn.lane->mutex);  // one step with the count, so send() cannot pass these bytes
   if (from_outbox && conn.lane->queued > 0) --conn.lane->queued;
   if (conn.out_pos == conn.out.size()) {
@@ -327,7 +358,7 @@ void ConnectionHub::queue_bytes(Connection& conn, std::string bytes, bool close_
   conn.lane->backlog = true;
   if (close_after) conn.closing = true;
   lock.unlock();
-  write_some(conn);
+  if (write_now) write_some(conn);
 }
 
 void ConnectionHub::write_some(Connection& conn) {
@@ -338,6 +369,7 @@ void ConnectionHub::write_some(Connection& conn) {
                        conn.out.size() - conn.out_pos, MSG_NOSIGNAL);
     if (n > 0) {
       conn.out_pos += static_cast<size_t>(n);
+      ++m_counters.writes;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;

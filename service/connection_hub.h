@@ -1,11 +1,17 @@
 // The service's I/O thread: accepts on the Unix socket, checks SO_PEERCRED,
-// runs the handshake, decodes frames and writes replies. It never does request
-// work itself: decoded requests go to `on_message` (the service posts an exec
-// request to the scheduler's request threads, ExecPipeline::submit), and
-// replies come back through send() (any thread). send()
-// writes a reply to the socket itself when the connection has nothing queued
-// (a hit's reply then costs no wake-up of the I/O thread); what the socket
-// does not take, and everything behind it, goes through the I/O thread.
+// runs the handshake, decodes frames and writes replies. Decoded requests go
+// to `on_message` (the service posts an exec request to the scheduler's
+// request threads, or serves a hit at once when the I/O thread has nothing
+// else to do: ExecPipeline::submit), and replies come back through send()
+// (any thread). send() on another thread writes a reply to the socket itself
+// when the connection has nothing queued (a hit's reply then costs no wake-up
+// of the I/O thread); what the socket does not take, and everything behind
+// it, goes through the I/O thread.
+//
+// What the I/O thread answers while it reads a connection (hello-ok, and
+// replies sent from on_message) is written once, after the frames of that
+// read: a client that sends hello and its request in one write gets hello-ok
+// and a hit's reply in one write too, and wakes once.
 //
 // Per connection: a FrameReader and an output buffer. A malformed, oversized or
 // wrong-version frame gets an ErrorFrame and only that connection is closed.
@@ -18,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -32,6 +39,9 @@ namespace ccpool::service {
 
 struct HubCounters {
   std::atomic<uint64_t> accepted{0}, refused_peers{0}, protocol_errors{0};
+  // send(2) calls that wrote bytes to a connection, on any thread: frames
+  // per write is what the coalescing above buys.
+  std::atomic<uint64_t> writes{0};
 };
 
 class ConnectionHub {
@@ -70,6 +80,11 @@ class ConnectionHub {
   // Writes pending output for up to `budget`, then returns (shutdown).
   void flush_pending(std::chrono::milliseconds budget);
 
+  // I/O thread only, from on_message: whether the event being handled is the
+  // only one its wait returned, so that nothing else waits while on_message
+  // does a little more than return (a hit served on the I/O thread).
+  bool quiet() const { return m_quiet; }
+
   size_t connection_count() const { return m_connection_count.load(); }
   std::chrono::steady_clock::time_point last_activity() const;
   const HubCounters& counters() const { return m_counters; }
@@ -90,7 +105,9 @@ class ConnectionHub {
   void handle_readable(Connection& conn);
   void handle_frame(Connection& conn, ipc::Message message);
   // `from_outbox`: the bytes were counted in the connection's Lane::queued.
-  void queue_bytes(Connection& conn, std::string bytes, bool close_after, bool from_outbox = false);
+  // `write_now` false: only queued; handle_readable writes after the read's frames.
+  void queue_bytes(Connection& conn, std::string bytes, bool close_after, bool from_outbox = false,
+                   bool write_now = true);
   void write_some(Connection& conn);
   void close_connection(uint64_t conn_id);
   void drain_outbox();
@@ -104,7 +121,9 @@ class ConnectionHub {
   HubCounters m_counters;
   std::atomic<size_t> m_connection_count{0};
   std::atomic<int64_t> m_last_activity_ns{0};
-  uint64_t m_next_conn_id = 1;                                        // I/O thread only
+  std::atomic<std::thread::id> m_io_thread{};  // the thread in run(), once it runs
+  bool m_quiet = false;                        // I/O thread only (quiet())
+  uint64_t m_next_conn_id = 1;                 // I/O thread only
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> m_conns;  // I/O thread only
   Mutex m_outbox_mutex;
   std::deque<Outgoing> m_outbox GUARDED_BY(m_outbox_mutex);

@@ -148,7 +148,7 @@ void ExecPipeline::send(const Waiter& waiter, ipc::ExecReply reply) {
 }
 
 void ExecPipeline::submit(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request,
-                          UniqueFd stdin_fd) {
+                          UniqueFd stdin_fd, bool quiet) {
   ++m_deps.counters.requests;
   if (m_stopping) {
     ++m_deps.counters.stopping_replies;
@@ -158,8 +158,16 @@ void ExecPipeline::submit(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
     m_deps.reply(conn_id, std::move(reply));
     return;
   }
-  ++m_pending;
   auto received = std::chrono::steady_clock::now();
+  // Handing a request to a request thread costs a wake-up of that thread
+  // (BENCHMARKS.md, "hand-offs"): when nothing else waits for the I/O thread
+  // and no request thread is busy, a hit is served here. Fault injection
+  // targets the request threads, so it turns this off.
+  if (quiet && m_deps.hits_on_io_thread && m_pending.load() == 0 && !m_deps.faults.enabled() &&
+      serve_on_io_thread(conn_id, peer_pid, request, received)) {
+    return;
+  }
+  ++m_pending;
   auto shared_stdin = std::make_shared<UniqueFd>(std::move(stdin_fd));
   // On a request thread, not in the arena: a hit (plan, lookup, delivery)
   // never waits for a tool, and arena tasks make oneTBB's idle workers spin.
@@ -270,24 +278,83 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   join_or_lead(std::move(waiter), cacheable, cacheable ? nullptr : std::move(stdin_fd));
 }
 
+bool ExecPipeline::serve_on_io_thread(uint64_t conn_id, pid_t peer_pid,
+                                      const ipc::ExecRequest& request,
+                                      std::chrono::steady_clock::time_point received) {
+  try {
+    HitTimer timer(received);
+    timer.mark(HitStage::kHandoff);  // none: about zero
+    // The service's own view only: a foreign one is entered with setns(2),
+    // which the I/O thread must never do.
+    Result<std::shared_ptr<const MountView>> view = MountView::of_peer(peer_pid);
+    if (!view || *view) return false;
+    compiler::Request creq;
+    creq.program = request.program;
+    creq.argv = request.argv;
+    creq.cwd = request.cwd;
+    creq.env = request.env;
+    creq.declared_inputs = request.inputs;
+    creq.declared_outputs = request.outputs;
+    std::string work_dir = m_deps.work_root + "/j" + std::to_string(++m_work_seq);
+    Result<compiler::Plan> plan = m_deps.planner.plan(creq, work_dir);
+    if (!plan || plan->kind == compiler::PlanKind::kPassthrough) return false;
+    timer.mark(HitStage::kPlan);
+    Waiter waiter;
+    waiter.conn_id = conn_id;
+    waiter.client_pid = peer_pid;
+    waiter.umask = request.umask;
+    waiter.plan = std::move(*plan);
+    waiter.received = received;
+    Served served = serve_from_store(waiter, false, &timer, true);
+    if (served == Served::kNodeHit) {
+      ++m_deps.counters.hits_on_io_thread;
+      m_deps.counters.hit_latency.observe_since(received);
+      m_deps.counters.add_hit_stages(timer);
+    }
+    return served != Served::kNothing;
+  } catch (const std::exception& e) {
+    // As on a request thread (run_guarded): answered, never thrown at the loop.
+    fail_request(conn_id, e.what());
+    return true;
+  }
+}
+
 // A hit: the waiter's own plan validated against the stored manifest, then
 // the entry from the node store or, through it, the cluster tier.
 // `made_remotely`: the caller knows another node made the entry (a lease wait).
 ExecPipeline::Served ExecPipeline::serve_from_store(const Waiter& waiter, bool made_remotely,
-                                                    HitTimer* timer) {
+                                                    HitTimer* timer, bool bounded) {
   auto mark = [timer](HitStage stage) {
     if (timer) timer->mark(stage);
   };
   InView in_view(waiter.view.get());
   if (!in_view.error().empty()) return Served::kNothing;
-  auto key = m_deps.planner.lookup(waiter.plan, manifests());
+  auto key = m_deps.planner.lookup(waiter.plan, manifests(bounded));
   mark(HitStage::kLookup);
   if (!key) {
     spdlog::warn("manifest lookup failed: {}", key.error().message);
     return Served::kNothing;
   }
   if (!*key) return Served::kNothing;
-  std::optional<Found> found = m_deps.storage.get(**key);
+  if (bounded) {
+    // The sizes first, without the bodies: a large delivery is a request thread's.
+    std::optional<Found> head = m_deps.storage.get_local(**key, Bodies::kWithout, Touch::kPeek);
+    if (!head) return Served::kNothing;
+    uint64_t bytes = 0;
+    for (const cache::Output& out : head->entry.outputs) bytes += out.size;
+    if (bytes > kMaxIoThreadDelivery) return Served::kNothing;
+    // Only regular files or new ones: a write to a FIFO, a terminal or the
+    // requester's stdout can block.
+    for (const compiler::OutputSpec& spec : waiter.plan.outputs) {
+      if (!requester_special_path(spec.deliver_path, waiter.client_pid).empty())
+        return Served::kNothing;
+      struct stat st {};
+      if (::stat(spec.deliver_path.c_str(), &st) == 0 ? !S_ISREG(st.st_mode) : errno != ENOENT)
+        return Served::kNothing;
+    }
+  }
+  std::optional<Found> found =
+      bounded ? m_deps.storage.get_local(**key) : m_deps.storage.get(**key);
   mark(HitStage::kFetch);
   if (!found || found->entry.kind != cache::EntryKind::kCompile) return Served::kNothing;
   bool remote = made_remotely || found->source == Source::kRemote;
@@ -728,8 +795,10 @@ compiler::ManifestStorage ExecPipeline::manifests(bool local_only) {
     }
     return std::move(found->entry.outputs.front().data);
   };
-  storage.content = [this](const Digest& key) -> std::optional<Digest> {
-    std::optional<Found> found = m_deps.storage.get(key, Bodies::kWithout, Touch::kPeek);
+  storage.content = [this, local_only](const Digest& key) -> std::optional<Digest> {
+    std::optional<Found> found = local_only
+                                     ? m_deps.storage.get_local(key, Bodies::kWithout, Touch::kPeek)
+                                     : m_deps.storage.get(key, Bodies::kWithout, Touch::kPeek);
     if (!found || found->entry.kind != cache::EntryKind::kBlob || found->entry.outputs.empty()) {
       return std::nullopt;
     }

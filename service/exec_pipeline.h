@@ -7,9 +7,14 @@
 // validates against the leader's manifest, exactly like a hit; otherwise it
 // runs its own compile (docs/cache-keys.md, "Joins").
 //
-// Threads: submit() and on_disconnect() are called on the I/O thread and only
-// post work; planning, lookup and a hit's delivery run on the scheduler's
-// request threads (run_request); process exits arrive on the ProcessRunner's
+// Threads: submit() and on_disconnect() are called on the I/O thread and
+// post work: planning, lookup and a hit's delivery run on the scheduler's
+// request threads (run_request). A request that arrives while the I/O thread
+// and every request thread have nothing else to do is tried on the I/O
+// thread first, as a hit from the node store with small outputs in the
+// service's own view; anything else it would need (a miss, the cluster tier,
+// a foreign view, a large delivery) goes to a request thread as before, which
+// plans again (serve_on_io_thread). Process exits arrive on the ProcessRunner's
 // reaper thread and are re-posted into the arena, where collecting, storing
 // and delivery to the waiters run. Cross-node lease waits run on threads of
 // their own so they never park an arena worker or a request thread.
@@ -51,7 +56,13 @@ class ExecPipeline {
     std::string work_root;  // private temp dirs for redirected outputs
     std::chrono::milliseconds job_timeout{0};
     FaultInjector& faults = FaultInjector::none();  // seam (base/fault.h); not owned
+    // Serve a quiet arrival's hit on the I/O thread (submit()); off: every
+    // request goes to a request thread (CCPOOL_IO_THREAD_HITS=0).
+    bool hits_on_io_thread = true;
   };
+
+  // The most output bytes a hit served on the I/O thread writes.
+  static constexpr uint64_t kMaxIoThreadDelivery = 1 << 20;
 
   explicit ExecPipeline(Deps deps);
   ~ExecPipeline();
@@ -60,8 +71,10 @@ class ExecPipeline {
 
   // stdin_fd: the client's stdin, given to the tool when the request runs as
   // a pass-through (cacheable jobs run with an empty stdin: their keys do not
-  // cover it).
-  void submit(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request, UniqueFd stdin_fd);
+  // cover it). `quiet`: nothing else waits for the I/O thread
+  // (ConnectionHub::quiet()), so a hit may be served on it.
+  void submit(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request, UniqueFd stdin_fd,
+              bool quiet = false);
   void on_disconnect(uint64_t conn_id);
   // Shutdown: every waiter gets "stopping", queued jobs are dropped; running
   // processes are killed by the caller through the runner.
@@ -90,9 +103,15 @@ class ExecPipeline {
 
   void handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request,
               std::shared_ptr<UniqueFd> stdin_fd, std::chrono::steady_clock::time_point received);
+  // A hit served on the I/O thread, or false (nothing was sent: the request
+  // goes to a request thread).
+  bool serve_on_io_thread(uint64_t conn_id, pid_t peer_pid, const ipc::ExecRequest& request,
+                          std::chrono::steady_clock::time_point received);
   // `timer`: marks the lookup, fetch, deliver and reply stages (a hit on arrival).
+  // `bounded` (the I/O thread): the node store only, and nothing delivered
+  // past kMaxIoThreadDelivery bytes: kNothing instead, with nothing sent.
   Served serve_from_store(const Waiter& waiter, bool made_remotely = false,
-                          HitTimer* timer = nullptr);
+                          HitTimer* timer = nullptr, bool bounded = false);
   void join_or_lead(Waiter waiter, bool shareable, std::shared_ptr<UniqueFd> stdin_fd);
   void rerun(Waiter waiter);
   void lead(const std::shared_ptr<Flight>& flight);

@@ -202,7 +202,8 @@ Result<std::unique_ptr<Service>> Service::create(const ServiceOptions& options) 
                           },
                           work_root,
                           options.job_timeout,
-                          *options.faults};
+                          *options.faults,
+                          options.hits_on_io_thread};
   impl->pipeline = std::make_unique<ExecPipeline>(std::move(deps));
 
   workers::WorkerPoolOptions pool_options;
@@ -289,7 +290,7 @@ int Service::run() {
 void Service::Impl::on_message(uint64_t conn_id, const ipc::PeerCred& peer, ipc::Message message,
                                UniqueFd passed_fd) {
   if (auto* exec = std::get_if<ipc::ExecRequest>(&message)) {
-    pipeline->submit(conn_id, peer.pid, std::move(*exec), std::move(passed_fd));
+    pipeline->submit(conn_id, peer.pid, std::move(*exec), std::move(passed_fd), hub->quiet());
   } else if (auto* open = std::get_if<ipc::PoolOpen>(&message)) {
     worker_sessions->on_open(conn_id, peer.pid, std::move(*open));
   } else if (auto* submit = std::get_if<ipc::PoolSubmit>(&message)) {
@@ -412,6 +413,10 @@ nlohmann::json Service::Impl::status() {
                    : 0.0;
   }
   j["hit_stages_us"] = stages;
+  // Of `hits`: served on the I/O thread, with no hand-off (ExecPipeline::submit).
+  j["hits_on_io_thread"] = counters.hits_on_io_thread.load();
+  // send(2) calls that wrote to clients (ConnectionHub: hello-ok and a hit's reply share one).
+  j["connection_writes"] = hub->counters().writes.load();
   uint64_t timed_misses = counters.timed_misses.load();
   nlohmann::json miss_stages = nlohmann::json::object();  // the mean per stored miss
   for (size_t i = 0; i < kMissStageNames.size(); ++i) {

@@ -38,6 +38,9 @@ struct ServiceOptions {
   // Keep lookup answers across requests (compiler/validation_memo.h); it
   // holds inotify watches from the user's own limit (at most a quarter).
   bool validation_memo = true;
+  // Serve a hit that arrives while the service is otherwise idle on the I/O
+  // thread, without handing it to a request thread (ExecPipeline::submit).
+  bool hits_on_io_thread = true;
 };
 
 inline constexpr const char* kVersion = "0.1.0";

@@ -95,5 +95,46 @@ TEST_F(HubTest, SendAfterPeerLeft) {
   EXPECT_EQ(m_hub->connection_count(), 0u);
 }
 
+// What on_message answers on the I/O thread, and hello-ok before it, leave in
+// one write when the client sent hello and its request in one: the client
+// wakes once. A request in a later read is answered in a write of its own.
+TEST(HubWrites, HelloOkAndAnInlineReplyShareOneWrite) {
+  std::string path = ccpool::testing::scratch_dir() + "/sock";
+  ConnectionHub* hub_ptr = nullptr;
+  std::atomic<bool> quiet_seen{false};
+  ConnectionHub::Callbacks callbacks;
+  callbacks.on_message = [&](uint64_t conn_id, const ipc::PeerCred&, ipc::Message, UniqueFd) {
+    quiet_seen = hub_ptr->quiet();  // the only event of its wait
+    hub_ptr->send(conn_id, ipc::Pong{});
+  };
+  callbacks.on_disconnect = [](uint64_t) {};
+  auto hub = ConnectionHub::create(path, callbacks);
+  ASSERT_TRUE(hub.has_value()) << hub.error().message;
+  hub_ptr = hub->get();
+  std::atomic<bool> stop{false};
+  std::thread loop([&] { hub_ptr->run([&] { return stop.load(); }, [] {}); });
+
+  auto deadline = ipc::deadline_in(std::chrono::seconds(10));
+  auto conn = ipc::connect_unix(path, deadline);
+  ASSERT_TRUE(conn.has_value());
+  ASSERT_TRUE(ipc::send_frames(conn->get(), ipc::encode(ipc::Hello{}) + ipc::encode(ipc::Ping{}),
+                               deadline));
+  ipc::FrameReader reader;
+  auto hello_ok = ipc::recv_message(conn->get(), reader, deadline);
+  ASSERT_TRUE(hello_ok && std::holds_alternative<ipc::HelloOk>(*hello_ok));
+  auto pong = ipc::recv_message(conn->get(), reader, deadline);
+  ASSERT_TRUE(pong && std::holds_alternative<ipc::Pong>(*pong));
+  EXPECT_TRUE(quiet_seen.load());
+
+  ASSERT_TRUE(ipc::send_frames(conn->get(), ipc::encode(ipc::Ping{}), deadline));
+  pong = ipc::recv_message(conn->get(), reader, deadline);
+  ASSERT_TRUE(pong && std::holds_alternative<ipc::Pong>(*pong));
+
+  stop = true;
+  hub_ptr->wake();
+  loop.join();  // every count the loop made is visible from here
+  EXPECT_EQ(hub_ptr->counters().writes.load(), 2u);  // hello-ok + pong, then the second pong
+}
+
 }  // namespace
 }  // namespace ccpool::service

@@ -158,11 +158,29 @@ Result<std::optional<Digest>> Planner::Impl::lookup_cc(const Plan& plan,
     const ManifestEntry& e = pe.entry;
     if (!pe.key_ok) continue;
     std::string use = kept ? e.result_key.hex() : std::string();  // one use: this entry
+    // The entry's facts in this cwd (the result key covers the direct key
+    // and the whole entry, so every question it asks): when the memo served
+    // all of them and has not moved since, it would serve them all again.
+    std::string asked;
+    if (kept) {
+      asked = use;
+      asked += '\0';
+      asked += cc.cwd;
+      if (environment_holds(e, view) && kept->unchanged_since_served(asked)) {
+        kept->learn({}, listings, use);  // counts this use, as below
+        return std::optional<Digest>(e.result_key);
+      }
+    }
     // What is validated in full is collected only when this hit will learn it.
     bool collect = kept && kept->learns_next(use);
     learn.clear();
-    if (!entry_holds(pe, view, dirs, kept, collect ? &learn : nullptr)) continue;
-    if (kept) kept->learn(learn, listings, use);
+    uint64_t generation = kept ? kept->generation() : 0;
+    bool all_memo = kept != nullptr;
+    if (!entry_holds(pe, view, dirs, kept, collect ? &learn : nullptr, &all_memo)) continue;
+    if (kept) {
+      if (all_memo) kept->note_served(asked, generation);
+      kept->learn(learn, listings, use);
+    }
     return std::optional<Digest>(e.result_key);
   }
   return std::optional<Digest>();
@@ -188,7 +206,7 @@ ValidationMemo::Item negative_item(const std::string& dir, const NegativeGroup& 
 
 bool Planner::Impl::entry_holds(const ParsedEntry& pe, const ObservedView& view,
                                 DirListings::Scope& dirs, ValidationMemo* memo,
-                                std::vector<ValidationMemo::Item>* learn) {
+                                std::vector<ValidationMemo::Item>* learn, bool* all_memo) {
   const ManifestEntry& e = pe.entry;
   // Environment and cwd first (no system call), then every file by content
   // (memoized by stat), absent paths one parent directory at a time
@@ -207,6 +225,7 @@ bool Planner::Impl::entry_holds(const ParsedEntry& pe, const ObservedView& view,
       }
       if (learn) learn->emplace_back().abs = abs;
     }
+    if (all_memo) *all_memo = false;
     const std::optional<FileStat>& st = link_stats.of(abs);
     Result<HashedFile> f = st && !S_ISLNK(st->mode) ? hasher.hash(abs, *st) : hasher.hash(abs);
     if (!f || f->content != digest) return false;
@@ -215,10 +234,11 @@ bool Planner::Impl::entry_holds(const ParsedEntry& pe, const ObservedView& view,
     std::string dir =
         g.dir.empty() ? (view.cwd.empty() ? "." : view.cwd) : absolute_path(g.dir, view.cwd);
     if (memo && memo->answer_is('n', dir, g.memo_key, "1") == true) continue;
+    if (all_memo) *all_memo = false;
     if (!dirs.check(dir, g.names, g.absent)) return false;
     if (learn) learn->push_back(negative_item(dir, g, g.memo_key, listings));
   }
-  return checks_hold(e, view, listings, &link_stats, memo, learn);
+  return checks_hold(e, view, listings, &link_stats, memo, learn, all_memo);
 }
 
 void Planner::Impl::learn_record(const std::string& cwd, const std::vector<std::string>& env,

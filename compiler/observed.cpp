@@ -687,7 +687,7 @@ ValidationMemo::Item check_item(char kind, const std::string& abs, const std::st
 
 bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListings& listings,
                  LinkStats* link_stats, ValidationMemo* memo,
-                 std::vector<ValidationMemo::Item>* learn) {
+                 std::vector<ValidationMemo::Item>* learn, bool* all_memo) {
   RealPaths real(link_stats);
   if (!environment_holds(entry, view)) return false;
   std::string abs_scratch, want_scratch;
@@ -705,11 +705,13 @@ bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListin
         continue;
       }
     }
+    if (all_memo) *all_memo = false;
     if (answer_now(c.kind, abs, c.answer, view.cwd, view.env, &real, link_stats) != want)
       return false;
     if (kept && learn) learn->push_back(check_item(c.kind, abs, c.answer, view.cwd));
   }
   for (const auto& [path, digest] : entry.dirs) {
+    if (all_memo) *all_memo = false;
     std::optional<Digest> names = listings.names_digest(absolute_path(path, view.cwd));
     if (!names || *names != digest) return false;
   }

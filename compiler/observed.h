@@ -91,9 +91,10 @@ class LinkStats {
 // (validated by the caller, memoized) gives the recorded answer for `view`.
 // With `memo`: a type, link, real-path or access answer the memo still
 // vouches for is not asked again, and, with `learn`, what was asked is added to it.
+// `all_memo`, if given, is cleared when an answer was not the memo's.
 bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListings& listings,
                  LinkStats* link_stats = nullptr, ValidationMemo* memo = nullptr,
-                 std::vector<ValidationMemo::Item>* learn = nullptr);
+                 std::vector<ValidationMemo::Item>* learn = nullptr, bool* all_memo = nullptr);
 
 // "\x01" at the start of an answer stands for the job's cwd.
 inline constexpr char kCwdMark = '\x01';

@@ -266,6 +266,8 @@ Planner::Counters Planner::counters() const {
     c.memo_refused = m.refused;
     c.memo_deferred = m.deferred;
     c.memo_probes = m.probes;
+    c.memo_rechecked = m.rechecked;
+    c.memo_sets_served = m.sets_served;
     c.memo_resets = m.resets;
     c.memo_watches = m.watches;
   }

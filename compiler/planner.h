@@ -240,7 +240,8 @@ class Planner {
     // own system calls, kept, refused, not learned yet (first use), writer
     // probes, resets, watches held.
     uint64_t memo_served = 0, memo_learned = 0, memo_refused = 0, memo_deferred = 0;
-    uint64_t memo_probes = 0, memo_resets = 0, memo_watches = 0;
+    uint64_t memo_probes = 0, memo_resets = 0, memo_watches = 0, memo_rechecked = 0;
+    uint64_t memo_sets_served = 0;
     // PlannerOptions::defer_lessons: learned (the entry handed to the
     // memo), taken but teaching nothing (its manifest gone, its entry not
     // matching its key, or the requester in another view), and dropped

@@ -117,10 +117,11 @@ struct Planner::Impl {
   // Whether every recorded lookup of `pe` gives the same answer for `view`.
   // With `memo`: files and absent paths the memo still vouches for are not
   // checked again, and, with `learn`, what was checked is added to it (to be
-  // kept once the whole entry held).
+  // kept once the whole entry held). `all_memo`, if given, is cleared when
+  // an answer needed a system call of its own (not served by the memo).
   bool entry_holds(const ParsedEntry& pe, const ObservedView& view, DirListings::Scope& dirs,
                    ValidationMemo* memo = nullptr,
-                   std::vector<ValidationMemo::Item>* learn = nullptr);
+                   std::vector<ValidationMemo::Item>* learn = nullptr, bool* all_memo = nullptr);
   Result<Finished> finish_cc(const Plan& plan, const RunFacts& run,
                              const ManifestStorage& manifests);
   // Keeps what a miss recorded in the validation memo (in the service's own

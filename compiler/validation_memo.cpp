@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <deque>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "base/fs.h"
 #include "base/thread_annotations.h"
@@ -109,6 +110,10 @@ struct Node {
   bool lease_denied = false;
   bool echoed = false;  // an event of this watch arrived: nothing depends on it before
   std::unordered_map<std::string, uint64_t> names;  // directories: the last event naming each entry
+  // Directories: every entry name a walk looked up in it, noted before the
+  // lookup (never forgotten until a reset); past kMaxNamesPerDir, all names.
+  std::unordered_set<std::string> looked_up;
+  bool looked_up_all = false;
 };
 
 // A kept answer and everything it depends on.
@@ -133,6 +138,9 @@ struct ValidationMemo::State {
   Mutex mutex;
   int inotify_fd GUARDED_BY(mutex) = -1;
   uint64_t epoch GUARDED_BY(mutex) = 1;
+  uint64_t generation GUARDED_BY(mutex) = 1;  // ValidationMemo::generation()
+  // note_served(): the generation each set of questions was last served at.
+  std::unordered_map<std::string, uint64_t> served_sets GUARDED_BY(mutex);
   uint64_t resets GUARDED_BY(mutex) = 0;
   std::unordered_map<int, std::unique_ptr<Node>> nodes GUARDED_BY(mutex);  // by watch descriptor
   std::vector<std::unique_ptr<Node>> gone GUARDED_BY(mutex);  // dead nodes facts may still point to
@@ -193,7 +201,9 @@ struct ValidationMemo::State {
     denied.clear();  // points into nodes and gone
     nodes.clear();
     gone.clear();
+    served_sets.clear();
     ++epoch;
+    ++generation;
     ++resets;
     ++counters.resets;
     open_inotify();
@@ -251,10 +261,23 @@ struct ValidationMemo::State {
         --n.own_opens;
       } else if (!n.dir) {
         n.open_pending = true;
+        ++generation;
       }
       return;
     }
+    // A named event that is not an entry's creation, deletion or move (a
+    // chmod or touch of an entry, reported on its directory too) about a
+    // name no walk ever looked up in this directory changes no kept answer:
+    // what depends on that entry's own inode watches it, and a listing
+    // depends on the names alone. It does not move the epoch, so the
+    // facts stay verified without a walk (our own deliveries chmod and
+    // touch outputs beside the sources on every hit).
+    if (n.dir && e.len > 0 && e.name[0] != '\0' && !(e.mask & kEntryEvents) && !n.looked_up_all &&
+        !n.looked_up.count(e.name)) {
+      return;
+    }
     ++epoch;
+    ++generation;
     if (e.mask & IN_IGNORED) {
       n.dead = true;
       gone.push_back(std::move(it->second));
@@ -364,6 +387,7 @@ struct ValidationMemo::State {
         continue;
       }
       fact.names.emplace_back(dir, c);
+      note_lookup(dir, c);  // before the lstat: an event about it from now on counts
       std::string next = join(cur, c);
       bool last = rest.empty();
       if (auto hit = cache.dirs.find(next); hit != cache.dirs.end()) {
@@ -420,6 +444,16 @@ struct ValidationMemo::State {
       }
     }
     return true;
+  }
+
+  static void note_lookup(Node* dir, const std::string& name) {
+    if (dir->looked_up_all) return;
+    if (dir->looked_up.size() >= kMaxNamesPerDir) {
+      dir->looked_up_all = true;
+      dir->looked_up.clear();
+      return;
+    }
+    dir->looked_up.insert(name);
   }
 
   Node* dir_node(const std::string& real, WalkCache& cache) REQUIRES(mutex) {
@@ -483,6 +517,7 @@ struct ValidationMemo::State {
   bool valid(Fact& fact) REQUIRES(mutex) {
     // Nothing but opens was reported since, and not of this file.
     if (fact.verified == epoch && !(fact.content && fact.content->open_pending)) return true;
+    ++counters.rechecked;
     if (!quiet(fact, fact.stamp)) return false;
     if (fact.content && fact.content->open_pending) {
       // Opened by someone since it was read: believed again only if nobody
@@ -511,6 +546,7 @@ struct ValidationMemo::State {
     if (resets != before) return nullptr;  // everything, `it` included, is gone
     if (!ok) {
       facts.erase(it);
+      ++generation;
       return nullptr;
     }
     ++counters.served;
@@ -550,6 +586,7 @@ struct ValidationMemo::State {
       }
       fact.verified = 0;
       facts[key] = std::move(fact);
+      ++generation;
       ++counters.learned;
     }
   }
@@ -581,7 +618,10 @@ struct ValidationMemo::State {
       case 'n': {
         if (final_node !=
             nullptr) {  // the directory exists: its entries and what the present ones resolve to
-          for (const std::string& name : item.names) fact.names.emplace_back(final_node, name);
+          for (const std::string& name : item.names) {
+            fact.names.emplace_back(final_node, name);
+            note_lookup(final_node, name);  // before the listing is read
+          }
           DirListings::Listing present = listings.list(item.abs);
           if (present.is_dir && !present.names)
             return false;  // unreadable: every path would need its stat
@@ -676,6 +716,29 @@ std::optional<bool> ValidationMemo::answer_is(char kind, const std::string& abs,
   MutexLock lock(&m_state->mutex);
   const Fact* fact = m_state->find_valid(scratch_key(kind, abs, extra));
   return fact ? std::optional<bool>(fact->answer == want) : std::nullopt;
+}
+
+uint64_t ValidationMemo::generation() const {
+  MutexLock lock(&m_state->mutex);
+  return m_state->generation;
+}
+
+void ValidationMemo::note_served(const std::string& asked, uint64_t generation) {
+  State& s = *m_state;
+  MutexLock lock(&s.mutex);
+  // A generation that moved while they were asked is kept too: it never
+  // equals the current one again.
+  if (s.served_sets.size() >= kMaxFacts) s.served_sets.clear();
+  s.served_sets[asked] = generation;
+}
+
+bool ValidationMemo::unchanged_since_served(const std::string& asked) {
+  State& s = *m_state;
+  MutexLock lock(&s.mutex);
+  auto it = s.served_sets.find(asked);
+  if (it == s.served_sets.end() || it->second != s.generation) return false;
+  ++s.counters.sets_served;
+  return true;
 }
 
 bool ValidationMemo::learns_next(const std::string& use) const {

@@ -107,6 +107,19 @@ class ValidationMemo {
   std::optional<bool> answer_is(char kind, const std::string& abs, const std::string& extra,
                                 std::string_view want);
 
+  // A number that moves whenever an answer kept here could stop being served
+  // as it was: an event that moves the epoch (anything but an open), an open
+  // of a kept file by someone else, a fact kept or forgotten, a reset. Read
+  // it before asking the questions it is to vouch for.
+  uint64_t generation() const;
+  // `asked` names a set of questions (the caller's: a manifest entry in a
+  // cwd). note_served(): every one of them was served by the memo, and
+  // `generation` was read before the first. unchanged_since_served(): the
+  // generation has not moved since then, so they would all be served again
+  // with the same answers; call sync() first. Kept for at most kMaxFacts sets.
+  void note_served(const std::string& asked, uint64_t generation);
+  bool unchanged_since_served(const std::string& asked);
+
   // What to learn, read again after the watches exist. For 'f' the memo
   // reads the file itself; for the others `compute` gives the answer.
   struct Item {
@@ -134,7 +147,12 @@ class ValidationMemo {
     uint64_t learned = 0;  // facts kept
     uint64_t refused =
         0;  // facts not kept (a change while learning, a writer, an unwatched filesystem)
-    uint64_t probes = 0;    // writer probes of files opened since they were learned
+    uint64_t probes = 0;  // writer probes of files opened since they were learned
+    // facts served after a walk of what they depend on: something was
+    // reported since they were last found valid
+    uint64_t rechecked = 0;
+    // sets of questions answered at once by unchanged_since_served()
+    uint64_t sets_served = 0;
     uint64_t deferred = 0;  // times of a use that learned nothing: fewer than learn_at_use
     uint64_t resets = 0;    // everything forgotten (overflow, mount table)
     uint64_t watches = 0;   // inotify watches held

@@ -440,6 +440,8 @@ nlohmann::json Service::Impl::status() {
                           {"refused", pc.memo_refused},
                           {"deferred", pc.memo_deferred},
                           {"probes", pc.memo_probes},
+                          {"rechecked", pc.memo_rechecked},
+                          {"sets_served", pc.memo_sets_served},
                           {"resets", pc.memo_resets},
                           {"watches", pc.memo_watches},
                           {"lessons_pending", planner->pending_lessons()},

@@ -7,11 +7,14 @@ a direct compile of the changed tree.
 """
 import mmap
 import os
+import shutil
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
-from e2e_case import E2ECase, main  # noqa: E402
+from e2e_case import CCPOOL, E2ECase, main  # noqa: E402
+
+CLIENT = os.path.join(os.path.dirname(CCPOOL), "ccpool-client")
 
 HEADER = "#define V 1\n"
 SOURCE = '#include "h.h"\nint v(void) { return V * 3; }\n'
@@ -178,6 +181,92 @@ class GccMemoTest(E2ECase):
         self.assertGreater(self.memo()["served"], 0)
         self.put("inc/h.h", "#define V 8\n")
         self.assert_fresh()
+
+    # --- an entry vouched for as a whole ----------------------------------
+    # Once every answer of an entry was served by the memo and nothing it
+    # keeps moved since, a hit takes the entry at once (`sets_served`). These
+    # requests come through the static ccpool-client, as the shim's do:
+    # `ccpool exec` loads shared libraries that gcc's own record names, and
+    # that open alone is a move. The expected object of the edited tree is
+    # compiled first, in a directory of its own, so that nothing but the
+    # edit touches what the memo watches.
+    def client_ok(self):
+        gcc = shutil.which("gcc")
+        rc, _, err = self.wait_one(self._run([CLIENT, f"--inherited-socket={self.sock}", gcc,
+                                              *self.ARGS]))
+        self.assertEqual(rc, 0, err)
+
+    def expected_after(self, header):
+        ref = self.path("reference")
+        os.makedirs(os.path.join(ref, "inc"))
+        os.makedirs(os.path.join(ref, "inc1"))
+        with open(os.path.join(ref, "inc", "h.h"), "w") as f:
+            f.write(header)
+        with open(os.path.join(ref, "k.c"), "w") as f:
+            f.write(SOURCE)
+        rc, _, err = self.direct(self.ARGS, env={"CCPOOL_DISABLE": "1"}, cwd=ref)
+        self.assertEqual(rc, 0, err)
+        with open(os.path.join(ref, "k.o"), "rb") as f:
+            return f.read()
+
+    def warm_whole(self):
+        """A miss, its lesson, then hits until one takes the entry whole."""
+        self.start_service(jobs=2)
+        self.put("inc/h.h", HEADER)
+        self.put("k.c", SOURCE)
+        os.makedirs(self.wpath("inc1"))
+        # Past the file hasher's 2 s window for fresh files: a younger source
+        # is read again by each request's plan, and that open is a move.
+        time.sleep(2.2)
+        lessons = self.lessons_taken()
+        self.client_ok()
+        self.wait_for_lesson(lessons)
+        # Any process on the machine that opens gcc's libraries or a system
+        # header in between moves the memo: `ccpool status` itself loads
+        # libc and libzstd, so it is asked only after a few hits, and ctest
+        # runs these cases alone (RUN_SERIAL).
+        for _ in range(10):
+            for _ in range(3):
+                self.client_ok()
+            m = self.memo()
+            if m["sets_served"] > 0:
+                break
+        self.assertGreater(m["sets_served"], 0, m)
+        self.assertEqual(self.counters()["misses"], 1)
+        return self.bytes_of("k.o")
+
+    def assert_whole_entry_missed(self, want, old):
+        self.assertNotEqual(want, old, "the change must change the object")
+        before = self.counters()
+        sets = self.memo()["sets_served"]
+        self.client_ok()
+        self.assert_delta(before, misses=1, hits=0, executions=1)
+        self.assertEqual(self.bytes_of("k.o"), want)
+        self.assertEqual(self.memo()["sets_served"], sets)
+
+    def test_whole_entry_then_an_edit_within_one_timestamp_tick(self):
+        want = self.expected_after("#define V 7\n")
+        old = self.warm_whole()
+        path = self.wpath("inc/h.h")
+        st = os.stat(path)
+        with open(path, "r+") as f:  # in place: same inode, same size
+            f.write("#define V 7\n")
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        self.assert_whole_entry_missed(want, old)
+
+    def test_whole_entry_then_a_write_through_a_shared_mapping(self):
+        want = self.expected_after("#define V 9\n")
+        old = self.warm_whole()
+        # The writer keeps its descriptor open: no IN_CLOSE_WRITE either, the
+        # open is all that is reported.
+        fd = os.open(self.wpath("inc/h.h"), os.O_RDWR)
+        m = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        try:
+            m[len("#define V ")] = ord("9")
+            self.assert_whole_entry_missed(want, old)
+        finally:
+            m.close()
+            os.close(fd)
 
     def test_header_appearing_in_a_searched_directory(self):
         self.assert_memo_served(self.warm())

@@ -43,6 +43,10 @@ const std::string kArchiveMark("\0archive", 8);
 
 }  // namespace
 
+bool Planner::Impl::is_archiver_tool(std::string_view real_name) {
+  return archiver_name(real_name, "ranlib") || archiver_name(real_name, "ar");
+}
+
 std::optional<Result<Plan>> Planner::Impl::plan_archiver(const Request& request,
                                                          const ToolIdentity& tool,
                                                          const std::string& work_dir) {

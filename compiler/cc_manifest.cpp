@@ -8,6 +8,7 @@
 #include <set>
 
 #include "base/fs.h"
+#include "compiler/bounded.h"
 #include "compiler/key_hash.h"
 #include "compiler/manifest.h"
 #include "compiler/observed.h"
@@ -152,6 +153,24 @@ Result<std::optional<Digest>> Planner::Impl::lookup_cc(const Plan& plan,
   // The memo only for a requester who sees the files as the service does;
   // what the kernel reported since the last lookup is read first.
   ValidationMemo* kept = memo && memo->in_own_view() ? memo.get() : nullptr;
+  // On a thread that must not wait (compiler/bounded.h): the first entry,
+  // if the memo vouches for it whole and is not busy, or nothing.
+  if (bounded::active()) {
+    for (const ParsedEntry& pe : manifest->entries) {
+      if (!pe.key_ok) continue;
+      const ManifestEntry& e = pe.entry;
+      std::string asked = e.result_key.hex();
+      asked += '\0';
+      asked += cc.cwd;
+      if (kept && environment_holds(e, view) &&
+          kept->unchanged_since_served_if_free(asked) == true) {
+        return std::optional<Digest>(e.result_key);
+      }
+      break;
+    }
+    bounded::decline();  // the answers one by one, and learning, are a request thread's
+    return std::optional<Digest>();
+  }
   if (kept) kept->sync();
   std::vector<ValidationMemo::Item> learn;
   for (const ParsedEntry& pe : manifest->entries) {

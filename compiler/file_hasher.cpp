@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "compiler/bounded.h"
+
 namespace ccpool::compiler {
 namespace {
 constexpr int64_t kRacyNs = 2'000'000'000;
@@ -69,6 +71,10 @@ Result<HashedFile> FileHasher::hash(const std::string& path, const FileStat& now
     MutexLock lock(&m_mutex);
     auto it = m_memo.find(key);
     if (it != m_memo.end()) return HashedFile{it->second, *before};
+  }
+  if (before->size > kBoundedReadBytes && bounded::decline()) {
+    return make_error(ErrorCode::kUnsupported,
+                      "'" + path + "' is too large to read on a thread that must not wait");
   }
   CCPOOL_TRY_ASSIGN(Digest digest, hash_file(path));
   // A file rewritten while we read it must not be memoized under the old

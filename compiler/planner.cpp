@@ -12,6 +12,7 @@
 #include "base/fs.h"
 #include "base/process_facts.h"
 #include "compiler/ar_args.h"
+#include "compiler/bounded.h"
 #include "compiler/cc_name.h"
 #include "compiler/key_hash.h"
 #include "compiler/path_names.h"
@@ -157,6 +158,9 @@ Result<HelperOutput> Planner::Impl::memo_helper(
     auto it = helper_memo.find(key);
     if (it != helper_memo.end()) return it->second;
   }
+  if (bounded::decline()) {
+    return make_error(ErrorCode::kUnsupported, "a helper would run on a thread that must not wait");
+  }
   CCPOOL_TRY_ASSIGN(HelperOutput out, run_helper(argv, environment_without_shim(make_env()), cwd,
                                                  std::chrono::seconds(30), program));
   MutexLock lock(&mutex);
@@ -171,6 +175,7 @@ Family Planner::Impl::family(const ToolIdentity& tool, const std::vector<std::st
     auto it = families.find(tool.key);
     if (it != families.end()) return it->second;
   }
+  if (bounded::decline()) return Family::kUnknown;  // not asked: the caller hands the request on
   // LC_ALL=C: the banner must not be translated.
   std::vector<std::string> helper_env = {"LC_ALL=C"};
   if (std::optional<std::string> path = env_value(env, "PATH"))
@@ -288,6 +293,11 @@ Result<Plan> Planner::plan(const Request& request, const std::string& work_dir) 
                             "tool identity unknown: " + tool.error().message);
   std::string name = base_name(request.program);
   std::string real_name = base_name(tool->real_path);
+  if (bounded::active() && (name == "ptxas" || real_name == "ptxas" || name == "nvcc" ||
+                            real_name == "nvcc" || Impl::is_archiver_tool(real_name))) {
+    bounded::decline();  // their models read archives and run probes: not on this thread
+    return passthrough_plan(request, "bounded", "declined on a thread that must not wait");
+  }
   if (name == "ptxas" || real_name == "ptxas") return m_impl->plan_ptxas(request, *tool);
   if (name == "nvcc" || real_name == "nvcc") return m_impl->plan_nvcc(request, *tool, work_dir);
   if (std::optional<Result<Plan>> archiver = m_impl->plan_archiver(request, *tool, work_dir))
@@ -295,6 +305,7 @@ Result<Plan> Planner::plan(const Request& request, const std::string& work_dir) 
   if (looks_like_cc(name) || looks_like_cc(real_name) ||
       looks_like_cc(base_name(request.argv[0]))) {
     Family family = m_impl->family(*tool, request.env);
+    if (bounded::declined()) return passthrough_plan(request, "bounded", "declined");
     if (family != Family::kUnknown) return m_impl->plan_cc(request, *tool, family, work_dir);
   }
   if (!request.declared_outputs.empty()) return m_impl->plan_generic(request, *tool);

@@ -111,6 +111,8 @@ struct Planner::Impl {
   Result<Plan> plan_nvcc(const Request& request, const ToolIdentity& tool,
                          const std::string& work_dir);
   // GNU ar (r/q) and ranlib; nullopt when `tool` is not one of them.
+  // Whether plan_archiver() takes a tool of this real name (GNU ar or ranlib).
+  static bool is_archiver_tool(std::string_view real_name);
   std::optional<Result<Plan>> plan_archiver(const Request& request, const ToolIdentity& tool,
                                             const std::string& work_dir);
   Result<std::optional<Digest>> lookup_cc(const Plan& plan, const ManifestStorage& manifests);

@@ -277,7 +277,7 @@ struct ValidationMemo::State {
       return;
     }
     ++epoch;
-    ++generation;
+    ++generation;  // any kept answer may have moved
     if (e.mask & IN_IGNORED) {
       n.dead = true;
       gone.push_back(std::move(it->second));
@@ -739,6 +739,19 @@ bool ValidationMemo::unchanged_since_served(const std::string& asked) {
   if (it == s.served_sets.end() || it->second != s.generation) return false;
   ++s.counters.sets_served;
   return true;
+}
+
+std::optional<bool> ValidationMemo::unchanged_since_served_if_free(const std::string& asked) {
+  State& s = *m_state;
+  std::optional<bool> vouched;
+  if (s.mutex.try_lock()) {
+    s.sync();
+    auto it = s.served_sets.find(asked);
+    vouched = it != s.served_sets.end() && it->second == s.generation;
+    if (*vouched) ++s.counters.sets_served;
+    s.mutex.unlock();
+  }
+  return vouched;
 }
 
 bool ValidationMemo::learns_next(const std::string& use) const {

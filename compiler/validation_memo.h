@@ -119,6 +119,10 @@ class ValidationMemo {
   // with the same answers; call sync() first. Kept for at most kMaxFacts sets.
   void note_served(const std::string& asked, uint64_t generation);
   bool unchanged_since_served(const std::string& asked);
+  // For a thread that must not wait (compiler/bounded.h): sync() then
+  // unchanged_since_served(), or nullopt when another thread holds the memo
+  // (a lesson being learned reads every header under its lock).
+  std::optional<bool> unchanged_since_served_if_free(const std::string& asked);
 
   // What to learn, read again after the watches exist. For 'f' the memo
   // reads the file itself; for the others `compute` gives the answer.

@@ -189,9 +189,9 @@ void ConnectionHub::run(const std::function<bool()>& should_stop,
     // A failed wait is a pass with no events, as an interrupted one.
     std::span<const EventLoop::Event> events =
         m_loop->wait(250).value_or(std::span<const EventLoop::Event>());
-    size_t real_events = 0;  // a wake-up is not work that waits
-    for (const EventLoop::Event& event : events) real_events += event.tag != EventLoop::kWakeTag;
-    m_quiet = real_events == 1;
+    // One event and no wake-up: a wake-up means other threads' frames wait in
+    // the outbox, to be written after this pass.
+    m_quiet = events.size() == 1 && events[0].tag != EventLoop::kWakeTag;
     for (const EventLoop::Event& event : events) {
       if (event.tag == kListenTag) {
         accept_all();

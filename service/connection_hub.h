@@ -81,8 +81,9 @@ class ConnectionHub {
   void flush_pending(std::chrono::milliseconds budget);
 
   // I/O thread only, from on_message: whether the event being handled is the
-  // only one its wait returned, so that nothing else waits while on_message
-  // does a little more than return (a hit served on the I/O thread).
+  // only one its wait returned (a wake-up counts: frames of other threads wait
+  // behind it), so that nothing else waits while on_message does a little more
+  // than return (a hit served on the I/O thread).
   bool quiet() const { return m_quiet; }
 
   size_t connection_count() const { return m_connection_count.load(); }

@@ -14,6 +14,7 @@
 
 #include "base/fault.h"
 #include "base/fs.h"
+#include "compiler/bounded.h"
 #include "service/delivery.h"
 
 namespace ccpool::service {
@@ -295,9 +296,12 @@ bool ExecPipeline::serve_on_io_thread(uint64_t conn_id, pid_t peer_pid,
     creq.env = request.env;
     creq.declared_inputs = request.inputs;
     creq.declared_outputs = request.outputs;
+    // Nothing that can wait long: no helper process, no large read, no answer
+    // the memo does not vouch for (compiler/bounded.h).
+    compiler::BoundedScope bounded;
     std::string work_dir = m_deps.work_root + "/j" + std::to_string(++m_work_seq);
     Result<compiler::Plan> plan = m_deps.planner.plan(creq, work_dir);
-    if (!plan || plan->kind == compiler::PlanKind::kPassthrough) return false;
+    if (bounded.declined() || !plan || plan->kind == compiler::PlanKind::kPassthrough) return false;
     timer.mark(HitStage::kPlan);
     Waiter waiter;
     waiter.conn_id = conn_id;

@@ -11,10 +11,12 @@
 // post work: planning, lookup and a hit's delivery run on the scheduler's
 // request threads (run_request). A request that arrives while the I/O thread
 // and every request thread have nothing else to do is tried on the I/O
-// thread first, as a hit from the node store with small outputs in the
-// service's own view; anything else it would need (a miss, the cluster tier,
-// a foreign view, a large delivery) goes to a request thread as before, which
-// plans again (serve_on_io_thread). Process exits arrive on the ProcessRunner's
+// thread first, under compiler::BoundedScope (no helper, no large read, a
+// C/C++ entry only when the validation memo vouches for it whole), as a hit
+// from the node store with small outputs in the service's own view; anything
+// else (a miss, the cluster tier, a foreign view, a large delivery, a decline)
+// goes to a request thread as before, which plans again (serve_on_io_thread).
+// Process exits arrive on the ProcessRunner's
 // reaper thread and are re-posted into the arena, where collecting, storing
 // and delivery to the waiters run. Cross-node lease waits run on threads of
 // their own so they never park an arena worker or a request thread.

@@ -8,7 +8,7 @@ served there byte for byte.
 """
 import os
 import sys
-import threading
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
 from harness import ServiceCase, main  # noqa: E402
@@ -31,7 +31,11 @@ class ServiceHitPathTest(ServiceCase):
         self.write("work/tool.sh", TOOL, 0o755)
         self.write("work/in.txt", "seed-1;")
 
-    def request(self, size):
+    def request(self, size, settle=False):
+        if settle:
+            # The last `ccpool status` connection's end must not share the
+            # I/O thread's wait with this request (it would not be quiet).
+            time.sleep(0.3)
         return self.run_exec(["/bin/sh", "tool.sh", str(size)], inputs=["in.txt"],
                              outputs=["out.bin"])
 
@@ -52,7 +56,7 @@ class ServiceHitPathTest(ServiceCase):
     def test_quiet_hit_is_served_on_the_io_thread_in_one_write(self):
         self.start_service(jobs=2)
         made, first = self.miss_then_hit(4096)
-        self.assertEqual(self.request(4096), (0, b"made 4096 bytes\n", b""))
+        self.assertEqual(self.request(4096, settle=True), (0, b"made 4096 bytes\n", b""))
         self.assertEqual(self.read_bytes("work/out.bin"), made)
         s = self.status()
         self.assertEqual((s["misses"], s["hits"], s["hits_on_io_thread"]), (1, 1, 1))
@@ -64,7 +68,7 @@ class ServiceHitPathTest(ServiceCase):
     def test_switched_off_every_hit_goes_to_a_request_thread(self):
         self.start_service(jobs=2, extra_env={"CCPOOL_IO_THREAD_HITS": "0"})
         made, first = self.miss_then_hit(4096)
-        self.assertEqual(self.request(4096), (0, b"made 4096 bytes\n", b""))
+        self.assertEqual(self.request(4096, settle=True), (0, b"made 4096 bytes\n", b""))
         self.assertEqual(self.read_bytes("work/out.bin"), made)
         s = self.status()
         self.assertEqual((s["hits"], s["hits_on_io_thread"]), (1, 0))
@@ -76,27 +80,39 @@ class ServiceHitPathTest(ServiceCase):
         self.start_service(jobs=2)
         size = 3 * 1024 * 1024  # past the I/O thread's 1 MiB
         made, _ = self.miss_then_hit(size)
-        self.assertEqual(self.request(size), (0, f"made {size} bytes\n".encode(), b""))
+        self.assertEqual(self.request(size, settle=True), (0, f"made {size} bytes\n".encode(), b""))
         self.assertEqual(self.read_bytes("work/out.bin"), made)
         s = self.status()
         self.assertEqual((s["misses"], s["hits"], s["hits_on_io_thread"]), (1, 1, 0))
+        # The control, in the same service: a small one is served there.
+        self.assertEqual(self.request(4096), (0, b"made 4096 bytes\n", b""))
+        self.assertEqual(self.request(4096, settle=True), (0, b"made 4096 bytes\n", b""))
+        s = self.status()
+        self.assertEqual((s["misses"], s["hits"], s["hits_on_io_thread"]), (2, 2, 1))
 
     def test_fifo_output_goes_to_a_request_thread(self):
         self.start_service(jobs=2)
         made, _ = self.miss_then_hit(4096)
         # The output is now a FIFO with a reader: the hit writes into it in
-        # place, which can block, so not on the I/O thread.
+        # place, which can block, so not on the I/O thread. The reader is
+        # open before the request; 4096 bytes wait in the pipe until read.
         fifo = os.path.join(self.work, "out.bin")
         os.mkfifo(fifo)
-        got = []
-        reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
-        reader.start()
-        self.assertEqual(self.request(4096), (0, b"made 4096 bytes\n", b""))
-        reader.join(timeout=30)
-        self.assertFalse(reader.is_alive(), "the FIFO's reader got no end of file")
-        self.assertEqual(got, [made])
+        rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            self.assertEqual(self.request(4096, settle=True), (0, b"made 4096 bytes\n", b""))
+            got = os.read(rfd, 1 << 20)
+        finally:
+            os.close(rfd)
+        self.assertEqual(got, made)
         s = self.status()
         self.assertEqual((s["hits"], s["hits_on_io_thread"]), (1, 0))
+        # The control: a regular file there again, served on the I/O thread.
+        os.remove(fifo)
+        self.assertEqual(self.request(4096, settle=True), (0, b"made 4096 bytes\n", b""))
+        self.assertEqual(self.read_bytes("work/out.bin"), made)
+        s = self.status()
+        self.assertEqual((s["hits"], s["hits_on_io_thread"]), (2, 1))
 
 
 if __name__ == "__main__":

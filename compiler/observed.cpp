@@ -705,13 +705,13 @@ bool checks_hold(const ManifestEntry& entry, const ObservedView& view, DirListin
         continue;
       }
     }
-    if (all_memo) *all_memo = false;
+    if (all_memo) *all_memo = false;  // asked with its own system call
     if (answer_now(c.kind, abs, c.answer, view.cwd, view.env, &real, link_stats) != want)
       return false;
     if (kept && learn) learn->push_back(check_item(c.kind, abs, c.answer, view.cwd));
   }
   for (const auto& [path, digest] : entry.dirs) {
-    if (all_memo) *all_memo = false;
+    if (all_memo) *all_memo = false;  // a listing the memo does not keep
     std::optional<Digest> names = listings.names_digest(absolute_path(path, view.cwd));
     if (!names || *names != digest) return false;
   }

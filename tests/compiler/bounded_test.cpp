@@ -129,5 +129,34 @@ TEST_F(BoundedPlanner, LookupTakesOnlyAnEntryTheMemoVouchesForWhole) {
   EXPECT_TRUE(edited.stored) << edited.why_not;
 }
 
+// Answers the memo does not keep are asked with their own system calls on
+// every hit: here clang's size-and-mtime checks of every input its PCH names
+// ('m') and its listings of the directories where it looks for a GCC
+// installation. Such an entry is never vouched for whole, so a touched header
+// always reaches the check the compiler itself makes.
+TEST_F(BoundedPlanner, AnEntryWithAnAnswerTheMemoCannotKeepIsNeverTakenWhole) {
+  if (::access("/usr/bin/clang++", X_OK) != 0)
+    FAIL() << "clang++ is missing: run scripts/setup-deps.sh";
+  PlannerOptions options;
+  options.validation_memo = true;
+  Planner planner(options);
+  write_text(dir + "/prefix.h", "inline double pv() { return 5; }\n");
+  write_text(dir + "/k.cpp", "extern \"C\" double k(double x) { return x + pv(); }\n");
+  ASSERT_EQ(run_direct({"/usr/bin/clang++", "-O2", "-fPIC", "-x", "c++-header", "prefix.h", "-o",
+                        "prefix.h.pch"},
+                       dir, base_env()),
+            0);
+  sleep(3);  // past the file hasher's window for fresh files
+  Request r = request("/usr/bin/clang++", {"clang++", "-O2", "-fPIC", "-include", "prefix.h", "-c",
+                                           "k.cpp", "-o", "k.o"});
+  Outcome miss = execute(planner, store, r);
+  ASSERT_TRUE(miss.stored) << miss.why_not;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(execute(planner, store, r).hit);
+    EXPECT_TRUE(lookup_bounded(planner, r).first) << "taken whole on hit " << i;
+  }
+  EXPECT_EQ(planner.counters().memo_sets_served, 0u);
+}
+
 }  // namespace
 }  // namespace ccpool::compiler::testing

@@ -7,7 +7,8 @@
 // C/C++ compiler or a declared job, or validating a manifest entry the
 // validation memo does not vouch for whole (ValidationMemo::note_served).
 // declined() then says so, and the caller hands the request to a thread that
-// may wait, which plans it again without the scope.
+// may wait, which does that work without the scope (a plan made before a
+// decline at the lookup is a whole plan, and can go along).
 #pragma once
 
 #include <cstdint>

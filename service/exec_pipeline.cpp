@@ -20,6 +20,18 @@
 namespace ccpool::service {
 namespace {
 
+// The planner's request from the client's; its strings are moved out of `request`.
+compiler::Request take_compiler_request(ipc::ExecRequest& request) {
+  compiler::Request creq;
+  creq.program = std::move(request.program);
+  creq.argv = std::move(request.argv);
+  creq.cwd = std::move(request.cwd);
+  creq.env = std::move(request.env);  // the planner removes the shim from run_env
+  creq.declared_inputs = std::move(request.inputs);
+  creq.declared_outputs = std::move(request.outputs);
+  return creq;
+}
+
 const cache::Output* find_output(const cache::Entry& entry, const std::string& name) {
   for (const auto& out : entry.outputs) {
     if (out.name == name) return &out;
@@ -164,8 +176,10 @@ void ExecPipeline::submit(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   // (BENCHMARKS.md, "hand-offs"): when nothing else waits for the I/O thread
   // and no request thread is busy, a hit is served here. Fault injection
   // targets the request threads, so it turns this off.
+  // A plan the I/O thread made (it declined nothing) goes on with the request.
+  std::optional<Planned> planned;
   if (quiet && m_deps.hits_on_io_thread && m_pending.load() == 0 && !m_deps.faults.enabled() &&
-      serve_on_io_thread(conn_id, peer_pid, request, received)) {
+      serve_on_io_thread(conn_id, peer_pid, request, received, &planned)) {
     return;
   }
   ++m_pending;
@@ -173,12 +187,14 @@ void ExecPipeline::submit(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   // On a request thread, not in the arena: a hit (plan, lookup, delivery)
   // never waits for a tool, and arena tasks make oneTBB's idle workers spin.
   m_deps.scheduler.run_request(
-      [this, conn_id, peer_pid, received, shared_stdin, request = std::move(request)]() mutable {
+      [this, conn_id, peer_pid, received, shared_stdin, request = std::move(request),
+       planned = std::move(planned)]() mutable {
         PendingGuard pending(m_pending);
         if (m_deps.faults.should_throw_in_request()) {
           throw std::runtime_error("injected by CCPOOL_FAULT=throw_in_request");
         }
-        handle(conn_id, peer_pid, std::move(request), std::move(shared_stdin), received);
+        handle(conn_id, peer_pid, std::move(request), std::move(shared_stdin), received,
+               std::move(planned));
       },
       [this, conn_id](const std::string& what) { fail_request(conn_id, what); });
 }
@@ -206,20 +222,17 @@ void ExecPipeline::fail_request(uint64_t conn_id, const std::string& what) {
 
 void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request,
                           std::shared_ptr<UniqueFd> stdin_fd,
-                          std::chrono::steady_clock::time_point received) {
+                          std::chrono::steady_clock::time_point received,
+                          std::optional<Planned> planned) {
   HitTimer timer(received);
   timer.mark(HitStage::kHandoff);
-  compiler::Request creq;
-  creq.program = std::move(request.program);
-  creq.argv = std::move(request.argv);
-  creq.cwd = std::move(request.cwd);
-  creq.env = std::move(request.env);  // the planner removes the shim from run_env
-  creq.declared_inputs = std::move(request.inputs);
-  creq.declared_outputs = std::move(request.outputs);
+  compiler::Request creq = take_compiler_request(request);
 
   // A requester in another mount namespace (or root) is served inside its
-  // own view, or told to run the tool itself (service/mount_view.h).
-  Result<std::shared_ptr<const MountView>> view = MountView::of_peer(peer_pid);
+  // own view, or told to run the tool itself (service/mount_view.h). A plan
+  // the I/O thread made was made in the service's own view.
+  Result<std::shared_ptr<const MountView>> view =
+      planned ? std::shared_ptr<const MountView>() : MountView::of_peer(peer_pid);
   if (!view) {
     ++m_deps.counters.passthrough;
     count_reason(m_deps, "passthrough", "foreign_view_unavailable");
@@ -230,14 +243,17 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
   }
   // The work dir must exist where the tool runs: in a foreign view, under
   // its /tmp (created at start, mode 0700, never reused).
-  std::string work_dir = *view
-                             ? "/tmp/.ccpool-" + std::to_string(::getpid()) + "-" +
-                                   std::to_string(::getuid()) + "-j" + std::to_string(++m_work_seq)
-                             : m_deps.work_root + "/j" + std::to_string(++m_work_seq);
-  // Inside a view only filesystem work runs (no call that may start a
-  // thread: a new thread would share this thread's view).
+  std::string work_dir;
   Result<compiler::Plan> plan = make_error(ErrorCode::kInternal, "not planned");
-  {
+  if (planned) {
+    work_dir = std::move(planned->work_dir);
+    plan = std::move(planned->plan);
+  } else {
+    work_dir = *view ? "/tmp/.ccpool-" + std::to_string(::getpid()) + "-" +
+                           std::to_string(::getuid()) + "-j" + std::to_string(++m_work_seq)
+                     : m_deps.work_root + "/j" + std::to_string(++m_work_seq);
+    // Inside a view only filesystem work runs (no call that may start a
+    // thread: a new thread would share this thread's view).
     InView in_view(view->get());
     plan = m_deps.planner.plan(creq, work_dir);
   }
@@ -281,7 +297,8 @@ void ExecPipeline::handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest req
 
 bool ExecPipeline::serve_on_io_thread(uint64_t conn_id, pid_t peer_pid,
                                       const ipc::ExecRequest& request,
-                                      std::chrono::steady_clock::time_point received) {
+                                      std::chrono::steady_clock::time_point received,
+                                      std::optional<Planned>* planned) {
   try {
     HitTimer timer(received);
     timer.mark(HitStage::kHandoff);  // none: about zero
@@ -289,19 +306,18 @@ bool ExecPipeline::serve_on_io_thread(uint64_t conn_id, pid_t peer_pid,
     // which the I/O thread must never do.
     Result<std::shared_ptr<const MountView>> view = MountView::of_peer(peer_pid);
     if (!view || *view) return false;
-    compiler::Request creq;
-    creq.program = request.program;
-    creq.argv = request.argv;
-    creq.cwd = request.cwd;
-    creq.env = request.env;
-    creq.declared_inputs = request.inputs;
-    creq.declared_outputs = request.outputs;
+    ipc::ExecRequest copy = request;  // the request thread needs it whole if this declines
+    compiler::Request creq = take_compiler_request(copy);
     // Nothing that can wait long: no helper process, no large read, no answer
     // the memo does not vouch for (compiler/bounded.h).
     compiler::BoundedScope bounded;
     std::string work_dir = m_deps.work_root + "/j" + std::to_string(++m_work_seq);
     Result<compiler::Plan> plan = m_deps.planner.plan(creq, work_dir);
-    if (bounded.declined() || !plan || plan->kind == compiler::PlanKind::kPassthrough) return false;
+    if (bounded.declined() || !plan) return false;
+    if (plan->kind == compiler::PlanKind::kPassthrough) {
+      *planned = Planned{std::move(*plan), std::move(work_dir)};
+      return false;
+    }
     timer.mark(HitStage::kPlan);
     Waiter waiter;
     waiter.conn_id = conn_id;
@@ -315,6 +331,9 @@ bool ExecPipeline::serve_on_io_thread(uint64_t conn_id, pid_t peer_pid,
       m_deps.counters.hit_latency.observe_since(received);
       m_deps.counters.add_hit_stages(timer);
     }
+    // Declined at the lookup or the delivery, or not in the store: the plan
+    // stands (no system call of it waited on anything the scope refuses).
+    if (served == Served::kNothing) *planned = Planned{std::move(waiter.plan), std::move(work_dir)};
     return served != Served::kNothing;
   } catch (const std::exception& e) {
     // As on a request thread (run_guarded): answered, never thrown at the loop.

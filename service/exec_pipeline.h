@@ -15,7 +15,8 @@
 // C/C++ entry only when the validation memo vouches for it whole), as a hit
 // from the node store with small outputs in the service's own view; anything
 // else (a miss, the cluster tier, a foreign view, a large delivery, a decline)
-// goes to a request thread as before, which plans again (serve_on_io_thread).
+// goes to a request thread as before, with the plan when one was made
+// without a decline (serve_on_io_thread).
 // Process exits arrive on the ProcessRunner's
 // reaper thread and are re-posted into the arena, where collecting, storing
 // and delivery to the waiters run. Cross-node lease waits run on threads of
@@ -103,12 +104,22 @@ class ExecPipeline {
   // tier, or answered kFailed because the outputs could not be written.
   enum class Served { kNothing, kNodeHit, kRemoteHit, kFailed };
 
+  // A plan made in the service's own view (by serve_on_io_thread) and its work dir.
+  struct Planned {
+    compiler::Plan plan;
+    std::string work_dir;
+  };
+
+  // `planned`: the request's plan, already made; otherwise handle() makes it.
   void handle(uint64_t conn_id, pid_t peer_pid, ipc::ExecRequest request,
-              std::shared_ptr<UniqueFd> stdin_fd, std::chrono::steady_clock::time_point received);
+              std::shared_ptr<UniqueFd> stdin_fd, std::chrono::steady_clock::time_point received,
+              std::optional<Planned> planned = std::nullopt);
   // A hit served on the I/O thread, or false (nothing was sent: the request
-  // goes to a request thread).
+  // goes to a request thread, with the plan in *planned when one was made
+  // without a decline, so that it is not made twice).
   bool serve_on_io_thread(uint64_t conn_id, pid_t peer_pid, const ipc::ExecRequest& request,
-                          std::chrono::steady_clock::time_point received);
+                          std::chrono::steady_clock::time_point received,
+                          std::optional<Planned>* planned);
   // `timer`: marks the lookup, fetch, deliver and reply stages (a hit on arrival).
   // `bounded` (the I/O thread): the node store only, and nothing delivered
   // past kMaxIoThreadDelivery bytes: kNothing instead, with nothing sent.

@@ -11,6 +11,7 @@
 
 #include "base/fs.h"
 #include "base/process_facts.h"
+#include "compiler/bounded.h"
 #include "compiler/cc_args.h"
 #include "compiler/cc_probe.h"
 #include "compiler/key_hash.h"
@@ -432,6 +433,21 @@ void add_run_command(Plan& plan, const Request& request, const CcArgs& a, const 
 
 }  // namespace
 
+Result<Digest> Planner::Impl::source_digest(const std::string& abs) {
+  if (memo && memo->in_own_view()) {
+    std::optional<Digest> kept;
+    if (bounded::active()) {
+      kept = memo->content_if_free(abs);
+    } else {
+      memo->sync();
+      kept = memo->content(abs);
+    }
+    if (kept) return *kept;
+  }
+  CCPOOL_TRY_ASSIGN(HashedFile file, hasher.hash(abs));
+  return file.content;
+}
+
 Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& tool, Family family,
                                     const std::string& work_dir) {
   bool pch = false;
@@ -455,7 +471,7 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
     native = *probed;
   }
   std::string source_abs = absolute_path(a.source, request.cwd);
-  Result<HashedFile> source = hasher.hash(source_abs);
+  Result<Digest> source = source_digest(source_abs);
   if (!source)
     return passthrough_plan(request, "source_unreadable", "source: " + source.error().message);
 
@@ -463,7 +479,7 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
 
   auto detail = std::make_shared<PlanDetail>();
   detail->tools.emplace_back(tool.real_path, tool.stat);
-  detail->inputs.push_back({source_abs, source->content});
+  detail->inputs.push_back({source_abs, *source});
   CcDetail cc;
   cc.family = family;
   cc.cwd = request.cwd;
@@ -476,7 +492,7 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   Plan plan;
   plan.kind = PlanKind::kCompiler;
   plan.flight_key =
-      direct_key(request, tool, family, a, pch, paths.dep_target, dep_env, native, source->content);
+      direct_key(request, tool, family, a, pch, paths.dep_target, dep_env, native, *source);
   plan.direct_mode = true;
   plan.key_mode = KeyMode::kDirect;
   plan.tool = base_name(request.argv[0]);

@@ -104,6 +104,13 @@ struct Planner::Impl {
                                    const std::function<std::vector<std::string>()>& make_env,
                                    const std::string& cwd, const std::string& program = "");
 
+  // The content digest of a compile's source (plan_cc): the validation
+  // memo's answer when it keeps the file and the requester sees the files
+  // as the service does, else read (FileHasher). The memo's answer holds
+  // within one timestamp tick, where a stat's does not, so a source written
+  // less than two seconds ago is not read again on every hit, and our own
+  // read does not count as someone else's open of a file the memo keeps.
+  Result<Digest> source_digest(const std::string& abs);
   Result<Plan> plan_generic(const Request& request, const ToolIdentity& tool);
   Result<Plan> plan_ptxas(const Request& request, const ToolIdentity& tool);
   Result<Plan> plan_cc(const Request& request, const ToolIdentity& tool, Family family,

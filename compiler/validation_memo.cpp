@@ -704,6 +704,16 @@ std::optional<Digest> ValidationMemo::content(const std::string& abs) {
   return fact ? std::optional<Digest>(fact->digest) : std::nullopt;
 }
 
+std::optional<Digest> ValidationMemo::content_if_free(const std::string& abs) {
+  State& s = *m_state;
+  if (!s.mutex.try_lock()) return std::nullopt;
+  s.sync();
+  const Fact* fact = s.find_valid(scratch_key('f', abs, ""));
+  std::optional<Digest> digest = fact ? std::optional<Digest>(fact->digest) : std::nullopt;
+  s.mutex.unlock();
+  return digest;
+}
+
 std::optional<std::string> ValidationMemo::answer(char kind, const std::string& abs,
                                                   const std::string& extra) {
   MutexLock lock(&m_state->mutex);

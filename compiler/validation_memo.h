@@ -98,6 +98,9 @@ class ValidationMemo {
   // The content digest of the regular file `abs` resolves to, if kept and
   // still valid.
   std::optional<Digest> content(const std::string& abs);
+  // The same for a thread that must not wait (compiler/bounded.h): sync()
+  // first, and nullopt also when another thread holds the memo.
+  std::optional<Digest> content_if_free(const std::string& abs);
   // Another answer (kind as in ManifestCheck, 'n' for "no regular file and
   // no entry", 'd' for a directory's names), if kept and still valid.
   std::optional<std::string> answer(char kind, const std::string& abs,

@@ -4,8 +4,11 @@
 // whole; without the scope the same request is planned and looked up as ever.
 #include "compiler/bounded.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -101,7 +104,6 @@ TEST_F(BoundedPlanner, LookupTakesOnlyAnEntryTheMemoVouchesForWhole) {
   ASSERT_TRUE(planner.has_validation_memo());
   write_text(dir + "/h.h", "#define V 1\n");
   write_text(dir + "/k.cpp", "#include \"h.h\"\nint k() { return V; }\n");
-  sleep(3);  // past the file hasher's window for fresh files: a plan's read of one is a move
   Outcome miss = execute(planner, store, gxx());
   ASSERT_TRUE(miss.stored) << miss.why_not;
   // Hits validate their answers one by one (the memo learned the miss's
@@ -129,6 +131,56 @@ TEST_F(BoundedPlanner, LookupTakesOnlyAnEntryTheMemoVouchesForWhole) {
   EXPECT_TRUE(edited.stored) << edited.why_not;
 }
 
+// A source written less than two seconds ago (its ctime, which nothing sets
+// back) is one a stat cannot vouch for: the file hasher reads it again on
+// every plan. Its digest comes from the memo instead, whose inode watch sees
+// an edit within one timestamp tick; before, that read was an open of a file
+// the memo keeps, by someone else as far as the memo could tell, and no
+// entry with a fresh source was ever taken whole.
+TEST_F(BoundedPlanner, AFreshSourceLetsTheEntryBeTakenWholeAndAnEditOfItIsSeen) {
+  PlannerOptions options;
+  options.validation_memo = true;
+  Planner planner(options);
+  ASSERT_TRUE(planner.has_validation_memo());
+  const std::string source = dir + "/k.cpp";
+  write_text(dir + "/h.h", "#define V 1\n");
+  write_text(source, "#include \"h.h\"\nint k() { return V * 3; }\n");
+  struct stat written {};
+  ASSERT_EQ(::stat(source.c_str(), &written), 0);
+  auto age_s = [&] {
+    timespec now{};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    return static_cast<double>(now.tv_sec - written.st_ctim.tv_sec) +
+           static_cast<double>(now.tv_nsec - written.st_ctim.tv_nsec) / 1e9;
+  };
+  Outcome miss = execute(planner, store, gxx());
+  ASSERT_TRUE(miss.stored) << miss.why_not;
+  std::pair<bool, std::optional<Digest>> taken{true, std::nullopt};
+  while (taken.first && age_s() < 1.8) {  // inside the hasher's 2 s window
+    EXPECT_TRUE(execute(planner, store, gxx()).hit);
+    taken = lookup_bounded(planner, gxx());
+  }
+  ASSERT_FALSE(taken.first) << "no hit was taken whole while the source was fresh";
+  ASSERT_TRUE(taken.second.has_value());
+  EXPECT_EQ(*taken.second, miss.conclusion.finished.result_key);
+
+  // The source edited in place within the same tick: same inode, same size,
+  // its timestamps put back.
+  int fd = ::open(source.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  const std::string edited = "#include \"h.h\"\nint k() { return V * 4; }\n";
+  ASSERT_EQ(::pwrite(fd, edited.data(), edited.size(), 0), static_cast<ssize_t>(edited.size()));
+  ::close(fd);
+  const timespec times[2] = {written.st_atim, written.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, source.c_str(), times, 0), 0);
+  std::pair<bool, std::optional<Digest>> after = lookup_bounded(planner, gxx());
+  EXPECT_FALSE(after.second.has_value());
+  Outcome fresh = execute(planner, store, gxx());
+  EXPECT_FALSE(fresh.hit);
+  ASSERT_TRUE(fresh.stored) << fresh.why_not;
+  EXPECT_NE(fresh.conclusion.finished.result_key, miss.conclusion.finished.result_key);
+}
+
 // Answers the memo does not keep are asked with their own system calls on
 // every hit: here clang's size-and-mtime checks of every input its PCH names
 // ('m') and its listings of the directories where it looks for a GCC
@@ -146,7 +198,6 @@ TEST_F(BoundedPlanner, AnEntryWithAnAnswerTheMemoCannotKeepIsNeverTakenWhole) {
                         "prefix.h.pch"},
                        dir, base_env()),
             0);
-  sleep(3);  // past the file hasher's window for fresh files
   Request r = request("/usr/bin/clang++", {"clang++", "-O2", "-fPIC", "-include", "prefix.h", "-c",
                                            "k.cpp", "-o", "k.o"});
   Outcome miss = execute(planner, store, r);

@@ -210,14 +210,12 @@ class GccMemoTest(E2ECase):
             return f.read()
 
     def warm_whole(self):
-        """A miss, its lesson, then hits until one takes the entry whole."""
+        """A miss, its lesson, then hits until one takes the entry whole
+        (the source may still be fresh: its digest is the memo's)."""
         self.start_service(jobs=2)
         self.put("inc/h.h", HEADER)
         self.put("k.c", SOURCE)
         os.makedirs(self.wpath("inc1"))
-        # Past the file hasher's 2 s window for fresh files: a younger source
-        # is read again by each request's plan, and that open is a move.
-        time.sleep(2.2)
         lessons = self.lessons_taken()
         self.client_ok()
         self.wait_for_lesson(lessons)

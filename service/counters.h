@@ -95,8 +95,10 @@ struct Counters {
   std::atomic<uint64_t> requests{0};           // exec requests received
   std::atomic<uint64_t> hits{0};               // served from the node store
   std::atomic<uint64_t> hits_on_io_thread{0};  // of `hits`: served without a hand-off
-  std::atomic<uint64_t> misses{0};             // not in the store: led an execution
-  std::atomic<uint64_t> joins{0};              // joined an identical in-flight job
+  // finished runs held by CCPOOL_FAULT=delay_finish (counted once the tool exited)
+  std::atomic<uint64_t> fault_holds{0};
+  std::atomic<uint64_t> misses{0};  // not in the store: led an execution
+  std::atomic<uint64_t> joins{0};   // joined an identical in-flight job
   std::atomic<uint64_t> join_reruns{
       0};  // joiners whose inputs differed from the leader's: ran their own
   std::atomic<uint64_t> executions{0};    // tool processes the pool started

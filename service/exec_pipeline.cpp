@@ -587,6 +587,7 @@ void ExecPipeline::start(const std::shared_ptr<Flight>& flight, pool::JobId job)
           return;
         }
         spdlog::warn("fault injection: holding a finished job for {} ms", delay);
+        ++m_deps.counters.fault_holds;
         ++m_lease_threads;  // counted as pending work until it is posted
         std::thread([this, delay, post = std::move(post)]() mutable {
           std::this_thread::sleep_for(std::chrono::milliseconds(delay));

@@ -415,6 +415,8 @@ nlohmann::json Service::Impl::status() {
   j["hit_stages_us"] = stages;
   // Of `hits`: served on the I/O thread, with no hand-off (ExecPipeline::submit).
   j["hits_on_io_thread"] = counters.hits_on_io_thread.load();
+  // Finished runs held by CCPOOL_FAULT=delay_finish: their tool has exited (for tests).
+  j["fault_holds"] = counters.fault_holds.load();
   // send(2) calls that wrote to clients (ConnectionHub: hello-ok and a hit's reply share one).
   j["connection_writes"] = hub->counters().writes.load();
   uint64_t timed_misses = counters.timed_misses.load();

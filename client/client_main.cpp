@@ -68,6 +68,8 @@ int run_client(const ClientInvocation& inv) {
   if (socket.empty() && !env_value(env, "CCPOOL_SOCKET")) socket = inv.inherited_socket;
   socket = default_socket_path(socket);
   std::string state_dir = state_dir_for_socket(socket);
+  if (!inv.fallback_reason.empty())
+    return run_fallback(state_dir, inv.fallback_reason, *program, argv, env);
   auto request = build_request(*program, argv, inv.inputs, inv.outputs);
   if (!request) return run_fallback(state_dir, request.error().message, *program, argv, env);
 
@@ -100,15 +102,24 @@ int run_client(const ClientInvocation& inv) {
 
 int client_main(int argc, char** argv) {
   constexpr std::string_view kInherited = "--inherited-socket=";
+  constexpr std::string_view kFallback = "--fallback=";
   ClientInvocation inv;
   if (argc >= 2 && std::string_view(argv[1]).substr(0, kInherited.size()) == kInherited) {
     inv.inherited_socket = argv[1] + kInherited.size();
     --argc;
     ++argv;
   }
+  if (argc >= 2 && std::string_view(argv[1]).substr(0, kFallback.size()) == kFallback) {
+    inv.fallback_reason = argv[1] + kFallback.size();
+    if (inv.fallback_reason.empty()) inv.fallback_reason = "ccpool-client-fast lost the request";
+    --argc;
+    ++argv;
+  }
   if (argc < 3) {
     static constexpr char kUsage[] =
-        "usage: ccpool-client [--inherited-socket=PATH] <resolved-program-path> <argv0> [args...]\n"
+        "usage: ccpool-client [--inherited-socket=PATH] [--fallback=REASON] "
+        "<resolved-program-path> "
+        "<argv0> [args...]\n"
         "  (exec'd by libccpool-shim.so; use `ccpool exec -- PROGRAM ARGS...` by hand)\n";
     (void)write_all(2, kUsage);
     return 2;

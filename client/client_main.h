@@ -4,13 +4,16 @@
 // and `ccpool exec`.
 //
 // ccpool-client argv contract (the shim relies on it):
-//   ccpool-client [--inherited-socket=PATH] <resolved-program-path> <original argv[0]> <original
-//   argv[1]> ...
+//   ccpool-client [--inherited-socket=PATH] [--fallback=REASON] <resolved-program-path>
+//   <original argv[0]> <original argv[1]> ...
 // The resolved path must be absolute (the shim has already done PATH lookup),
 // so a first argument starting with "--inherited-socket=" is never a program.
 // PATH is the socket the shim's process saw when it started (its CCPOOL_SOCKET
 // or XDG_RUNTIME_DIR): it survives a caller that cleans the environment of
-// the exec (env -i, subprocess env={...}).
+// the exec (env -i, subprocess env={...}). REASON comes from
+// ccpool-client-fast (client/fast_client.c) when it sent the request and lost
+// it (the connection closed, a reply not `completed`): the tool then runs
+// locally at once, as it would have had this client sent it.
 #pragma once
 
 #include <string>
@@ -23,6 +26,7 @@ struct ClientInvocation {
   std::vector<std::string> argv;  // argv[0] as the caller gave it
   std::string socket;             // empty: CCPOOL_SOCKET > inherited_socket > default_socket_path()
   std::string inherited_socket;   // from the shim: --inherited-socket=PATH
+  std::string fallback_reason;    // --fallback=REASON: run the tool locally, ask nothing
   std::vector<std::string> inputs, outputs;  // declared files (ccpool exec)
   // Path of the `ccpool` binary used to auto-start the service; empty:
   // CCPOOL_SERVICE_BINARY, else the `ccpool` next to the running executable.

@@ -1,6 +1,6 @@
 # What an install holds besides the targets, and the .deb (CPack).
 #
-# Components: `runtime` (bin/ccpool, ccpool-cli, ccpool-client, lib/libccpool-shim.so, lib/libccpool-trace.so,
+# Components: `runtime` (bin/ccpool, ccpool-cli, ccpool-client, ccpool-client-fast, lib/libccpool-shim.so, lib/libccpool-trace.so,
 # share/ccpool/python/ccpool; installed by the folders' own rules) is all the
 # wheel takes (pyproject.toml). `systemd` (the user units) and `doc` complete
 # `cmake --install`. `debian-python` is only in the .deb: a .pth that makes

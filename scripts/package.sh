@@ -80,7 +80,7 @@ sdist() {
 
 deb() {
   [[ -f "$build/CPackConfig.cmake" ]] || cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$build" -j "$(nproc)" --target ccpool ccpool-cli ccpool-client ccpool-shim
+  cmake --build "$build" -j "$(nproc)" --target ccpool ccpool-cli ccpool-client ccpool-client-fast ccpool-shim
   staging=$(mktemp -d "${TMPDIR:-/tmp}/ccpool-deb.XXXXXX")
   trap 'rm -rf "$staging"' EXIT
   (cd "$build" && cpack -G DEB -B "$staging" --config "$build/CPackConfig.cmake")

@@ -79,6 +79,23 @@ static void default_client_path(void) {
   memcpy(g_client + strlen(so_path), kTail, sizeof kTail);
 }
 
+static int is_executable_file(const char* path);
+
+/* ccpool-client-fast, when it lies beside ccpool-client: the same arguments
+ * and a start without libc (client/fast_client.c); it hands anything but a
+ * completed reply to ccpool-client. */
+static void prefer_fast_client(void) {
+  static const char kFast[] = "ccpool-client-fast";
+  const char* base = ccpool_basename(g_client);
+  if (strcmp(base, "ccpool-client") != 0) return;
+  size_t dir = (size_t)(base - g_client);
+  char fast[PATH_MAX];
+  if (dir + sizeof kFast > sizeof fast) return;
+  memcpy(fast, g_client, dir);
+  memcpy(fast + dir, kFast, sizeof kFast);
+  if (is_executable_file(fast)) copy_str(g_client, sizeof g_client, fast);
+}
+
 /* read_workers() and capture_socket() run in the constructor only (getenv is
  * not async-signal-safe); the hooks read what they stored. */
 static void read_workers(void) {
@@ -131,6 +148,7 @@ __attribute__((constructor)) static void ccpool_shim_init(void) {
     default_client_path();
   const char* list = getenv("CCPOOL_COMPILERS");
   ccpool_compiler_list_init(&g_compilers, list && *list ? list : NULL);
+  prefer_fast_client();
   read_workers();
   capture_socket();
   g_enabled = g_client[0] != '\0';
@@ -146,7 +164,8 @@ static int is_executable_file(const char* path) {
 static int wants_redirect(const char* file) {
   if (!g_enabled) return 0;
   const char* base = ccpool_basename(file);
-  return ccpool_compiler_matches(&g_compilers, base) && strcmp(base, "ccpool-client") != 0;
+  return ccpool_compiler_matches(&g_compilers, base) && strcmp(base, "ccpool-client") != 0 &&
+         strcmp(base, "ccpool-client-fast") != 0;
 }
 
 /* PATH search with execvp's semantics for the success case: the first entry

@@ -82,7 +82,8 @@ class DebTest(unittest.TestCase):
                          for d, dirs, files in os.walk(os.path.join(python, "ccpool"))
                          for f in files if "__pycache__" not in d}
         docs = {"/usr/share/doc/ccpool/docs/" + f for f in os.listdir(os.path.join(SOURCE, "docs")) if f.endswith(".md")}
-        return {"/usr/bin/ccpool", "/usr/bin/ccpool-cli", "/usr/bin/ccpool-client", "/usr/lib/libccpool-shim.so",
+        return {"/usr/bin/ccpool", "/usr/bin/ccpool-cli", "/usr/bin/ccpool-client", "/usr/bin/ccpool-client-fast",
+                "/usr/lib/libccpool-shim.so",
                 "/usr/lib/libccpool-trace.so",
                 "/usr/lib/python3/dist-packages/ccpool.pth", "/usr/lib/systemd/user/ccpool.socket",
                 "/usr/lib/systemd/user/ccpool.service", "/usr/share/doc/ccpool/README.md",

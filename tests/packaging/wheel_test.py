@@ -125,7 +125,8 @@ class WheelTest(unittest.TestCase):
             names = set(z.namelist())
         self.assertEqual(stated_libs, bundled, "README.md's list of bundled libraries")
         for path in ("ccpool/__init__.py", "ccpool/_native/bin/ccpool", "ccpool/_native/bin/ccpool-cli",
-                     "ccpool/_native/bin/ccpool-client", "ccpool/_native/lib/libccpool-shim.so",
+                     "ccpool/_native/bin/ccpool-client", "ccpool/_native/bin/ccpool-client-fast",
+                     "ccpool/_native/lib/libccpool-shim.so",
                      "ccpool/_native/lib/libccpool-trace.so",
                      "ccpool/_native/share/ccpool/python/ccpool/_bootstrap/sitecustomize.py"):
             self.assertIn(path, names)

@@ -36,6 +36,7 @@
 #define SOCK_CLOEXEC_ 02000000
 #define SOL_SOCKET_ 1
 #define SO_PEERCRED_ 17
+#define SO_SNDTIMEO_ 21
 #define SCM_RIGHTS_ 1
 #define MSG_NOSIGNAL_ 0x4000
 #define POLLIN_ 1
@@ -276,7 +277,7 @@ static int socket_dir_ok(const char* socket_path, uint32_t euid) {
   char real[PATH_CAP];
   long r = sys6(__NR_readlinkat, AT_FDCWD, (long)link, (long)real, PATH_CAP - 1, 0, 0);
   SYS(__NR_close, fd, 0, 0);
-  if (r <= 0 || real[0] != '/') return 0;
+  if (r <= 0 || r >= PATH_CAP - 1 || real[0] != '/') return 0; /* cut off: not checked */
   real[r] = 0;
   while (r > 1) {
     while (r > 1 && real[r - 1] != '/') --r; /* cut the last component */
@@ -355,16 +356,22 @@ static size_t preload_without_shim(const char* value, char* dst) {
   return out;
 }
 
-/* RANK, else LOCAL_RANK, as a non-negative decimal; else -1. */
+/* RANK, else LOCAL_RANK, read as ccpool-client's strtol reads it (leading
+ * white space, a sign, decimal digits and nothing after them) and kept when
+ * it lies in 0..INT32_MAX; else -1. */
 static int32_t rank_of(char** envp) {
   const char* names[2] = {"RANK", "LOCAL_RANK"};
   for (int i = 0; i < 2; ++i) {
-    const char* v = env_get(envp, names[i]);
-    if (!v || !*v) continue;
+    const char* c = env_get(envp, names[i]);
+    if (!c) continue;
+    while (*c == ' ' || (*c >= '\t' && *c <= '\r')) ++c;
+    int negative = *c == '-';
+    if (*c == '-' || *c == '+') ++c;
     int64_t value = 0;
-    const char* c = v;
+    const char* digits = c;
     for (; *c >= '0' && *c <= '9' && value <= 0x7fffffff; ++c) value = value * 10 + (*c - '0');
-    if (*c == 0 && value <= 0x7fffffff) return (int32_t)value;
+    if (c == digits || *c != 0 || value > 0x7fffffff || (negative && value != 0)) continue;
+    return (int32_t)value;
   }
   return -1;
 }
@@ -474,6 +481,7 @@ __attribute__((used)) void fast_main(long* sp) {
   int argc = (int)sp[0];
   g_argv = (char**)(sp + 1);
   g_envp = g_argv + argc + 1;
+  if (argc < 1) exit_with(127); /* no argv[0] to hand anything to */
   find_full_client(argc > 0 ? g_argv[0] : 0);
   int first = 1;
   const char* inherited = 0;
@@ -542,11 +550,15 @@ __attribute__((used)) void fast_main(long* sp) {
   memset(&addr, 0, sizeof addr);
   addr.family = AF_UNIX_;
   memcpy(addr.path, socket_path, str_len(socket_path));
-  long rc;
-  do {
-    rc = SYS(__NR_connect, fd, &addr, sizeof addr);
-  } while (rc == -EINTR_);
-  if (rc != 0) hand_off(); /* ccpool-client starts the service */
+  /* ccpool-client gives the connect and the send 2 s: a service whose queue
+   * is full or that reads nothing must not hold the compile. */
+  struct {
+    long sec, usec;
+  } send_wait = {2, 0};
+  if (sys6(__NR_setsockopt, fd, SOL_SOCKET_, SO_SNDTIMEO_, (long)&send_wait, sizeof send_wait, 0) !=
+      0)
+    hand_off();
+  if (SYS(__NR_connect, fd, &addr, sizeof addr) != 0) hand_off(); /* ccpool-client starts it */
   struct peer_cred cred;
   uint32_t cred_len = sizeof cred;
   if (sys6(__NR_getsockopt, fd, SOL_SOCKET_, SO_PEERCRED_, (long)&cred, (long)&cred_len, 0) != 0 ||

@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import stat
+import subprocess
 import sys
 import time
 
@@ -144,6 +145,42 @@ class FastClientTest(E2ECase):
         self.assertEqual(os.waitstatus_to_exitcode(status), 0, "the listener was sent bytes")
         self.assertIn(b"runs as uid 65534", err)  # ccpool-client's refusal
         self.assertEqual((rc, out, obj), (want[0], want[1], want[3]))
+
+    def test_a_listener_that_accepts_nothing_does_not_hold_the_compile(self):
+        # Its queue full, a connect waits; ccpool-client gives it 2 s, and so
+        # must the fast client, which then hands the exec on.
+        want = self.reference()
+        sock_dir = self.path("stuck")
+        os.makedirs(sock_dir, mode=0o700)
+        sock_path = os.path.join(sock_dir, "sock")
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(sock_path)
+        srv.listen(0)
+        queued = []
+        try:
+            while True:  # fill the queue
+                c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                c.setblocking(False)
+                try:
+                    c.connect(sock_path)
+                except BlockingIOError:
+                    c.close()
+                    break
+                queued.append(c)
+                self.assertLess(len(queued), 64, "the listener's queue never filled")
+            p = self._run([FAST, self.gxx, *ARGS],
+                          env={"CCPOOL_SOCKET": sock_path, "CCPOOL_NO_AUTOSTART": "1"})
+            try:
+                out, err = p.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                self.fail("the compile waited on a listener that accepts nothing")
+            rc = p.returncode
+        finally:
+            for c in queued:
+                c.close()
+            srv.close()
+        self.assertEqual((rc, out, err, self.bytes_of("k.o")), want)
 
     def test_disabled_runs_the_compiler(self):
         want = self.reference()

@@ -152,7 +152,8 @@ Result<std::optional<Digest>> Planner::Impl::lookup_cc(const Plan& plan,
   ObservedView view{cc.cwd, plan.run_env};
   // The memo only for a requester who sees the files as the service does;
   // what the kernel reported since the last lookup is read first.
-  ValidationMemo* kept = memo && memo->in_own_view() ? memo.get() : nullptr;
+  bool own_view = cc.memo_view ? *cc.memo_view : memo && memo->in_own_view();
+  ValidationMemo* kept = own_view && memo ? memo.get() : nullptr;
   // On a thread that must not wait (compiler/bounded.h): the first entry,
   // if the memo vouches for it whole and is not busy, or nothing.
   if (bounded::active()) {

@@ -433,8 +433,8 @@ void add_run_command(Plan& plan, const Request& request, const CcArgs& a, const 
 
 }  // namespace
 
-Result<Digest> Planner::Impl::source_digest(const std::string& abs) {
-  if (memo && memo->in_own_view()) {
+Result<Digest> Planner::Impl::source_digest(const std::string& abs, bool memo_view) {
+  if (memo_view) {
     std::optional<Digest> kept;
     if (bounded::active()) {
       kept = memo->content_if_free(abs);
@@ -471,7 +471,8 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
     native = *probed;
   }
   std::string source_abs = absolute_path(a.source, request.cwd);
-  Result<Digest> source = source_digest(source_abs);
+  bool memo_view = memo && memo->in_own_view();
+  Result<Digest> source = source_digest(source_abs, memo_view);
   if (!source)
     return passthrough_plan(request, "source_unreadable", "source: " + source.error().message);
 
@@ -488,6 +489,7 @@ Result<Plan> Planner::Impl::plan_cc(const Request& request, const ToolIdentity& 
   // gmtime); clang only from version 16: Debian 12's 14 calls localtime.
   cc.sde_pinned = family == Family::kGcc && env_value(request.env, "SOURCE_DATE_EPOCH").has_value();
   cc.dep_append = dep_env.set;
+  cc.memo_view = memo_view;
 
   Plan plan;
   plan.kind = PlanKind::kCompiler;

@@ -45,6 +45,10 @@ struct CcDetail {
   bool sde_pinned = false;  // gcc with SOURCE_DATE_EPOCH: __DATE__/__TIME__ from gmtime
   bool dep_append = false;  // DEPENDENCIES_OUTPUT/SUNPRO_DEPENDENCIES append to the file
   bool nvcc = false;        // an nvcc -c (nvcc_model.cpp): the record's nvcc rule applies
+  // Whether the validation memo serves this requester (in_own_view(), two
+  // procfs stats), when the plan asked already; the lookup runs in the
+  // plan's view, so it takes this answer instead of asking again.
+  std::optional<bool> memo_view;
 };
 
 // A manifest as lookup() uses it: parsed once per (direct key, bytes), with
@@ -105,12 +109,12 @@ struct Planner::Impl {
                                    const std::string& cwd, const std::string& program = "");
 
   // The content digest of a compile's source (plan_cc): the validation
-  // memo's answer when it keeps the file and the requester sees the files
-  // as the service does, else read (FileHasher). The memo's answer holds
+  // memo's answer when it keeps the file and `memo_view` (the requester
+  // sees the files as the service does), else read (FileHasher). The memo's answer holds
   // within one timestamp tick, where a stat's does not, so a source written
   // less than two seconds ago is not read again on every hit, and our own
   // read does not count as someone else's open of a file the memo keeps.
-  Result<Digest> source_digest(const std::string& abs);
+  Result<Digest> source_digest(const std::string& abs, bool memo_view);
   Result<Plan> plan_generic(const Request& request, const ToolIdentity& tool);
   Result<Plan> plan_ptxas(const Request& request, const ToolIdentity& tool);
   Result<Plan> plan_cc(const Request& request, const ToolIdentity& tool, Family family,

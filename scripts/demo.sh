@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# The main job: 8 simulated ranks each compile the same 16 Inductor-like C++
-# kernels as one-step shared objects from a 32-thread pool, first without
-# ccpool, then through `ccpool run` (cold), then again (warm). Prints one table.
-#   RANKS=8 KERNELS=16 THREADS=32 scripts/demo.sh
+# The main job, in two parts, each printing one table:
+# 1. 8 simulated ranks each compile the same 16 Inductor-like C++ kernels as
+#    one-step shared objects from a 32-thread pool, first without ccpool, then
+#    through `ccpool run` (cold), then again (warm).
+# 2. Real torch.compile: 4 ranks under torchrun, plain, then under `ccpool run`
+#    (cold), then again with Inductor's cache emptied (a fresh node)
+#    (scripts/lib/torch_demo.py; skipped, with the reason, where setup-deps
+#    could not build the torch venv).
+#   RANKS=8 KERNELS=16 THREADS=32 TORCH_RANKS=4 DEMO_TORCH=1 scripts/demo.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -102,5 +107,14 @@ echo
 "$ccpool" cache stats --dir "$CCPOOL_DIR" || true
 echo
 "$ccpool" cache ls --dir "$CCPOOL_DIR" --limit 5 || true
-if [[ $mismatch -ne 0 ]]; then echo "demo: outputs differ from the plain build"; exit 1; fi
-echo "demo: every rank's kernels are byte-identical to the plain build"
+if [[ $mismatch -ne 0 ]]; then echo "demo: outputs differ from the plain build"; else
+  echo "demo: every rank's kernels are byte-identical to the plain build"; fi
+
+torch_rc=0
+if [[ ${DEMO_TORCH:-1} != 0 ]]; then
+  echo
+  $PY scripts/lib/torch_demo.py --ranks "${TORCH_RANKS:-4}" --build "$build" \
+    --venv "${CCPOOL_VENV:-$build/venv}" || torch_rc=$?
+fi
+[[ $mismatch -eq 0 ]] || exit 1
+[[ $torch_rc -eq 0 || $torch_rc -eq 125 ]] || exit 1

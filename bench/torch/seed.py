@@ -290,6 +290,7 @@ class Bench:
             res["service_own_cpu_s"] = round(own, 2)  # its threads, without the compilers and workers it ran
             res["worker_pool"] = {k: s.get("worker_pool", {}).get(k) for k in ("peak_workers", "jobs", "followed", "forked", "zygotes_started")}
             res["leases"] = s.get("leases", {})
+            res["service"] = {k: s.get(k) for k in ("requests", "hits", "joins", "misses", "passthrough", "executions")}
             subprocess.run([self.ccpool, "stop", "--socket", sock], capture_output=True)
         res["job_cpu_s"] = round(job_cpu, 1)
         outs = [json.loads(read(f, b"{}")) for f in sorted(glob.glob(f"{d}/out/rank*.json"))]
@@ -402,7 +403,7 @@ class Bench:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def main():
+def parser():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ranks", type=int, default=8, help="ranks of the worker-pool scenario (default 8)")
     ap.add_argument("--graph-ranks", type=int, default=4, help="ranks of the graph scenario (default 4)")
@@ -426,7 +427,11 @@ def main():
     ap.add_argument("--python", help="the interpreter with torch (default: the venv's)")
     ap.add_argument("--out", default=os.path.join(HERE, "seed.json"))
     ap.add_argument("--keep", action="store_true", help="keep the runs' directories and logs")
-    args = ap.parse_args()
+    return ap
+
+
+def main():
+    args = parser().parse_args()
     python = args.python or os.path.join(args.venv, "bin", "python")
     if not os.access(python, os.X_OK):
         print(f"bench/torch/seed.py: no interpreter at {python} (scripts/setup-deps.sh makes the venv)",

@@ -5,7 +5,7 @@
 #
 #   bench/torch/device.sh pack [BUILD]   here: copies BUILD's (default build/)
 #       ccpool, ccpool-cli (with the Debian libraries it links, RPATH set by
-#       patchelf), ccpool-client, the shim, the recorder and the Python
+#       patchelf), ccpool-client and ccpool-client-fast, the shim, the recorder and the Python
 #       package into .device/, ignored by git: carry it.
 #   bench/torch/device.sh bench [ARGS]   there: bench/torch/seed.py's graph
 #       scenario on cuda, R = 4, 32 compile threads, the three cache placements
@@ -51,6 +51,8 @@ pack)
   rm -rf "$pack"
   mkdir -p "$pack/bin" "$pack/lib" "$pack/share/ccpool"
   cp "$build/bin/ccpool" "$build/bin/ccpool-cli" "$build/bin/ccpool-client" "$pack/bin/"
+  # The shim execs the client without libc where it lies beside ccpool-client (static, no library at all).
+  [[ -f $build/bin/ccpool-client-fast ]] && cp "$build/bin/ccpool-client-fast" "$pack/bin/"
   cp "$build/lib/libccpool-shim.so" "$build/lib/libccpool-trace.so" "$pack/lib/"
   cp -rL "$build/share/ccpool/python" "$pack/share/ccpool/"
   find "$pack/share" -name __pycache__ -prune -exec rm -rf {} +

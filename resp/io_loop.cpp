@@ -311,6 +311,11 @@ bool IoLoop::read_some(Connection& conn) {
       if (static_cast<size_t>(n) < kReadChunk) break;
     } else if (n == 0) {
       conn.read_eof = true;
+      // The client sends nothing more, so it can neither SET nor release what
+      // it leads: its leases end now, not when the replies it is still owed
+      // (a wait of its own, up to the wait's bound) are written. A SET it sent
+      // before is unaffected and still serves whoever asks after it lands.
+      m_shared.leases.release_all(conn.session.id());
     } else if (errno == EINTR) {
       continue;
     } else {

@@ -4,6 +4,7 @@
 // is what the bound test measures.
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include "resp/front.h"
 #include "tests/resp/socket_client.h"
@@ -97,6 +98,32 @@ TEST_F(LeaseTest, ALeaderThatDisconnectsReleasesItsWaitersAtOnce) {
   leader.reset();  // a crashed or interrupted rank
   EXPECT_EQ(read_exact(waiter.get(), 7), "+MISS\r\n");
   EXPECT_EQ(m_front->lease_stats().keys_in_flight, 0u);
+}
+
+// A leader that dies while it waits for another key still owes that wait's
+// reply: its leases must not wait for that reply (nor for the wait's bound).
+TEST_F(LeaseTest, ALeaderKilledWhileItWaitsReleasesAtOnce) {
+  start();
+  UniqueFd leader = client(), other = client(), waiter = client();
+  EXPECT_EQ(round_trip(other.get(), command({"CCPOOL.LEASE", "f", "0"}), 7), "+LEAD\r\n");
+  EXPECT_EQ(round_trip(leader.get(), command({"CCPOOL.LEASE", "k", "0"}), 7), "+LEAD\r\n");
+  lease(leader.get(), "f");  // the leader now waits for f, up to 60 s
+  lease(waiter.get(), "k");
+  EXPECT_TRUE(silent_for(waiter.get(), 100));
+  EXPECT_EQ(m_front->lease_stats().waiting, 2u);
+  leader.reset();  // killed mid-wait
+  EXPECT_EQ(read_exact(waiter.get(), 7), "+MISS\r\n");
+  LeaseStats stats = m_front->lease_stats();
+  EXPECT_EQ(stats.abandoned, 1u);
+  EXPECT_EQ(stats.timed_out, 0u);
+  EXPECT_EQ(stats.keys_in_flight, 1u);  // f, still led by `other`
+  // A client that only half-closes still gets the replies it is owed.
+  UniqueFd half = client();
+  lease(half.get(), "f");
+  EXPECT_TRUE(silent_for(half.get(), 100));
+  ASSERT_EQ(::shutdown(half.get(), SHUT_WR), 0);
+  EXPECT_EQ(round_trip(other.get(), command({"SET", "f", "graph"}), 5), "+OK\r\n");
+  EXPECT_EQ(read_exact(half.get(), bulk("graph").size()), bulk("graph"));
 }
 
 TEST_F(LeaseTest, TheLeaderMayAskAgain) {

@@ -15,13 +15,14 @@ needed) and turns a lookup into CCPOOL.LEASE:
 A lease this thread took and did not SET is released when the graph compile
 that took it ends (OutputGraph.call_user_compiler returns or raises): an
 uncacheable graph or a failed compile never holds waiters for long. A broken
-connection is a miss, never an error.
+connection is a miss, never an error; a forked child opens its own.
 
 The autotune caches go to the same store without leases: their values are
 written after GPU benchmarking in the parent, long after the lookup.
 """
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, List, Optional
 
@@ -33,8 +34,26 @@ _local = threading.local()
 WAIT_S = 600.0
 
 
+def _own_process() -> None:
+    """A forked child starts with its parent's thread-local state: neither
+    the connection (parent and child would read each other's replies) nor
+    the leases (the parent's compiles fill them) are its own."""
+    pid = os.getpid()
+    if getattr(_local, "pid", None) == pid:
+        return
+    inherited = getattr(_local, "conn", None)
+    _local.conn = None
+    _local.held = []
+    _local.pid = pid
+    if inherited is not None:
+        inherited.close()  # this process's copy of the socket only; the parent's stays open
+
+
 def _conn() -> Optional[RespConnection]:
+    _own_process()
     conn = getattr(_local, "conn", None)
+    if conn is not None and not conn.usable:  # an earlier call failed or was interrupted
+        conn = _local.conn = None
     if conn is None:
         path = _env.resp_socket()
         if not path:
@@ -55,6 +74,7 @@ def _drop_conn() -> None:
 
 
 def _held() -> List[str]:
+    _own_process()
     held = getattr(_local, "held", None)
     if held is None:
         held = _local.held = []

@@ -3,11 +3,18 @@
 ccpool's Python hooks run inside the user's interpreter, where the `redis`
 package is often not installed, and need only four commands (GET, SET,
 CCPOOL.LEASE, CCPOOL.RELEASE) over a Unix socket. Standard library only.
-Every reply is bounded (kMaxReply) before it is buffered, and every call has
+Every reply is bounded (kMaxReply) before it is buffered, and every read has
 a deadline: a front that stops answering is a miss, never a hang.
+
+A call that does not return its reply (an error, a timeout, or an exception
+such as KeyboardInterrupt raised while it waited) ends the connection: a
+reply may still be owed on it, and a later call would read that reply as its
+own. A connection is also refused in any process but the one that opened it:
+after a fork, parent and child would read each other's replies.
 """
 from __future__ import annotations
 
+import os
 import socket
 from typing import List, Optional, Union
 
@@ -34,21 +41,38 @@ class RespConnection:
             raise
         self._buf = bytearray()
         self._timeout_s = timeout_s
+        self._pid = os.getpid()
+        self._broken = False
 
     def close(self) -> None:
+        self._broken = True
         self._sock.close()
+
+    @property
+    def usable(self) -> bool:
+        """False once a call failed or closed it, and in any other process."""
+        return not self._broken and self._pid == os.getpid()
 
     def call(self, *args: Union[str, bytes], timeout_s: Optional[float] = None) -> Reply:
         wire = bytearray(b"*%d\r\n" % len(args))
         for a in args:
             b = a.encode() if isinstance(a, str) else bytes(a)
             wire += b"$%d\r\n%s\r\n" % (len(b), b)
+        if self._pid != os.getpid():
+            raise RespError(f"ccpool front: this connection was opened by process {self._pid}, "
+                            f"not this one ({os.getpid()})")
+        if self._broken:
+            raise RespError("ccpool front: this connection ended with an earlier call")
         self._sock.settimeout(self._timeout_s if timeout_s is None else timeout_s)
         try:
             self._sock.sendall(wire)
             return self._reply(0)
         except (OSError, ValueError) as e:
+            self.close()
             raise RespError(f"ccpool front: {e}") from e
+        except BaseException:
+            self.close()  # RespError, KeyboardInterrupt, ...: the reply may still be owed
+            raise
 
     def _line(self) -> bytes:
         while True:

@@ -45,13 +45,18 @@ WAIT_S = 600.0
 
 _lock = threading.Lock()
 _conn: Optional[RespConnection] = None
+_conn_pid = 0
 _held: List[str] = []
 counts: Dict[str, int] = {"triton_store_hits": 0, "triton_compiles": 0, "triton_store_puts": 0,
                           "triton_store_errors": 0}
 
 
 def _connection() -> Optional[RespConnection]:
-    global _conn
+    global _conn, _conn_pid
+    if _conn is not None and _conn_pid != os.getpid():
+        forget_connection()  # a fork that was not a worker's: the parent's connection and leases
+    if _conn is not None and not _conn.usable:  # an earlier call failed or was interrupted
+        _conn = None
     if _conn is None:
         path = _env.resp_socket()
         if not path:
@@ -60,13 +65,16 @@ def _connection() -> Optional[RespConnection]:
             _conn = RespConnection(path)
         except OSError:
             return None
+        _conn_pid = os.getpid()
     return _conn
 
 
 def forget_connection() -> None:
-    """In a forked worker: the zygote's connection (if it had one) and its
+    """In a forked process: the parent's connection (if it had one) and its
     leases are not this process's; the next call opens its own."""
     global _conn
+    if _conn is not None:
+        _conn.close()  # this process's copy of the socket only
     _conn = None
     del _held[:]
 

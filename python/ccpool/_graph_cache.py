@@ -12,16 +12,19 @@ needed) and turns a lookup into CCPOOL.LEASE:
   "+MISS" (the leader gave up, died, or the wait passed its bound) means
   compile here.
 
-A lease this thread took and did not SET is released when the graph compile
-that took it ends (OutputGraph.call_user_compiler returns or raises): an
-uncacheable graph or a failed compile never holds waiters for long. A broken
-connection is a miss, never an error; a forked child opens its own.
+A lease this thread took and did not SET is released when the compile that
+took it ends (OutputGraph.call_user_compiler, Inductor's _compile_fx_inner,
+which also runs a lazily compiled backward), and at once when the FX cache
+bypasses a graph (nothing of that compile will be stored): an uncacheable
+graph or a failed compile never holds waiters for long. A broken connection
+is a miss, never an error; a forked child opens its own.
 
 The autotune caches go to the same store without leases: their values are
 written after GPU benchmarking in the parent, long after the lookup.
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from typing import Any, List, Optional
@@ -114,12 +117,7 @@ def put(key: str, data: bytes) -> None:
         _drop_conn()
 
 
-def release_since(mark: int) -> int:
-    """Releases the leases this thread took after `mark` (len(held) then) and
-    did not SET. Returns how many."""
-    held = _held()
-    taken = held[mark:]
-    del held[mark:]
+def _release(taken: List[str]) -> None:
     conn = _conn() if taken else None
     for key in taken:
         if conn is None:
@@ -129,7 +127,25 @@ def release_since(mark: int) -> int:
         except RespError:
             _drop_conn()  # the front forgets a closed connection's leases itself
             break
+
+
+def release_since(before: List[str]) -> int:
+    """Releases the leases this thread took since `before` (a copy of its
+    held list then) and did not SET. Returns how many."""
+    held = _held()
+    taken = [key for key in held if key not in before]
+    held[:] = [key for key in held if key in before]
+    _release(taken)
     return len(taken)
+
+
+def release_all() -> int:
+    """Releases every lease this thread holds and did not SET."""
+    return release_since([])
+
+
+def snapshot() -> List[str]:
+    return list(_held())
 
 
 def held_count() -> int:
@@ -168,20 +184,66 @@ def install(remote_cache: Any) -> None:
             cls.backend_override_cls = FrontBackend
 
 
+def _releasing(fn: Any) -> Any:
+    """`fn` that releases, when it returns or raises, the leases taken
+    during it and not filled."""
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        before = snapshot()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            release_since(before)
+
+    call._ccpool_wrapped = True  # type: ignore[attr-defined]
+    return call
+
+
 def install_release(output_graph: Any) -> None:
     """Patches torch._dynamo.output_graph (just imported): every graph compile
     releases the leases it took and did not fill."""
     cls = output_graph.OutputGraph
-    original = cls.call_user_compiler
-    if getattr(original, "_ccpool_wrapped", False):
+    if not getattr(cls.call_user_compiler, "_ccpool_wrapped", False):
+        cls.call_user_compiler = _releasing(cls.call_user_compiler)
+
+
+def install_inner_release(compile_fx: Any) -> None:
+    """Patches torch._inductor.compile_fx (just imported): each of Inductor's
+    FX graph compiles releases the lease its lookup took when it ends, stored
+    or not. AOTAutograd compiles a training graph's backward lazily, at the
+    first backward() and outside any Dynamo compile, so call_user_compiler
+    alone would leave that lease held for the life of the process.
+    compile_fx_inner looks `_compile_fx_inner` up at every call."""
+    inner = getattr(compile_fx, "_compile_fx_inner", None)
+    if inner is not None and not getattr(inner, "_ccpool_wrapped", False):
+        compile_fx._compile_fx_inner = _releasing(inner)
+
+
+def _autograd_entry_bundled() -> bool:
+    try:
+        from torch._functorch._aot_autograd.autograd_cache import should_bundle_autograd_cache
+        return bool(should_bundle_autograd_cache())
+    except Exception:
+        return False  # unknown: releasing is the safe side (a waiter compiles itself)
+
+
+def install_bypass_release(codecache: Any) -> None:
+    """Patches torch._inductor.codecache (just imported): when Inductor finds
+    a graph it cannot cache (FxGraphCache.prepare_key returns no key), nothing
+    this compile leads will be stored. AOTAutograd stores its entry only when
+    every FX graph in it has a key, unless it bundles them, so the leases this
+    thread holds (its AOTAutograd lookup's) are released at once: the ranks
+    waiting for them compile now, not after the leader's whole compile."""
+    cls = getattr(codecache, "FxGraphCache", None)
+    original = getattr(cls, "prepare_key", None)
+    if cls is None or original is None or getattr(original, "_ccpool_wrapped", False):
         return
 
-    def call_user_compiler(self: Any, *args: Any, **kwargs: Any) -> Any:
-        mark = held_count()
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            release_since(mark)
+    def prepare_key(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        if result[0] is None and held_count() and not _autograd_entry_bundled():
+            release_all()
+        return result
 
-    call_user_compiler._ccpool_wrapped = True  # type: ignore[attr-defined]
-    cls.call_user_compiler = call_user_compiler
+    prepare_key._ccpool_wrapped = True  # type: ignore[attr-defined]
+    cls.prepare_key = staticmethod(prepare_key)

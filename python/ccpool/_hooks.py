@@ -32,6 +32,16 @@ def _patch_output_graph(module: ModuleType) -> None:
     _graph_cache.install_release(module)
 
 
+def _patch_compile_fx(module: ModuleType) -> None:
+    from . import _graph_cache
+    _graph_cache.install_inner_release(module)
+
+
+def _patch_codecache(module: ModuleType) -> None:
+    from . import _graph_cache
+    _graph_cache.install_bypass_release(module)
+
+
 def _patch_async_compile(module: ModuleType) -> None:
     from . import _pool
     _pool.install(module)
@@ -40,6 +50,8 @@ def _patch_async_compile(module: ModuleType) -> None:
 PATCHES: Dict[str, Callable[[ModuleType], None]] = {
     "torch._inductor.remote_cache": _patch_remote_cache,
     "torch._dynamo.output_graph": _patch_output_graph,
+    "torch._inductor.compile_fx": _patch_compile_fx,
+    "torch._inductor.codecache": _patch_codecache,
     "torch._inductor.async_compile": _patch_async_compile,
 }
 

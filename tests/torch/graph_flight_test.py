@@ -17,6 +17,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
 from torch_case import MODEL, VENV_PY, TorchCase, main, pid_gone, wait_until  # noqa: E402
 
+TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support", "train_step.py")
 PIECES = ("mlp", "norm", "reduce")
 NO_REDIS = {"CCPOOL_TEST_HIDE_REDIS": "1"}
 
@@ -154,6 +155,63 @@ class GraphFlightTest(TorchCase):
         leases = self.leases()
         self.assertGreaterEqual(leases["abandoned"], 1, leases)
         self.assertEqual((leases["timed_out"], leases["keys_in_flight"]), (0, 0), leases)
+
+    def train(self, out, env):
+        return self.ccpool_run(VENV_PY, TRAIN, "--out-dir", out, env={**NO_REDIS, **env})
+
+    def test_a_backward_graph_that_is_not_stored_releases_its_lease(self):
+        """A training step: AOTAutograd compiles the backward graph lazily, at
+        the first backward(), outside Dynamo's compile. Inductor stores no
+        graph (CCPOOL_TEST_NO_SAVE, as when pickling one fails), so no lease
+        of the step is ever filled: once the step is done, the rank (still
+        alive) holds none and the service has no key in flight. Before the
+        fix the backward graph's lease stayed held for the life of the
+        process, and every other rank's lookup of it waited out its bound."""
+        hold = self.path("hold")
+        os.makedirs(hold, exist_ok=True)
+        out = self.wpath("train")
+        rank = self.train(out, {"CCPOOL_TEST_NO_SAVE": "1", "CCPOOL_TEST_HOLD": hold})
+        wait_until(lambda: glob.glob(os.path.join(hold, "done.*")) or rank.poll() is not None,
+                   "the training step to end", timeout=300)
+        self.assertIsNone(rank.poll(), "the rank exited before the test read the leases")
+        leases = self.leases()
+        r = self.result_of(out)
+        open(os.path.join(hold, "exit"), "w").close()
+        self.run_ok(rank)
+        self.assertEqual(r["ok"], {"forward": True, "backward": True}, r)
+        self.assertEqual(misses(r), 2, f"a forward and a backward graph: {r['counters']}")
+        self.assertGreaterEqual(leases["leads"], 2, leases)
+        self.assertEqual(r["held_leases"], 0, r)
+        self.assertEqual(leases["keys_in_flight"], 0, leases)
+
+    def test_a_graph_the_fx_cache_bypasses_makes_nobody_wait(self):
+        """Inductor's FX cache bypasses the graph (CCPOOL_TEST_FX_BYPASS) after
+        AOTAutograd's lookup took its lease. AOTAutograd then stores nothing,
+        so that lease is released at the bypass, not at the end of the
+        leader's compile: with the leader held mid-compile at a gate, the
+        service has no key in flight, and a second rank with the same graph
+        compiles it and finishes without waiting."""
+        gate = self.path("gate")
+        os.makedirs(gate, exist_ok=True)
+        env = {"CCPOOL_TEST_FX_BYPASS": "1", "CCPOOL_GRAPH_WAIT_S": "120"}
+        leader = self.train(self.wpath("leader"), {**env, "CCPOOL_TEST_COMPILE_GATE": gate})
+        wait_until(lambda: glob.glob(os.path.join(gate, "compiling.*")) or leader.poll() is not None,
+                   "the leader to be in its graph compile", timeout=300)
+        self.assertIsNone(leader.poll(), "the leader exited before its compile")
+        at_gate = self.leases()
+        follower = self.train(self.wpath("follower"), env)
+        self.run_ok(follower)
+        self.assertIsNone(leader.poll(), "the leader was to be still held at its gate")
+        after = self.leases()
+        open(os.path.join(gate, "go"), "w").close()
+        self.run_ok(leader)
+        for who in ("leader", "follower"):
+            r = self.result_of(self.wpath(who))
+            self.assertEqual(r["ok"], {"forward": True, "backward": True}, r)
+            self.assertGreaterEqual(r["counters"]["inductor"].get("fxgraph_cache_bypass", 0), 1, r)
+        self.assertGreaterEqual(at_gate["leads"], 1, f"AOTAutograd's lookup took no lease: {at_gate}")
+        self.assertEqual(at_gate["keys_in_flight"], 0, at_gate)
+        self.assertEqual((after["waits"], after["timed_out"]), (0, 0), after)
 
     def remove_tree(self, d):
         import shutil

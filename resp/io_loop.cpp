@@ -120,6 +120,7 @@ struct Completions {
 // wait), with the replies of the commands after it that must follow its reply.
 struct Waiting {
   bool done = false;
+  bool stores = false;  // a SET the backend has not completed while !done
   std::string reply;  // once done
   size_t charge = 0;  // backlog bytes: value + overhead
   std::string after;
@@ -146,6 +147,7 @@ struct Connection {
   bool spoke_resp =
       false;  // sent a well-formed RESP array command (TCP: inline allowed from then on)
   bool read_eof = false;
+  bool leases_released = false;  // at read_eof, once no SET of its own is in flight
   bool closing = false;  // QUIT or a protocol error: write what is queued, then close
   uint32_t events = 0;   // what epoll watches now
   const uint64_t serial;
@@ -234,7 +236,7 @@ void IoLoop::accept_from(int listener) {
     conn->tcp = listener == m_config.tcp_listener;
     Connection* raw = conn.get();
     conn->session.set_deferral(
-        [this, raw](size_t value_bytes) { return defer(*raw, value_bytes); });
+        [this, raw](size_t value_bytes, bool stores) { return defer(*raw, value_bytes, stores); });
     if (!conn->session.authenticated()) {
       if (m_shared.unauthenticated.fetch_add(1) >= m_config.max_unauthenticated) {
         m_shared.unauthenticated.fetch_sub(1);
@@ -310,12 +312,7 @@ bool IoLoop::read_some(Connection& conn) {
       // EAGAIN (level-triggered epoll reports what arrives later).
       if (static_cast<size_t>(n) < kReadChunk) break;
     } else if (n == 0) {
-      conn.read_eof = true;
-      // The client sends nothing more, so it can neither SET nor release what
-      // it leads: its leases end now, not when the replies it is still owed
-      // (a wait of its own, up to the wait's bound) are written. A SET it sent
-      // before is unaffected and still serves whoever asks after it lands.
-      m_shared.leases.release_all(conn.session.id());
+      conn.read_eof = true;  // update() ends its leases
     } else if (errno == EINTR) {
       continue;
     } else {
@@ -394,10 +391,11 @@ bool IoLoop::refuse_cross_protocol(Connection& conn, const std::vector<std::stri
 }
 
 // Called by Session while it executes a deferrable SET on this loop's thread.
-Session::ReplyLater IoLoop::defer(Connection& conn, size_t value_bytes) {
+Session::ReplyLater IoLoop::defer(Connection& conn, size_t value_bytes, bool stores) {
   uint64_t seq = conn.first_seq + conn.waiting.size();
   m_deferred_in_pass = true;
   Waiting waiting;
+  waiting.stores = stores;
   waiting.charge = value_bytes + kDeferredOverhead;
   conn.deferred_bytes += waiting.charge;
   conn.waiting.push_back(std::move(waiting));
@@ -457,6 +455,16 @@ bool IoLoop::flush(Connection& conn) {
 }
 
 void IoLoop::update(Connection& conn) {
+  // A client that sends nothing more can neither SET nor release what it
+  // leads: its leases end once the SETs it sent have landed (each hands its
+  // value to the key's waiters), not when the replies it is still owed (a
+  // wait of its own, up to the wait's bound) are written.
+  if (conn.read_eof && !conn.leases_released &&
+      std::none_of(conn.waiting.begin(), conn.waiting.end(),
+                   [](const Waiting& w) { return w.stores && !w.done; })) {
+    m_shared.leases.release_all(conn.session.id());
+    conn.leases_released = true;
+  }
   if ((conn.closing || conn.read_eof) && conn.answered()) return close_connection(conn.fd.get());
   uint32_t want = 0;
   if (conn.pending() > 0) want |= EPOLLOUT;

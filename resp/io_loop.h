@@ -42,7 +42,7 @@ class IoLoop {
  private:
   void run();
   void accept_from(int listener);
-  Session::ReplyLater defer(Connection& conn, size_t value_bytes);
+  Session::ReplyLater defer(Connection& conn, size_t value_bytes, bool stores);
   void on_completions();
   void deliver(Connection& conn);  // queues the replies of answered SETs, in order
   bool admit(int fd, bool is_unix);

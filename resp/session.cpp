@@ -135,7 +135,7 @@ struct Commands {
         std::optional<std::string> for_waiters;
         if (shared(s).leases.held(argv[1])) for_waiters = argv[2];
         kv(s).set_async(argv[1], argv[2], expires,
-                        [later = s.m_defer(argv[2].size()), &st = shared(s), key = argv[1],
+                        [later = s.m_defer(argv[2].size(), true), &st = shared(s), key = argv[1],
                          for_waiters = std::move(for_waiters)](bool stored) {
                           if (stored) st.leases.stored(key, [&] { return for_waiters; });
                           std::string reply;
@@ -211,7 +211,7 @@ struct Commands {
     }
     auto bound = std::min<int64_t>(*wait, shared(s).max_lease_wait.count());
     auto deadline = LeaseTable::Clock::now() + std::chrono::milliseconds(bound);
-    Session::ReplyLater later = s.m_defer(0);
+    Session::ReplyLater later = s.m_defer(0, false);
     s.m_deferred = true;
     auto waiter = [later](std::optional<std::string> value) {
       std::string reply;

@@ -58,11 +58,12 @@ class Session {
 
   // Installed by the io loop: a plain SET (no NX/XX/GET/KEEPTTL) then goes to
   // KvBackend::set_async and its reply is sent through the ReplyLater that
-  // `defer(backlog bytes)` returns, once the backend completes; a
-  // CCPOOL.LEASE that waits for another client's SET replies through one too.
-  // Without a deferral SET waits inline and LEASE never waits.
+  // `defer(backlog bytes, stores)` returns, once the backend completes
+  // (`stores`: the deferred command is such a SET); a CCPOOL.LEASE that waits
+  // for another client's SET replies through one too. Without a deferral SET
+  // waits inline and LEASE never waits.
   using ReplyLater = std::function<void(std::string reply)>;  // any thread, exactly once
-  using Deferral = std::function<ReplyLater(size_t backlog_bytes)>;
+  using Deferral = std::function<ReplyLater(size_t backlog_bytes, bool stores)>;
   void set_deferral(Deferral defer) { m_defer = std::move(defer); }
   static void set_reply(bool stored, std::string& out);
   // Whether execute() may defer this command's reply: SET without NX, XX, GET

@@ -184,5 +184,44 @@ TEST_F(DeferredSetTest, HangUpWithSetsInFlight) {
   EXPECT_EQ(round_trip(fd.get(), command({"EXISTS", "gone", "gone2"}), 4), ":2\r\n");
 }
 
+// A leader that sends its SET and hangs up before the store has it: its lease
+// ends with that value, and whoever waited gets it, not a miss.
+TEST_F(DeferredSetTest, AGoneLeadersSetServesItsWaiters) {
+  UniqueFd waiter = connect_unix(m_front->unix_path());
+  {
+    UniqueFd leader = connect_unix(m_front->unix_path());
+    EXPECT_EQ(round_trip(leader.get(), command({"CCPOOL.LEASE", "g", "0"}), 7), "+LEAD\r\n");
+    ASSERT_TRUE(send_all(waiter.get(), command({"CCPOOL.LEASE", "g", "60000"})));
+    EXPECT_TRUE(silent_for(waiter.get(), 100));
+    ASSERT_TRUE(send_all(leader.get(), command({"SET", "g", "graph"})));
+    m_kv.wait_for(1);
+  }  // closed before the store has the value
+  EXPECT_TRUE(silent_for(waiter.get(), 200)) << "the waiter was sent away before the SET landed";
+  EXPECT_EQ(m_kv.complete_all(true), 1u);
+  EXPECT_EQ(read_exact(waiter.get(), bulk("graph").size()), bulk("graph"));
+  LeaseStats stats = m_front->lease_stats();
+  EXPECT_EQ(stats.served, 1u);
+  EXPECT_EQ(stats.abandoned, 0u);
+  EXPECT_EQ(stats.keys_in_flight, 0u);
+}
+
+// The same SET refused by the store: the lease ends with the connection, and
+// the waiter computes the value itself.
+TEST_F(DeferredSetTest, AGoneLeadersRefusedSetReleasesItsWaiters) {
+  UniqueFd waiter = connect_unix(m_front->unix_path());
+  {
+    UniqueFd leader = connect_unix(m_front->unix_path());
+    EXPECT_EQ(round_trip(leader.get(), command({"CCPOOL.LEASE", "g", "0"}), 7), "+LEAD\r\n");
+    ASSERT_TRUE(send_all(waiter.get(), command({"CCPOOL.LEASE", "g", "60000"})));
+    EXPECT_TRUE(silent_for(waiter.get(), 100));
+    ASSERT_TRUE(send_all(leader.get(), command({"SET", "g", "graph"})));
+    m_kv.wait_for(1);
+  }
+  EXPECT_TRUE(silent_for(waiter.get(), 100));
+  EXPECT_EQ(m_kv.complete_all(false), 1u);
+  EXPECT_EQ(read_exact(waiter.get(), 7), "+MISS\r\n");
+  EXPECT_EQ(m_front->lease_stats().keys_in_flight, 0u);
+}
+
 }  // namespace
 }  // namespace ccpool::resp

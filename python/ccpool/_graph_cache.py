@@ -14,10 +14,11 @@ needed) and turns a lookup into CCPOOL.LEASE:
 
 A lease this thread took and did not SET is released when the compile that
 took it ends (OutputGraph.call_user_compiler, Inductor's _compile_fx_inner,
-which also runs a lazily compiled backward), and at once when the FX cache
-bypasses a graph (nothing of that compile will be stored): an uncacheable
-graph or a failed compile never holds waiters for long. A broken connection
-is a miss, never an error; a forked child opens its own.
+which also runs a lazily compiled backward), and a led AOTAutograd entry at
+once when the FX cache bypasses one of its graphs (AOTAutograd will not
+store it): an uncacheable graph or a failed compile never holds waiters for
+long. A broken connection is a miss, never an error; a forked child opens
+its own.
 
 The autotune caches go to the same store without leases: their values are
 written after GPU benchmarking in the parent, long after the lookup.
@@ -27,7 +28,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Set
 
 from . import _env
 from ._resp import RespConnection, RespError
@@ -47,16 +48,23 @@ def _own_process() -> None:
     inherited = getattr(_local, "conn", None)
     _local.conn = None
     _local.held = []
+    _local.autograd = set()
     _local.pid = pid
     if inherited is not None:
         inherited.close()  # this process's copy of the socket only; the parent's stays open
+
+
+# A child that never looks anything up must not keep the parent's socket open
+# either: the front ends a dead leader's leases when its connection closes.
+os.register_at_fork(after_in_child=_own_process)
 
 
 def _conn() -> Optional[RespConnection]:
     _own_process()
     conn = getattr(_local, "conn", None)
     if conn is not None and not conn.usable:  # an earlier call failed or was interrupted
-        conn = _local.conn = None
+        _drop_conn()
+        conn = None
     if conn is None:
         path = _env.resp_socket()
         if not path:
@@ -70,8 +78,12 @@ def _conn() -> Optional[RespConnection]:
 
 
 def _drop_conn() -> None:
+    """Closes this thread's connection. The front ends a closed connection's
+    leases itself, so none of them is this thread's any more."""
     conn = getattr(_local, "conn", None)
     _local.conn = None
+    _held().clear()
+    _autograd().clear()
     if conn is not None:
         conn.close()
 
@@ -84,7 +96,16 @@ def _held() -> List[str]:
     return held
 
 
-def get(key: str, lease: bool) -> Optional[bytes]:
+def _autograd() -> Set[str]:
+    """The held keys that are AOTAutograd entries (the rest are FX graphs)."""
+    _own_process()
+    keys = getattr(_local, "autograd", None)
+    if keys is None:
+        keys = _local.autograd = set()
+    return keys
+
+
+def get(key: str, lease: bool, autograd: bool = False) -> Optional[bytes]:
     conn = _conn()
     if conn is None:
         return None
@@ -101,6 +122,8 @@ def get(key: str, lease: bool) -> Optional[bytes]:
         return reply
     if reply == "LEAD":
         _held().append(key)
+        if autograd:
+            _autograd().add(key)
     return None
 
 
@@ -108,6 +131,8 @@ def put(key: str, data: bytes) -> None:
     held = _held()
     if key in held:
         held.remove(key)
+        if key not in held:
+            _autograd().discard(key)
     conn = _conn()
     if conn is None:
         return
@@ -135,13 +160,19 @@ def release_since(before: List[str]) -> int:
     held = _held()
     taken = [key for key in held if key not in before]
     held[:] = [key for key in held if key in before]
+    _autograd().difference_update(k for k in taken if k not in held)
     _release(taken)
     return len(taken)
 
 
-def release_all() -> int:
-    """Releases every lease this thread holds and did not SET."""
-    return release_since([])
+def release_autograd() -> int:
+    """Releases the AOTAutograd entries this thread leads and did not SET."""
+    held, keys = _held(), _autograd()
+    taken = [key for key in held if key in keys]
+    held[:] = [key for key in held if key not in keys]
+    keys.clear()
+    _release(taken)
+    return len(taken)
 
 
 def snapshot() -> List[str]:
@@ -157,13 +188,19 @@ def install(remote_cache: Any) -> None:
     base = remote_cache.RemoteCacheBackend
 
     class LeasedFrontBackend(base):  # type: ignore[misc, valid-type]
-        """FX graphs and AOTAutograd entries: lookups take leases."""
+        """FX graphs: lookups take leases."""
 
         def _get(self, key: str) -> Optional[bytes]:
             return get(key, lease=True)
 
         def _put(self, key: str, data: bytes) -> None:
             put(key, data)
+
+    class LeasedAutogradBackend(LeasedFrontBackend):
+        """AOTAutograd entries: leases too, which an FX bypass ends."""
+
+        def _get(self, key: str) -> Optional[bytes]:
+            return get(key, lease=True, autograd=True)
 
     class FrontBackend(base):  # type: ignore[misc, valid-type]
         """Autotune results: shared, no single flight."""
@@ -174,10 +211,11 @@ def install(remote_cache: Any) -> None:
         def _put(self, key: str, data: bytes) -> None:
             put(key, data)
 
-    for name in ("RemoteFxGraphCache", "RemoteAOTAutogradCache"):
+    for name, backend in (("RemoteFxGraphCache", LeasedFrontBackend),
+                          ("RemoteAOTAutogradCache", LeasedAutogradBackend)):
         cls = getattr(remote_cache, name, None)
         if cls is not None and cls.backend_override_cls is None:
-            cls.backend_override_cls = LeasedFrontBackend
+            cls.backend_override_cls = backend
     for name in ("RemoteAutotuneCache", "RemoteBundledAutotuneCache"):
         cls = getattr(remote_cache, name, None)
         if cls is not None and cls.backend_override_cls is None:
@@ -231,9 +269,10 @@ def install_bypass_release(codecache: Any) -> None:
     """Patches torch._inductor.codecache (just imported): when Inductor finds
     a graph it cannot cache (FxGraphCache.prepare_key returns no key), nothing
     this compile leads will be stored. AOTAutograd stores its entry only when
-    every FX graph in it has a key, unless it bundles them, so the leases this
-    thread holds (its AOTAutograd lookup's) are released at once: the ranks
-    waiting for them compile now, not after the leader's whole compile."""
+    every FX graph in it has a key, unless it bundles them, so the AOTAutograd
+    entries this thread leads are released at once: the ranks waiting for them
+    go on now, not after the leader's whole compile. FX graph leases are left
+    to the compiles that took them."""
     cls = getattr(codecache, "FxGraphCache", None)
     original = getattr(cls, "prepare_key", None)
     if cls is None or original is None or getattr(original, "_ccpool_wrapped", False):
@@ -241,8 +280,8 @@ def install_bypass_release(codecache: Any) -> None:
 
     def prepare_key(*args: Any, **kwargs: Any) -> Any:
         result = original(*args, **kwargs)
-        if result[0] is None and held_count() and not _autograd_entry_bundled():
-            release_all()
+        if result[0] is None and _autograd() and not _autograd_entry_bundled():
+            release_autograd()
         return result
 
     prepare_key._ccpool_wrapped = True  # type: ignore[attr-defined]

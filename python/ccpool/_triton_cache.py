@@ -79,6 +79,18 @@ def forget_connection() -> None:
     del _held[:]
 
 
+def _after_fork_in_child() -> None:
+    """A thread of the parent may have held the lock at the fork (waiting on
+    a lease, up to its bound); in the child that thread does not exist and
+    would never release it. The connection and leases are the parent's."""
+    global _lock
+    _lock = threading.Lock()
+    forget_connection()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _call(*args: Union[str, bytes], timeout_s: Optional[float] = None) -> Reply:
     global _conn
     conn = _connection()

@@ -33,6 +33,9 @@ def front(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Service]:
                   os.path.join(tmp_path, "serve.log"), str(tmp_path), ccpool=CCPOOL)
     svc.start(resp=True)
     monkeypatch.setenv("CCPOOL_RESP_SOCKET", svc.resp_sock)
+    # A wait the code under test should never reach ends in seconds, not 600: a regression
+    # fails instead of hanging the suite.
+    monkeypatch.setenv("CCPOOL_GRAPH_WAIT_S", "5")
     monkeypatch.setattr(_graph_cache, "_local", threading.local())
     try:
         yield svc
@@ -69,6 +72,28 @@ def test_an_interrupted_wait_never_hands_its_reply_to_the_next_lookup(front: Ser
     _graph_cache.put(KEY_B, b"graph B")
     assert leader.call("GET", KEY_B) == b"graph B"
     assert leader.call("GET", KEY_A) == b"graph A"
+
+
+def test_after_a_failed_call_the_thread_holds_none_of_the_closed_connections_leases(front: Service) -> None:
+    assert _graph_cache.get(KEY_P, lease=True) is None  # this thread leads P
+    other = RespConnection(front.resp_sock)
+    assert other.call("CCPOOL.LEASE", KEY_A, "60000") == "LEAD"
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _graph_cache.get(KEY_A, lease=True)  # waits for `other`; its connection ends
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert _graph_cache.get(KEY_B, lease=True) is None  # a new connection; it leads B
+    # The front ended P with the old connection: the thread holds B alone, and P is free.
+    assert _graph_cache.held_count() == 1
+    assert other.call("CCPOOL.LEASE", KEY_P, "0") == "LEAD"
 
 
 def test_a_connection_that_failed_a_call_is_never_read_again(front: Service) -> None:
@@ -113,6 +138,46 @@ def test_a_forked_child_never_shares_its_parents_connection_or_leases(front: Ser
     _graph_cache.put(KEY_P, b"graph P")
     assert _graph_cache.held_count() == 0
     assert _graph_cache.get(KEY_P, lease=True) == b"graph P"
+
+
+def test_a_forked_child_takes_the_triton_cache_lock_a_parent_thread_held(front: Service,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread of the parent holds _triton_cache's lock (as one waiting on a
+    lease does) when another thread forks: the child must not inherit the lock
+    held, nor the parent's connection."""
+    import types
+    fake = {name: types.ModuleType(name) for name in ("triton", "triton.runtime", "triton.runtime.cache")}
+    fake["triton.runtime.cache"].FileCacheManager = object  # type: ignore[attr-defined]
+    for name, module in fake.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    from ccpool import _triton_cache
+    monkeypatch.setattr(_triton_cache, "_conn", RespConnection(front.resp_sock))
+    monkeypatch.setattr(_triton_cache, "_conn_pid", os.getpid())
+    taken, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with _triton_cache._lock:
+            taken.set()
+            done.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert taken.wait(30)
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover
+            got = _triton_cache._lock.acquire(timeout=2)
+            os.write(write_end, json.dumps({"lock": got, "conn": _triton_cache._conn is None}).encode())
+            os._exit(0)
+        os.close(write_end)
+        os.waitpid(pid, 0)
+        with os.fdopen(read_end) as f:
+            report = json.loads(f.read() or "{}")
+    finally:
+        done.set()
+        holder.join()
+    assert report == {"lock": True, "conn": True}, report
 
 
 def test_a_connection_is_refused_in_another_process(front: Service) -> None:

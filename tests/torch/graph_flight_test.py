@@ -171,12 +171,14 @@ class GraphFlightTest(TorchCase):
         os.makedirs(hold, exist_ok=True)
         out = self.wpath("train")
         rank = self.train(out, {"CCPOOL_TEST_NO_SAVE": "1", "CCPOOL_TEST_HOLD": hold})
-        wait_until(lambda: glob.glob(os.path.join(hold, "done.*")) or rank.poll() is not None,
-                   "the training step to end", timeout=300)
-        self.assertIsNone(rank.poll(), "the rank exited before the test read the leases")
-        leases = self.leases()
-        r = self.result_of(out)
-        open(os.path.join(hold, "exit"), "w").close()
+        try:
+            wait_until(lambda: glob.glob(os.path.join(hold, "done.*")) or rank.poll() is not None,
+                       "the training step to end", timeout=300)
+            self.assertIsNone(rank.poll(), "the rank exited before the test read the leases")
+            leases = self.leases()
+            r = self.result_of(out)
+        finally:
+            open(os.path.join(hold, "exit"), "w").close()  # the rank ends whatever failed
         self.run_ok(rank)
         self.assertEqual(r["ok"], {"forward": True, "backward": True}, r)
         self.assertEqual(misses(r), 2, f"a forward and a backward graph: {r['counters']}")
@@ -195,15 +197,17 @@ class GraphFlightTest(TorchCase):
         os.makedirs(gate, exist_ok=True)
         env = {"CCPOOL_TEST_FX_BYPASS": "1", "CCPOOL_GRAPH_WAIT_S": "120"}
         leader = self.train(self.wpath("leader"), {**env, "CCPOOL_TEST_COMPILE_GATE": gate})
-        wait_until(lambda: glob.glob(os.path.join(gate, "compiling.*")) or leader.poll() is not None,
-                   "the leader to be in its graph compile", timeout=300)
-        self.assertIsNone(leader.poll(), "the leader exited before its compile")
-        at_gate = self.leases()
-        follower = self.train(self.wpath("follower"), env)
-        self.run_ok(follower)
-        self.assertIsNone(leader.poll(), "the leader was to be still held at its gate")
-        after = self.leases()
-        open(os.path.join(gate, "go"), "w").close()
+        try:
+            wait_until(lambda: glob.glob(os.path.join(gate, "compiling.*")) or leader.poll() is not None,
+                       "the leader to be in its graph compile", timeout=300)
+            self.assertIsNone(leader.poll(), "the leader exited before its compile")
+            at_gate = self.leases()
+            follower = self.train(self.wpath("follower"), env)
+            self.run_ok(follower)
+            self.assertIsNone(leader.poll(), "the leader was to be still held at its gate")
+            after = self.leases()
+        finally:
+            open(os.path.join(gate, "go"), "w").close()  # the leader ends whatever failed
         self.run_ok(leader)
         for who in ("leader", "follower"):
             r = self.result_of(self.wpath(who))

@@ -275,7 +275,12 @@ class Bench:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-        rc = p.wait()
+        try:
+            rc = p.wait(timeout=self.args.run_timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)  # the launcher's session: its ranks and their compilers
+            rc = p.wait()
+            res["timed_out_s"] = self.args.run_timeout
         res["wall_s"] = round(time.monotonic() - start, 1)
         sampler.stop()
         after = os.times()
@@ -427,6 +432,8 @@ def parser():
     ap.add_argument("--python", help="the interpreter with torch (default: the venv's)")
     ap.add_argument("--out", default=os.path.join(HERE, "seed.json"))
     ap.add_argument("--keep", action="store_true", help="keep the runs' directories and logs")
+    ap.add_argument("--run-timeout", type=float, help="kill a run's launcher and ranks after this many seconds "
+                                                      "(default: no bound)")
     return ap
 
 

@@ -11,8 +11,10 @@ Each run is measured by bench/torch/seed.py's runner: Inductor's own
 fxgraph_cache_miss summed over the ranks, every process's compile-phase CPU,
 the service's builds and pass-throughs, and whether every rank matched eager.
 
-Exits 1 when a rank's result differs from eager or a ccpool run compiles a
-graph more than once per node; 125 when there is no interpreter with torch.
+Exits 1 when a rank's result differs from eager, a ccpool run compiles a
+graph more than once per node, the fresh node compiles anything, a run is
+killed at --run-timeout, or torch does not import; 125 when the venv has no
+torch.
 
   python3 scripts/lib/torch_demo.py [--ranks 4] [--device cpu] [--build DIR] [--venv DIR]
 """
@@ -36,18 +38,25 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count(), help="ccpool run --jobs (default: CPUs)")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--venv", default=os.environ.get("CCPOOL_VENV", os.path.join(ROOT, "build", "venv")))
+    ap.add_argument("--run-timeout", type=float, default=600,
+                    help="seconds after which a run's launcher and ranks are killed (default 600)")
     args = ap.parse_args()
 
     bench_args = seed.parser().parse_args(["--only", "graphs", "--graph-ranks", str(args.ranks), "--jobs",
                                            str(args.jobs), "--device", args.device, "--build", args.build,
-                                           "--venv", args.venv])
+                                           "--venv", args.venv, "--run-timeout", str(args.run_timeout)])
     python = os.path.join(args.venv, "bin", "python")
-    probe = subprocess.run([python, "-c", "import torch"], capture_output=True, text=True) \
-        if os.access(python, os.X_OK) else None
-    if probe is None or probe.returncode != 0:
-        why = (probe.stderr.strip().splitlines() or ["?"])[-1] if probe else f"no interpreter at {python}"
-        print(f"torch demo: skipped, no torch ({why}); scripts/setup-deps.sh makes the venv {args.venv}")
+    installed = os.access(python, os.X_OK) and subprocess.run(
+        [python, "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"]).returncode == 0
+    if not installed:
+        print(f"torch demo: skipped, no torch in {args.venv} (scripts/setup-deps.sh makes that venv; "
+              f"{os.path.join(args.venv, 'ccpool-venv-failed')} says why it could not)")
         return 125
+    probe = subprocess.run([python, "-c", "import torch"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        print(f"torch demo: torch in {args.venv} does not import: "
+              f"{(probe.stderr.strip().splitlines() or ['?'])[-1]}")
+        return 1
 
     bench = seed.Bench(bench_args)
     env = {"NOGPU_COMPILE_SHIM": "1"} if args.device == "cpu" else {}
@@ -56,19 +65,24 @@ def main():
     print(f"== real torch.compile: {r} ranks x {GRAPHS} graphs under torchrun, one Inductor cache dir, "
           f"{os.cpu_count()} cores (each run takes a minute or two)", flush=True)
     d = f"{bench.root}/ccpool"
+
+    def run(label, where, via):
+        row = bench.run(label, where, "model.py", r, via, env=env, extra_args=extra)
+        if row.get("rc") or not row.get("ok"):
+            tail = (seed.read(f"{where}.stderr.log", b"") or b"").decode(errors="replace").splitlines()[-20:]
+            why = f"killed after {row['timed_out_s']:.0f} s" if row.get("timed_out_s") else f"exit {row.get('rc')}"
+            print(f"-- {label}: {why}, the end of its log:\n" + "\n".join(tail), flush=True)
+        return row
+
     try:
         print("== 1/3 plain torchrun", flush=True)
-        plain = bench.run("plain torchrun", f"{bench.root}/plain", "model.py", r, False, env=env, extra_args=extra)
+        plain = run("plain torchrun", f"{bench.root}/plain", False)
         print("== 2/3 ccpool run, cold node", flush=True)
-        cold = bench.run("ccpool run, cold", d, "model.py", r, True, env=env, extra_args=extra)
+        cold = run("ccpool run, cold", d, True)
         for sub in ("inductor", "out", "tmp"):
             shutil.rmtree(f"{d}/{sub}", ignore_errors=True)
         print("== 3/3 ccpool run, Inductor's cache emptied (a fresh node)", flush=True)
-        fresh = bench.run("ccpool run, fresh node", d, "model.py", r, True, env=env, extra_args=extra)
-        for row, log in ((plain, f"{bench.root}/plain"), (cold, d), (fresh, d)):
-            if row.get("rc") or not row.get("ok"):
-                tail = (seed.read(f"{log}.stderr.log", b"") or b"").decode(errors="replace").splitlines()[-20:]
-                print(f"-- {row['run']}: exit {row.get('rc')}, the end of its log:\n" + "\n".join(tail))
+        fresh = run("ccpool run, fresh node", d, True)
     finally:
         shutil.rmtree(bench.root, ignore_errors=True)
 

@@ -121,8 +121,8 @@ struct Completions {
 struct Waiting {
   bool done = false;
   bool stores = false;  // a SET the backend has not completed while !done
-  std::string reply;  // once done
-  size_t charge = 0;  // backlog bytes: value + overhead
+  std::string reply;    // once done
+  size_t charge = 0;    // backlog bytes: value + overhead
   std::string after;
 };
 
@@ -148,8 +148,8 @@ struct Connection {
       false;  // sent a well-formed RESP array command (TCP: inline allowed from then on)
   bool read_eof = false;
   bool leases_released = false;  // at read_eof, once no SET of its own is in flight
-  bool closing = false;  // QUIT or a protocol error: write what is queued, then close
-  uint32_t events = 0;   // what epoll watches now
+  bool closing = false;          // QUIT or a protocol error: write what is queued, then close
+  uint32_t events = 0;           // what epoll watches now
   const uint64_t serial;
   std::deque<Waiting> waiting;  // in command order; references stay valid on push_back
   uint64_t first_seq = 0;       // sequence number of waiting.front()

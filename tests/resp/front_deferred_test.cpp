@@ -184,18 +184,22 @@ TEST_F(DeferredSetTest, HangUpWithSetsInFlight) {
   EXPECT_EQ(round_trip(fd.get(), command({"EXISTS", "gone", "gone2"}), 4), ":2\r\n");
 }
 
-// A leader that sends its SET and hangs up before the store has it: its lease
-// ends with that value, and whoever waited gets it, not a miss.
+// A waiter on key "g", whose leader sent its SET of "graph" and hung up before
+// the store completed it. Returns the waiter's connection.
+UniqueFd wait_on_a_leader_that_set_and_hung_up(const Front& front, HeldKv& kv) {
+  UniqueFd waiter = connect_unix(front.unix_path());
+  UniqueFd leader = connect_unix(front.unix_path());
+  EXPECT_EQ(round_trip(leader.get(), command({"CCPOOL.LEASE", "g", "0"}), 7), "+LEAD\r\n");
+  EXPECT_TRUE(send_all(waiter.get(), command({"CCPOOL.LEASE", "g", "60000"})));
+  EXPECT_TRUE(silent_for(waiter.get(), 100));
+  EXPECT_TRUE(send_all(leader.get(), command({"SET", "g", "graph"})));
+  kv.wait_for(1);
+  return waiter;  // `leader` closes here, before the store has the value
+}
+
+// Its lease ends with that value, and whoever waited gets it, not a miss.
 TEST_F(DeferredSetTest, AGoneLeadersSetServesItsWaiters) {
-  UniqueFd waiter = connect_unix(m_front->unix_path());
-  {
-    UniqueFd leader = connect_unix(m_front->unix_path());
-    EXPECT_EQ(round_trip(leader.get(), command({"CCPOOL.LEASE", "g", "0"}), 7), "+LEAD\r\n");
-    ASSERT_TRUE(send_all(waiter.get(), command({"CCPOOL.LEASE", "g", "60000"})));
-    EXPECT_TRUE(silent_for(waiter.get(), 100));
-    ASSERT_TRUE(send_all(leader.get(), command({"SET", "g", "graph"})));
-    m_kv.wait_for(1);
-  }  // closed before the store has the value
+  UniqueFd waiter = wait_on_a_leader_that_set_and_hung_up(*m_front, m_kv);
   EXPECT_TRUE(silent_for(waiter.get(), 200)) << "the waiter was sent away before the SET landed";
   EXPECT_EQ(m_kv.complete_all(true), 1u);
   EXPECT_EQ(read_exact(waiter.get(), bulk("graph").size()), bulk("graph"));
@@ -208,15 +212,7 @@ TEST_F(DeferredSetTest, AGoneLeadersSetServesItsWaiters) {
 // The same SET refused by the store: the lease ends with the connection, and
 // the waiter computes the value itself.
 TEST_F(DeferredSetTest, AGoneLeadersRefusedSetReleasesItsWaiters) {
-  UniqueFd waiter = connect_unix(m_front->unix_path());
-  {
-    UniqueFd leader = connect_unix(m_front->unix_path());
-    EXPECT_EQ(round_trip(leader.get(), command({"CCPOOL.LEASE", "g", "0"}), 7), "+LEAD\r\n");
-    ASSERT_TRUE(send_all(waiter.get(), command({"CCPOOL.LEASE", "g", "60000"})));
-    EXPECT_TRUE(silent_for(waiter.get(), 100));
-    ASSERT_TRUE(send_all(leader.get(), command({"SET", "g", "graph"})));
-    m_kv.wait_for(1);
-  }
+  UniqueFd waiter = wait_on_a_leader_that_set_and_hung_up(*m_front, m_kv);
   EXPECT_TRUE(silent_for(waiter.get(), 100));
   EXPECT_EQ(m_kv.complete_all(false), 1u);
   EXPECT_EQ(read_exact(waiter.get(), 7), "+MISS\r\n");

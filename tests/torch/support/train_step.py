@@ -12,8 +12,8 @@ hooks):
   CCPOOL_TEST_FX_BYPASS=1   Inductor's FX cache bypasses every graph after
                             AOTAutograd's lookup (FxGraphCache._check_can_cache
                             raises when FxGraphCache.prepare_key calls it).
-  CCPOOL_TEST_COMPILE_GATE=DIR  each graph compile creates DIR/compiling.<pid>
-                            and waits for DIR/go.
+  CCPOOL_TEST_COMPILE_GATE=DIR, CCPOOL_TEST_COMPILE_FAIL=1  as in model.py
+                            (its install_test_gates).
   CCPOOL_TEST_HOLD=DIR      after the step, create DIR/done.<pid> and wait for
                             DIR/exit (the test reads the service's leases
                             while this process lives).
@@ -27,6 +27,7 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from model import install_test_gates
 
 RANK = int(os.environ.get("RANK", "0"))
 
@@ -38,7 +39,6 @@ def wait_for(path):
 
 def install_test_behaviour():
     from torch._inductor import codecache
-    from torch._inductor import compile_fx as cfx
     if os.environ.get("CCPOOL_TEST_NO_SAVE") == "1":
         codecache.FxGraphCache._save_graph = staticmethod(lambda *args, **kwargs: None)
     if os.environ.get("CCPOOL_TEST_FX_BYPASS") == "1":
@@ -52,15 +52,7 @@ def install_test_behaviour():
                 raise codecache.BypassFxGraphCache("simulated by the test")
             return real_check(*args, **kwargs)
         codecache.FxGraphCache._check_can_cache = staticmethod(check)
-    gate = os.environ.get("CCPOOL_TEST_COMPILE_GATE")
-    if gate:
-        real = cfx.fx_codegen_and_compile
-
-        def gated(*args, **kwargs):
-            open(os.path.join(gate, f"compiling.{os.getpid()}"), "w").close()
-            wait_for(os.path.join(gate, "go"))
-            return real(*args, **kwargs)
-        cfx.fx_codegen_and_compile = gated
+    install_test_gates()
 
 
 class Block(nn.Module):
